@@ -1,0 +1,65 @@
+"""Durable state of Countersign: runs, reviews, decisions, the journal and the outbox.
+
+Depends on SQLAlchemy only; knows nothing of CrewAI or Slack. See ``storage.errors``
+for the exception hierarchy and ``storage.status`` for the state machines.
+"""
+
+from storage.engine import DEFAULT_URL, make_engine
+from storage.errors import (
+    AlreadyDecided,
+    AlreadyFinal,
+    DecisionNotAllowed,
+    LeaseLost,
+    NotFound,
+    ReviewNotFound,
+    RunNotFound,
+    StorageError,
+    TransitionRejected,
+)
+from storage.records import (
+    Decision,
+    JournalEntry,
+    NewDecision,
+    NewReview,
+    OutboxMessage,
+    Review,
+    Run,
+)
+from storage.status import (
+    ALLOWED_DECISIONS,
+    DecisionKind,
+    OutboxKind,
+    ReviewKind,
+    ReviewStatus,
+    RunStatus,
+)
+from storage.store import Store, utc_now
+
+__all__ = [
+    "ALLOWED_DECISIONS",
+    "DEFAULT_URL",
+    "AlreadyDecided",
+    "AlreadyFinal",
+    "Decision",
+    "DecisionKind",
+    "DecisionNotAllowed",
+    "JournalEntry",
+    "LeaseLost",
+    "NewDecision",
+    "NewReview",
+    "NotFound",
+    "OutboxKind",
+    "OutboxMessage",
+    "Review",
+    "ReviewKind",
+    "ReviewNotFound",
+    "ReviewStatus",
+    "Run",
+    "RunNotFound",
+    "RunStatus",
+    "StorageError",
+    "Store",
+    "TransitionRejected",
+    "make_engine",
+    "utc_now",
+]

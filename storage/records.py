@@ -1,0 +1,106 @@
+"""Typed, immutable views of the rows, handed out by the Store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    crew: str
+    inputs: dict[str, str]
+    status: RunStatus
+    output: str | None
+    error: str | None
+    divergence: str | None
+    started_by: str | None
+    channel: str | None
+    thread_ts: str | None
+    attempts: int
+    lease_owner: str | None
+    lease_expires: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Decision:
+    review_id: str
+    run_id: str
+    kind: DecisionKind
+    text: str | None
+    original: str | None
+    details: JSON
+    decided_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Review:
+    id: str
+    run_id: str
+    kind: ReviewKind
+    status: ReviewStatus
+    stream: str
+    seq: int
+    prompt: str
+    details: JSON
+    journal_pos: int
+    channel: str | None
+    message_ts: str | None
+    created_at: datetime
+    decided_at: datetime | None
+    remind_at: datetime | None
+    escalate_at: datetime | None
+    expires_at: datetime | None
+    decision: Decision | None = None
+
+
+@dataclass(frozen=True)
+class NewReview:
+    """What the runtime asks a human when a run pauses."""
+
+    kind: ReviewKind
+    stream: str
+    seq: int
+    prompt: str
+    details: JSON = field(default_factory=dict)
+    remind_at: datetime | None = None
+    escalate_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewDecision:
+    kind: DecisionKind
+    decided_by: str
+    text: str | None = None
+    details: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    pos: int
+    stream: str
+    kind: str
+    seq: int
+    payload: JSON
+    prompt_hash: str | None
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    id: int
+    run_id: str
+    review_id: str | None
+    kind: str
+    payload: JSON
+    attempts: int
+    created_at: datetime

@@ -1,0 +1,134 @@
+"""The tables. Times are naive UTC; JSON columns hold plain data only (never pickle)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("crew", String(100), nullable=False),
+    Column("inputs", JSON, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("output", Text),
+    Column("error", Text),
+    Column("divergence", Text),
+    Column("started_by", String(64)),
+    Column("channel", String(64)),
+    Column("thread_ts", String(32)),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("lease_owner", String(64)),
+    Column("lease_expires", DateTime),
+    Column("created_at", DateTime, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+    Index("ix_runs_status_updated", "status", "updated_at"),
+)
+
+reviews = Table(
+    "reviews",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("stream", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("details", JSON, nullable=False),
+    # Journal position when the review was opened: a divergence before it supersedes it.
+    Column("journal_pos", Integer, nullable=False),
+    Column("channel", String(64)),
+    Column("message_ts", String(32)),
+    Column("created_at", DateTime, nullable=False),
+    Column("decided_at", DateTime),
+    Column("remind_at", DateTime),
+    Column("escalate_at", DateTime),
+    Column("expires_at", DateTime),
+    Index("ix_reviews_run", "run_id"),
+    Index("ix_reviews_status", "status"),
+    # One live review per pause point; superseded ones stay for the audit trail.
+    Index(
+        "uq_reviews_point",
+        "run_id",
+        "kind",
+        "stream",
+        "seq",
+        unique=True,
+        sqlite_where=Column("status") != "superseded",
+        postgresql_where=Column("status") != "superseded",
+    ),
+)
+
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # UNIQUE: one decision per review, whatever races the compare-and-set loses.
+    Column(
+        "review_id",
+        String(32),
+        ForeignKey("reviews.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("text", Text),
+    Column("original", Text),
+    Column("details", JSON, nullable=False),
+    Column("decided_by", String(64), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_decisions_run", "run_id"),
+)
+
+journal = Table(
+    "journal",
+    metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("pos", Integer, primary_key=True),
+    Column("stream", String(200), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("prompt_hash", String(64)),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("run_id", "stream", "kind", "seq", name="uq_journal_turn"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("review_id", String(32)),
+    Column("kind", String(32), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("next_attempt_at", DateTime, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("sent_at", DateTime),
+    Index("ix_outbox_due", "sent_at", "next_attempt_at"),
+)

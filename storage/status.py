@@ -1,0 +1,118 @@
+"""The state machines of runs and reviews, as data.
+
+Every status change in storage is a compare-and-set on one of the transitions
+listed here, so a second click, a Slack retry or a late timer is a no-op that
+says so instead of a silent overwrite.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Where a run is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_RUN_STATUSES
+
+
+FINAL_RUN_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED}
+)
+
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    # queued -> running: a worker claims it.
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    # running -> queued: the worker gave it back (shutdown) or its lease expired.
+    # running -> running: another worker took over an expired lease.
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.RUNNING,
+            RunStatus.QUEUED,
+            RunStatus.WAITING,
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.REJECTED,
+            RunStatus.CANCELLED,
+        }
+    ),
+    # waiting -> queued: every pending review got its decision.
+    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+    RunStatus.REJECTED: frozenset(),
+}
+
+
+class ReviewKind(StrEnum):
+    """What a human is asked for."""
+
+    QUESTION = "question"
+    TASK_REVIEW = "task_review"
+    TOOL_APPROVAL = "tool_approval"
+
+
+class ReviewStatus(StrEnum):
+    """Where a review is in its life.
+
+    ``superseded`` marks a review that belongs to a part of the journal that was
+    dropped (the crew diverged from its recording); it stays for the audit trail.
+    """
+
+    PENDING = "pending"
+    DECIDED = "decided"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+
+class DecisionKind(StrEnum):
+    """A reviewer's typed answer (``expire`` comes from the clock, not a person)."""
+
+    APPROVE = "approve"
+    EDIT = "edit"
+    CHANGES = "changes"
+    REJECT = "reject"
+    ANSWER = "answer"
+    EXPIRE = "expire"
+
+    @property
+    def needs_text(self) -> bool:
+        return self in {DecisionKind.EDIT, DecisionKind.CHANGES, DecisionKind.ANSWER}
+
+
+ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
+    ReviewKind.QUESTION: frozenset({DecisionKind.ANSWER, DecisionKind.REJECT, DecisionKind.EXPIRE}),
+    ReviewKind.TASK_REVIEW: frozenset(
+        {
+            DecisionKind.APPROVE,
+            DecisionKind.EDIT,
+            DecisionKind.CHANGES,
+            DecisionKind.REJECT,
+            DecisionKind.EXPIRE,
+        }
+    ),
+    ReviewKind.TOOL_APPROVAL: frozenset(
+        {DecisionKind.APPROVE, DecisionKind.EDIT, DecisionKind.REJECT, DecisionKind.EXPIRE}
+    ),
+}
+
+
+class OutboxKind(StrEnum):
+    """What an outbox row announces; the dispatcher reads the current state by id."""
+
+    RUN_STARTED = "run_started"
+    REVIEW_OPENED = "review_opened"
+    REVIEW_DECIDED = "review_decided"
+    RUN_DIVERGED = "run_diverged"
+    RUN_FINISHED = "run_finished"

@@ -1,0 +1,660 @@
+"""The Store: every read and compare-and-set transition of Countersign's state.
+
+One synchronous API: workers call it directly, the async bot through one
+``asyncio.to_thread`` boundary. Each public method is one transaction.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from storage import migrate
+from storage.engine import make_engine
+from storage.errors import (
+    AlreadyDecided,
+    AlreadyFinal,
+    DecisionNotAllowed,
+    LeaseLost,
+    ReviewNotFound,
+    RunNotFound,
+)
+from storage.records import (
+    JSON,
+    Decision,
+    JournalEntry,
+    NewDecision,
+    NewReview,
+    OutboxMessage,
+    Review,
+    Run,
+)
+from storage.schema import decisions, journal, outbox, reviews, runs
+from storage.status import (
+    ALLOWED_DECISIONS,
+    FINAL_RUN_STATUSES,
+    DecisionKind,
+    OutboxKind,
+    ReviewKind,
+    ReviewStatus,
+    RunStatus,
+)
+
+Clock = Callable[[], datetime]
+
+# A run whose worker died this many times is failed instead of being retried forever.
+MAX_RECOVERIES = 3
+
+
+def utc_now() -> datetime:
+    """Naive UTC, the form every time column holds."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+class Store:
+    """Durable state of Countersign. Build one per process with :meth:`open`."""
+
+    def __init__(self, engine: Engine, clock: Clock = utc_now) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    @classmethod
+    def open(cls, url: str, *, clock: Clock = utc_now, upgrade: bool = True) -> Store:
+        """Connect to ``url`` and, unless told not to, bring the schema up to date."""
+        store = cls(make_engine(url), clock)
+        if upgrade:
+            store.upgrade()
+        return store
+
+    def upgrade(self) -> None:
+        migrate.upgrade(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    # ------------------------------------------------------------------ runs
+
+    def create_run(
+        self,
+        crew: str,
+        inputs: dict[str, str],
+        *,
+        started_by: str | None = None,
+        channel: str | None = None,
+    ) -> Run:
+        """Queue a new run and announce it (the run's root message) in the same transaction."""
+        now = self.clock()
+        run_id = new_id("run")
+        with self._tx() as conn:
+            conn.execute(
+                insert(runs).values(
+                    id=run_id,
+                    crew=crew,
+                    inputs=dict(inputs),
+                    status=RunStatus.QUEUED,
+                    started_by=started_by,
+                    channel=channel,
+                    attempts=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            self._enqueue(conn, run_id, OutboxKind.RUN_STARTED)
+            return self._get_run(conn, run_id)
+
+    def get_run(self, run_id: str) -> Run:
+        with self.engine.connect() as conn:
+            return self._get_run(conn, run_id)
+
+    def list_runs(
+        self, *, status: RunStatus | None = None, crew: str | None = None, limit: int = 100
+    ) -> list[Run]:
+        query = select(runs).order_by(runs.c.created_at.desc(), runs.c.id).limit(limit)
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        if crew is not None:
+            query = query.where(runs.c.crew == crew)
+        with self.engine.connect() as conn:
+            return [_run(row) for row in conn.execute(query)]
+
+    def count_runs(self, status: RunStatus) -> int:
+        with self.engine.connect() as conn:
+            query = select(func.count()).select_from(runs).where(runs.c.status == status)
+            return int(conn.execute(query).scalar_one())
+
+    def claim_run(self, worker_id: str, lease: timedelta) -> Run | None:
+        """Take the oldest runnable run: queued, or running under an expired lease.
+
+        On PostgreSQL the candidate row is locked with ``FOR UPDATE SKIP LOCKED`` so
+        concurrent workers pick different runs; SQLite serialises writers anyway.
+        """
+        now = self.clock()
+        with self._tx() as conn:
+            while True:
+                row = conn.execute(
+                    select(runs.c.id, runs.c.status, runs.c.attempts)
+                    .where(
+                        (runs.c.status == RunStatus.QUEUED)
+                        | ((runs.c.status == RunStatus.RUNNING) & (runs.c.lease_expires < now))
+                    )
+                    .order_by(runs.c.updated_at, runs.c.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).first()
+                if row is None:
+                    return None
+                recovering = row.status == RunStatus.RUNNING
+                attempts = row.attempts + (1 if recovering else 0)
+                if recovering and attempts > MAX_RECOVERIES:
+                    conn.execute(
+                        update(runs)
+                        .where(runs.c.id == row.id, runs.c.status == RunStatus.RUNNING)
+                        .values(
+                            status=RunStatus.FAILED,
+                            error=f"gave up: the worker running it stopped {attempts} times",
+                            lease_owner=None,
+                            lease_expires=None,
+                            updated_at=now,
+                        )
+                    )
+                    self._enqueue(conn, row.id, OutboxKind.RUN_FINISHED)
+                    continue
+                claimed = conn.execute(
+                    update(runs)
+                    .where(runs.c.id == row.id, runs.c.status == row.status)
+                    .values(
+                        status=RunStatus.RUNNING,
+                        lease_owner=worker_id,
+                        lease_expires=now + lease,
+                        attempts=attempts,
+                        updated_at=now,
+                    )
+                ).rowcount
+                if claimed == 1:
+                    return self._get_run(conn, row.id)
+
+    def extend_lease(self, run_id: str, worker_id: str, lease: timedelta) -> bool:
+        """Heartbeat. False means the run was cancelled or taken over: stop working on it."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    update(runs)
+                    .where(*_held(run_id, worker_id))
+                    .values(lease_expires=self.clock() + lease)
+                ).rowcount
+                == 1
+            )
+
+    def release_run(self, run_id: str, worker_id: str) -> None:
+        """Give a running run back to the queue (a worker shutting down)."""
+        with self._tx() as conn:
+            conn.execute(
+                update(runs)
+                .where(*_held(run_id, worker_id))
+                .values(
+                    status=RunStatus.QUEUED,
+                    lease_owner=None,
+                    lease_expires=None,
+                    updated_at=self.clock(),
+                )
+            )
+
+    def finish_run(
+        self,
+        run_id: str,
+        worker_id: str,
+        status: RunStatus,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> Run:
+        """running → succeeded/failed/rejected, only for the lease holder."""
+        if status not in FINAL_RUN_STATUSES:
+            raise ValueError(f"{status} is not a final status")
+        with self._tx() as conn:
+            changed = conn.execute(
+                update(runs)
+                .where(*_held(run_id, worker_id))
+                .values(
+                    status=status,
+                    output=output,
+                    error=error,
+                    lease_owner=None,
+                    lease_expires=None,
+                    updated_at=self.clock(),
+                )
+            ).rowcount
+            if changed != 1:
+                raise LeaseLost(run_id, worker_id)
+            self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
+            return self._get_run(conn, run_id)
+
+    def cancel_run(self, run_id: str, by: str) -> Run:
+        """Cancel a run in any non-final state; its pending reviews are cancelled with it."""
+        now = self.clock()
+        with self._tx() as conn:
+            run = self._get_run(conn, run_id, lock=True)
+            if run.status in FINAL_RUN_STATUSES:
+                raise AlreadyFinal(run_id, run.status)
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status == run.status)
+                .values(
+                    status=RunStatus.CANCELLED,
+                    error=f"cancelled by {by}",
+                    lease_owner=None,
+                    lease_expires=None,
+                    updated_at=now,
+                )
+            )
+            conn.execute(
+                update(reviews)
+                .where(reviews.c.run_id == run_id, reviews.c.status == ReviewStatus.PENDING)
+                .values(status=ReviewStatus.CANCELLED, decided_at=now)
+            )
+            self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
+            return self._get_run(conn, run_id)
+
+    def suspend_run(self, run_id: str, worker_id: str, asks: Sequence[NewReview]) -> list[Review]:
+        """running → waiting with the reviews that must be answered, and their announcements."""
+        now = self.clock()
+        with self._tx() as conn:
+            changed = conn.execute(
+                update(runs)
+                .where(*_held(run_id, worker_id))
+                .values(
+                    status=RunStatus.WAITING,
+                    lease_owner=None,
+                    lease_expires=None,
+                    updated_at=now,
+                )
+            ).rowcount
+            if changed != 1:
+                raise LeaseLost(run_id, worker_id)
+            pos = self._next_pos(conn, run_id)
+            ids = []
+            for ask in asks:
+                review_id = new_id("rev")
+                conn.execute(
+                    insert(reviews).values(
+                        id=review_id,
+                        run_id=run_id,
+                        kind=ask.kind,
+                        status=ReviewStatus.PENDING,
+                        stream=ask.stream,
+                        seq=ask.seq,
+                        prompt=ask.prompt,
+                        details=ask.details,
+                        journal_pos=pos,
+                        created_at=now,
+                        remind_at=ask.remind_at,
+                        escalate_at=ask.escalate_at,
+                        expires_at=ask.expires_at,
+                    )
+                )
+                self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)
+                ids.append(review_id)
+            return [self._get_review(conn, review_id) for review_id in ids]
+
+    # --------------------------------------------------------------- reviews
+
+    def get_review(self, review_id: str) -> Review:
+        with self.engine.connect() as conn:
+            return self._get_review(conn, review_id)
+
+    def list_reviews(
+        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+    ) -> list[Review]:
+        query = select(reviews).order_by(reviews.c.created_at, reviews.c.id)
+        if status is not None:
+            query = query.where(reviews.c.status == status)
+        if run_id is not None:
+            query = query.where(reviews.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+            found = _decisions_by_review(conn, [row.id for row in rows])
+            return [_review(row, found.get(row.id)) for row in rows]
+
+    def find_review(self, run_id: str, kind: ReviewKind, stream: str, seq: int) -> Review | None:
+        """The live (not superseded) review opened at one pause point, if any."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(reviews).where(
+                    reviews.c.run_id == run_id,
+                    reviews.c.kind == kind,
+                    reviews.c.stream == stream,
+                    reviews.c.seq == seq,
+                    reviews.c.status != ReviewStatus.SUPERSEDED,
+                )
+            ).first()
+            if row is None:
+                return None
+            return _review(row, _decisions_by_review(conn, [row.id]).get(row.id))
+
+    def decide(self, review_id: str, decision: NewDecision) -> Review:
+        """Record a decision exactly once: pending → decided, and the run back in the queue.
+
+        Raises:
+            ReviewNotFound: no such review.
+            AlreadyDecided: somebody decided first (or the run was cancelled);
+                the exception says who and how.
+            DecisionNotAllowed: the decision does not fit the review's kind.
+        """
+        now = self.clock()
+        try:
+            with self._tx() as conn:
+                review = self._get_review(conn, review_id, lock=True)
+                if review.status != ReviewStatus.PENDING:
+                    raise _already_decided(review)
+                allowed = ALLOWED_DECISIONS[review.kind]
+                if decision.kind not in allowed:
+                    raise DecisionNotAllowed(
+                        review_id, review.kind, decision.kind, sorted(k.value for k in allowed)
+                    )
+                changed = conn.execute(
+                    update(reviews)
+                    .where(reviews.c.id == review_id, reviews.c.status == ReviewStatus.PENDING)
+                    .values(status=ReviewStatus.DECIDED, decided_at=now)
+                ).rowcount
+                if changed != 1:
+                    raise _already_decided(self._get_review(conn, review_id))
+                conn.execute(
+                    insert(decisions).values(
+                        review_id=review_id,
+                        run_id=review.run_id,
+                        kind=decision.kind,
+                        text=decision.text,
+                        original=review.prompt if decision.kind == DecisionKind.EDIT else None,
+                        details=decision.details,
+                        decided_by=decision.decided_by,
+                        created_at=now,
+                    )
+                )
+                still_pending = conn.execute(
+                    select(func.count())
+                    .select_from(reviews)
+                    .where(
+                        reviews.c.run_id == review.run_id,
+                        reviews.c.status == ReviewStatus.PENDING,
+                    )
+                ).scalar_one()
+                if still_pending == 0:
+                    conn.execute(
+                        update(runs)
+                        .where(runs.c.id == review.run_id, runs.c.status == RunStatus.WAITING)
+                        .values(status=RunStatus.QUEUED, updated_at=now)
+                    )
+                self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review_id)
+                return self._get_review(conn, review_id)
+        except IntegrityError:
+            # The UNIQUE on decisions.review_id caught a race the status check missed.
+            raise _already_decided(self.get_review(review_id)) from None
+
+    # --------------------------------------------------------------- journal
+
+    def load_journal(self, run_id: str) -> list[JournalEntry]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(journal).where(journal.c.run_id == run_id).order_by(journal.c.pos)
+            )
+            return [
+                JournalEntry(
+                    pos=row.pos,
+                    stream=row.stream,
+                    kind=row.kind,
+                    seq=row.seq,
+                    payload=row.payload,
+                    prompt_hash=row.prompt_hash,
+                )
+                for row in rows
+            ]
+
+    def append_journal(
+        self,
+        run_id: str,
+        worker_id: str,
+        *,
+        stream: str,
+        kind: str,
+        seq: int,
+        payload: JSON,
+        prompt_hash: str | None = None,
+    ) -> int:
+        """Append one turn, fenced by the lease: a worker that lost the run cannot write."""
+        with self._tx() as conn:
+            held = conn.execute(
+                select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
+            ).first()
+            if held is None:
+                raise LeaseLost(run_id, worker_id)
+            pos = self._next_pos(conn, run_id)
+            conn.execute(
+                insert(journal).values(
+                    run_id=run_id,
+                    pos=pos,
+                    stream=stream,
+                    kind=kind,
+                    seq=seq,
+                    payload=payload,
+                    prompt_hash=prompt_hash,
+                    created_at=self.clock(),
+                )
+            )
+            return pos
+
+    def record_divergence(self, run_id: str, worker_id: str, from_pos: int, note: str) -> None:
+        """Drop the journal from ``from_pos`` on and supersede the reviews opened after it.
+
+        The run then continues live from that point; the note is kept on the run
+        and announced in its thread. Decisions stay in the audit trail.
+        """
+        with self._tx() as conn:
+            held = conn.execute(
+                select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
+            ).first()
+            if held is None:
+                raise LeaseLost(run_id, worker_id)
+            conn.execute(
+                delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
+            )
+            conn.execute(
+                update(reviews)
+                .where(reviews.c.run_id == run_id, reviews.c.journal_pos > from_pos)
+                .values(status=ReviewStatus.SUPERSEDED)
+            )
+            conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
+            self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
+
+    # ---------------------------------------------------------------- outbox
+
+    def due_outbox(self, limit: int = 50) -> list[OutboxMessage]:
+        """Unsent announcements whose next attempt is due, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(outbox)
+                .where(outbox.c.sent_at.is_(None), outbox.c.next_attempt_at <= self.clock())
+                .order_by(outbox.c.id)
+                .limit(limit)
+            )
+            return [
+                OutboxMessage(
+                    id=row.id,
+                    run_id=row.run_id,
+                    review_id=row.review_id,
+                    kind=row.kind,
+                    payload=row.payload,
+                    attempts=row.attempts,
+                    created_at=row.created_at,
+                )
+                for row in rows
+            ]
+
+    def mark_sent(self, message_id: int) -> bool:
+        """Compare-and-set unsent → sent; False if it was already marked."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    update(outbox)
+                    .where(outbox.c.id == message_id, outbox.c.sent_at.is_(None))
+                    .values(sent_at=self.clock())
+                ).rowcount
+                == 1
+            )
+
+    def mark_failed(self, message_id: int, error: str, retry_in: timedelta) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message_id, outbox.c.sent_at.is_(None))
+                .values(
+                    attempts=outbox.c.attempts + 1,
+                    last_error=error[:2000],
+                    next_attempt_at=self.clock() + retry_in,
+                )
+            )
+
+    # --------------------------------------------------------------- helpers
+
+    def _enqueue(
+        self,
+        conn: Connection,
+        run_id: str,
+        kind: OutboxKind,
+        review_id: str | None = None,
+        payload: JSON | None = None,
+    ) -> None:
+        now = self.clock()
+        conn.execute(
+            insert(outbox).values(
+                run_id=run_id,
+                review_id=review_id,
+                kind=kind,
+                payload=payload or {},
+                created_at=now,
+                next_attempt_at=now,
+                attempts=0,
+            )
+        )
+
+    @staticmethod
+    def _next_pos(conn: Connection, run_id: str) -> int:
+        last = conn.execute(
+            select(func.max(journal.c.pos)).where(journal.c.run_id == run_id)
+        ).scalar_one()
+        return 0 if last is None else int(last) + 1
+
+    @staticmethod
+    def _get_run(conn: Connection, run_id: str, *, lock: bool = False) -> Run:
+        query = select(runs).where(runs.c.id == run_id)
+        if lock:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise RunNotFound(run_id)
+        return _run(row)
+
+    @staticmethod
+    def _get_review(conn: Connection, review_id: str, *, lock: bool = False) -> Review:
+        query = select(reviews).where(reviews.c.id == review_id)
+        if lock:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise ReviewNotFound(review_id)
+        return _review(row, _decisions_by_review(conn, [review_id]).get(review_id))
+
+
+def _held(run_id: str, worker_id: str) -> tuple[Any, ...]:
+    """The compare-and-set condition that a worker still holds a run."""
+    return (
+        runs.c.id == run_id,
+        runs.c.status == RunStatus.RUNNING,
+        runs.c.lease_owner == worker_id,
+    )
+
+
+def _already_decided(review: Review) -> AlreadyDecided:
+    decision = review.decision
+    return AlreadyDecided(
+        review.id,
+        review.status,
+        by=decision.decided_by if decision else None,
+        kind=decision.kind if decision else None,
+        at=decision.created_at if decision else None,
+    )
+
+
+def _decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
+    if not review_ids:
+        return {}
+    rows = conn.execute(select(decisions).where(decisions.c.review_id.in_(review_ids)))
+    return {
+        row.review_id: Decision(
+            review_id=row.review_id,
+            run_id=row.run_id,
+            kind=DecisionKind(row.kind),
+            text=row.text,
+            original=row.original,
+            details=row.details,
+            decided_by=row.decided_by,
+            created_at=row.created_at,
+        )
+        for row in rows
+    }
+
+
+def _run(row: Row[Any]) -> Run:
+    return Run(
+        id=row.id,
+        crew=row.crew,
+        inputs=row.inputs,
+        status=RunStatus(row.status),
+        output=row.output,
+        error=row.error,
+        divergence=row.divergence,
+        started_by=row.started_by,
+        channel=row.channel,
+        thread_ts=row.thread_ts,
+        attempts=row.attempts,
+        lease_owner=row.lease_owner,
+        lease_expires=row.lease_expires,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _review(row: Row[Any], decision: Decision | None) -> Review:
+    return Review(
+        id=row.id,
+        run_id=row.run_id,
+        kind=ReviewKind(row.kind),
+        status=ReviewStatus(row.status),
+        stream=row.stream,
+        seq=row.seq,
+        prompt=row.prompt,
+        details=row.details,
+        journal_pos=row.journal_pos,
+        channel=row.channel,
+        message_ts=row.message_ts,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
+        remind_at=row.remind_at,
+        escalate_at=row.escalate_at,
+        expires_at=row.expires_at,
+        decision=decision,
+    )

@@ -1,0 +1,227 @@
+"""Storage on real SQLite and PostgreSQL: compare-and-set transitions, leases, the journal."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from storage import (
+    AlreadyDecided,
+    AlreadyFinal,
+    DecisionKind,
+    DecisionNotAllowed,
+    LeaseLost,
+    NewDecision,
+    NewReview,
+    OutboxKind,
+    ReviewKind,
+    ReviewNotFound,
+    ReviewStatus,
+    RunNotFound,
+    RunStatus,
+    Store,
+)
+from storage.schema import metadata
+
+LEASE = timedelta(seconds=30)
+
+
+class FakeClock:
+    """Time that tests move by hand instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, 0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+def _ask(seq: int = 0, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> NewReview:
+    return NewReview(kind=kind, stream="task0:Writer", seq=seq, prompt=f"draft {seq}")
+
+
+def _waiting_review(store: Store, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> tuple[str, str]:
+    run = store.create_run("writer", {"topic": "otters"})
+    assert store.claim_run("w1", LEASE) is not None
+    (review,) = store.suspend_run(run.id, "w1", [_ask(kind=kind)])
+    return run.id, review.id
+
+
+def test_migrations_match_the_tables(store: Store) -> None:
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert diff == []
+    store.upgrade()  # a second upgrade is a no-op
+
+
+def test_run_lifecycle_and_outbox(store: Store) -> None:
+    run = store.create_run("writer", {"topic": "otters"}, started_by="U1")
+    assert run.status == RunStatus.QUEUED
+    claimed = store.claim_run("w1", LEASE)
+    assert claimed is not None and claimed.id == run.id
+    assert claimed.status == RunStatus.RUNNING and claimed.lease_owner == "w1"
+    assert store.claim_run("w2", LEASE) is None
+    finished = store.finish_run(run.id, "w1", RunStatus.SUCCEEDED, output="done")
+    assert finished.status == RunStatus.SUCCEEDED and finished.output == "done"
+    kinds = [m.kind for m in store.due_outbox()]
+    assert kinds == [OutboxKind.RUN_STARTED, OutboxKind.RUN_FINISHED]
+    with pytest.raises(LeaseLost):
+        store.finish_run(run.id, "w1", RunStatus.FAILED, error="late")
+    assert store.get_run(run.id).output == "done"
+
+
+def test_expired_lease_makes_the_run_claimable(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run = store.create_run("writer", {})
+    assert store.claim_run("w1", LEASE) is not None
+    clock.advance(seconds=20)
+    assert store.extend_lease(run.id, "w1", LEASE)
+    clock.advance(seconds=29)
+    assert store.claim_run("w2", LEASE) is None
+    clock.advance(seconds=2)
+    taken = store.claim_run("w2", LEASE)
+    assert taken is not None and taken.lease_owner == "w2" and taken.attempts == 1
+    # The first worker is fenced off everything.
+    assert not store.extend_lease(run.id, "w1", LEASE)
+    with pytest.raises(LeaseLost):
+        store.append_journal(run.id, "w1", stream="s", kind="llm", seq=0, payload={})
+    with pytest.raises(LeaseLost):
+        store.suspend_run(run.id, "w1", [_ask()])
+    store.close()
+
+
+def test_a_run_whose_worker_keeps_dying_is_failed(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run = store.create_run("writer", {})
+    for n in range(4):
+        assert store.claim_run(f"w{n}", LEASE) is not None
+        clock.advance(seconds=31)
+    assert store.claim_run("w9", LEASE) is None
+    failed = store.get_run(run.id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and "stopped 4 times" in failed.error
+    store.close()
+
+
+def test_decision_requeues_the_run_once(store: Store) -> None:
+    run_id, review_id = _waiting_review(store)
+    assert store.get_run(run_id).status == RunStatus.WAITING
+    decided = store.decide(review_id, NewDecision(DecisionKind.EDIT, "U1", text="better"))
+    assert decided.status == ReviewStatus.DECIDED
+    assert decided.decision is not None
+    assert decided.decision.text == "better" and decided.decision.original == "draft 0"
+    assert store.get_run(run_id).status == RunStatus.QUEUED
+    with pytest.raises(AlreadyDecided) as late:
+        store.decide(review_id, NewDecision(DecisionKind.REJECT, "U2", text="no"))
+    assert late.value.by == "U1" and late.value.kind == "edit"
+    assert "already decided (edit) by U1" in str(late.value)
+
+
+def test_decision_kind_must_fit_the_review(store: Store) -> None:
+    _, review_id = _waiting_review(store, ReviewKind.QUESTION)
+    with pytest.raises(DecisionNotAllowed, match="use one of: answer, expire, reject"):
+        store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U1"))
+    assert store.get_review(review_id).status == ReviewStatus.PENDING
+
+
+def test_racing_decisions_record_exactly_one(store: Store) -> None:
+    run_id, review_id = _waiting_review(store)
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def decide(n: int) -> None:
+        barrier.wait()
+        kind = DecisionKind.APPROVE if n % 2 else DecisionKind.REJECT
+        try:
+            store.decide(review_id, NewDecision(kind, f"U{n}", text="r"))
+            outcomes.append("won")
+        except AlreadyDecided:
+            outcomes.append("late")
+
+    threads = [threading.Thread(target=decide, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["late"] * 7 + ["won"]
+    assert store.get_run(run_id).status == RunStatus.QUEUED
+    decided = [m for m in store.due_outbox() if m.kind == OutboxKind.REVIEW_DECIDED]
+    assert len(decided) == 1
+
+
+def test_run_waits_for_every_review_of_a_turn(store: Store) -> None:
+    run = store.create_run("outreach", {})
+    store.claim_run("w1", LEASE)
+    first, second = store.suspend_run(
+        run.id, "w1", [_ask(0, ReviewKind.TOOL_APPROVAL), _ask(1, ReviewKind.TOOL_APPROVAL)]
+    )
+    store.decide(first.id, NewDecision(DecisionKind.APPROVE, "U1"))
+    assert store.get_run(run.id).status == RunStatus.WAITING
+    store.decide(second.id, NewDecision(DecisionKind.APPROVE, "U1"))
+    assert store.get_run(run.id).status == RunStatus.QUEUED
+
+
+def test_cancel_in_every_non_final_state(store: Store) -> None:
+    queued = store.create_run("writer", {})
+    assert store.cancel_run(queued.id, "U1").status == RunStatus.CANCELLED
+    running = store.create_run("writer", {})
+    store.claim_run("w1", LEASE)
+    assert store.cancel_run(running.id, "U1").status == RunStatus.CANCELLED
+    assert not store.extend_lease(running.id, "w1", LEASE)
+    run_id, review_id = _waiting_review(store)
+    assert store.cancel_run(run_id, "U1").status == RunStatus.CANCELLED
+    assert store.get_review(review_id).status == ReviewStatus.CANCELLED
+    with pytest.raises(AlreadyDecided, match="no longer pending"):
+        store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U2"))
+    with pytest.raises(AlreadyFinal):
+        store.cancel_run(run_id, "U1")
+
+
+def test_journal_appends_in_order_and_divergence_truncates(store: Store) -> None:
+    run = store.create_run("writer", {})
+    store.claim_run("w1", LEASE)
+    for seq in range(3):
+        pos = store.append_journal(
+            run.id, "w1", stream="task0:W", kind="llm", seq=seq, payload={"text": f"t{seq}"}
+        )
+        assert pos == seq
+    (review,) = store.suspend_run(run.id, "w1", [_ask(0)])
+    store.decide(review.id, NewDecision(DecisionKind.APPROVE, "U1"))
+    store.claim_run("w2", LEASE)
+    store.record_divergence(run.id, "w2", 1, "prompt changed at task0:W #1")
+    assert [e.seq for e in store.load_journal(run.id)] == [0]
+    assert store.get_review(review.id).status == ReviewStatus.SUPERSEDED
+    assert store.find_review(run.id, ReviewKind.TASK_REVIEW, "task0:W", 0) is None
+    assert store.get_run(run.id).divergence == "prompt changed at task0:W #1"
+
+
+def test_unknown_ids(store: Store) -> None:
+    with pytest.raises(RunNotFound):
+        store.get_run("run_nope")
+    with pytest.raises(ReviewNotFound):
+        store.decide("rev_nope", NewDecision(DecisionKind.APPROVE, "U1"))
+
+
+def test_outbox_retry_and_single_send(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    store.create_run("writer", {})
+    (message,) = store.due_outbox()
+    store.mark_failed(message.id, "ratelimited", timedelta(seconds=5))
+    assert store.due_outbox() == []
+    clock.advance(seconds=6)
+    (again,) = store.due_outbox()
+    assert again.attempts == 1
+    assert store.mark_sent(again.id)
+    assert not store.mark_sent(again.id)
+    assert store.due_outbox() == []
+    store.close()
