@@ -1,0 +1,450 @@
+"""The configuration file, ``countersign.toml``: which crews exist and who reviews them.
+
+Each crew (or flow) a Slack user may start is one table. The file names a *factory*, not a
+crew object, so the file stays data: the factory is imported only when a run needs it
+(:func:`load_factory`), which keeps listing crews cheap (importing crewai costs seconds).
+
+Example::
+
+    [crews.blog]
+    factory = "my_crews.blog:build"      # module:function, called as build(inputs) -> Crew
+    description = "Outline and write a blog post"
+    channel = "#content-review"          # channel id ("C0123ABCD") or name
+    reviewers = ["U012ABCDEF", "S0GROUP01"]  # users (U…/W…) or user groups (S…); empty = anyone
+    remind_after = "30m"                 # "90s", "30m", "2h", "1d", "1h30m", or seconds as an int
+    escalate_after = "2h"
+    escalate_to = ["U0LEAD0001"]         # user ids
+    expire_after = "1d"
+    approval_tools = ["send_email"]      # tool calls that need a human's approval
+    inputs = ["topic"]                   # required inputs: /crew run blog topic="..."
+
+    [flows.onboarding]
+    factory = "my_crews.onboarding:build"
+
+Keys and defaults (every key but ``factory`` is optional):
+
+==================  ==========================================  ===========
+key                 meaning                                     default
+==================  ==========================================  ===========
+``factory``         ``"module:function"``; ``function(inputs:  required
+                    dict[str, str])`` returns the crew or flow
+``description``     one line shown in Slack                     ``""``
+``channel``         where runs are posted                       none
+``reviewers``       who may decide; empty means anyone          ``[]``
+``remind_after``    remind the reviewers after this long        none
+``escalate_after``  escalate to ``escalate_to`` after this long none
+``expire_after``    expire the review after this long           none
+``escalate_to``     user ids to escalate to                     ``[]``
+``approval_tools``  names of tools whose calls need approval    ``[]``
+``inputs``          names of inputs a run must be given         ``[]``
+==================  ==========================================  ===========
+
+Names match ``[a-z0-9][a-z0-9_-]*`` and are unique across ``crews`` and ``flows``. Unknown keys
+are errors, not warnings: a misspelt ``reviewers`` would otherwise let anyone approve.
+
+Errors: every problem raises :class:`ConfigError` whose message names the file, the dotted key
+and what is wrong, e.g. ``countersign.toml: crews.writer.remind_after: expected a duration like
+"30m", got "soon"``.
+
+ConfigError
+└── UnknownCrewError        :meth:`Config.get` with a name the file does not define
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "DEFAULT_CONFIG_NAME",
+    "Config",
+    "ConfigError",
+    "CrewSpec",
+    "UnknownCrewError",
+    "load_config",
+    "load_factory",
+    "parse_duration",
+]
+
+CONFIG_ENV_VAR = "COUNTERSIGN_CONFIG"
+DEFAULT_CONFIG_NAME = "countersign.toml"
+
+Kind = Literal["crew", "flow"]
+_SECTIONS: Mapping[str, Kind] = {"crews": "crew", "flows": "flow"}
+
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_FACTORY_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# Slack ids: channels C…, private channels G…, DMs D…; users U…/W… (W on Enterprise Grid);
+# user groups S….
+_CHANNEL_ID_RE = re.compile(r"[CGD][A-Z0-9]{2,}")
+_CHANNEL_NAME_RE = re.compile(r"#?[^\sA-Z#.,@<>]{1,80}")  # Slack: lowercase, no spaces/periods
+_USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,}")
+_REVIEWER_ID_RE = re.compile(r"[UWS][A-Z0-9]{2,}")
+_INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used as {placeholders} in crewai
+_DURATION_RE = re.compile(r"(?:\d+[dhms])+")
+_DURATION_PART_RE = re.compile(r"(\d+)([dhms])")
+_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+_KNOWN_KEYS = (
+    "factory",
+    "description",
+    "channel",
+    "reviewers",
+    "remind_after",
+    "escalate_after",
+    "expire_after",
+    "escalate_to",
+    "approval_tools",
+    "inputs",
+)
+
+
+class ConfigError(Exception):
+    """The configuration file is missing or wrong, or a crew's factory cannot be loaded."""
+
+
+class UnknownCrewError(ConfigError):
+    """A crew name that the configuration does not define."""
+
+    def __init__(self, name: str, known: tuple[str, ...], path: Path) -> None:
+        listed = ", ".join(known) if known else "none are defined"
+        super().__init__(f'{path}: no crew or flow named "{name}" (known: {listed})')
+        self.name = name
+        self.known = known
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrewSpec:
+    """One ``[crews.NAME]`` or ``[flows.NAME]`` table, validated.
+
+    Keyword-only with defaults for everything but ``name`` and ``factory`` so tests can build
+    one in a line.
+    """
+
+    name: str
+    kind: Kind = "crew"
+    factory: str
+    description: str = ""
+    channel: str | None = None
+    reviewers: tuple[str, ...] = ()
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    expire_after: timedelta | None = None
+    escalate_to: tuple[str, ...] = ()
+    approval_tools: tuple[str, ...] = ()
+    required_inputs: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The table's dotted key in the file, e.g. ``crews.blog``, used in error messages."""
+        return f"{self.kind}s.{self.name}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The loaded file: crew specs by name, crews and flows together."""
+
+    path: Path
+    crews: Mapping[str, CrewSpec] = field(default_factory=lambda: MappingProxyType({}))
+
+    def get(self, name: str) -> CrewSpec:
+        """Return the spec called ``name``.
+
+        Raises:
+            UnknownCrewError: No crew or flow has that name; the message lists those that do,
+                because the name usually comes from a person typing ``/crew run NAME``.
+        """
+        try:
+            return self.crews[name]
+        except KeyError:
+            raise UnknownCrewError(name, tuple(sorted(self.crews)), self.path) from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Config:
+    """Read and validate the configuration file.
+
+    The file is found in this order: ``path`` if given; else the ``COUNTERSIGN_CONFIG``
+    environment variable; else ``countersign.toml`` in ``cwd``. ``environ`` and ``cwd`` default
+    to the process's own and are parameters so callers (and tests) decide what is read.
+
+    Args:
+        path: An explicit path to the file.
+        environ: The environment to read ``COUNTERSIGN_CONFIG`` from.
+        cwd: The directory searched last.
+
+    Returns:
+        The validated configuration. Factories are not imported; see :func:`load_factory`.
+
+    Raises:
+        ConfigError: The file is missing, unreadable, not TOML, or not valid configuration.
+    """
+    env = os.environ if environ is None else environ
+    if path is not None:
+        file, origin = Path(path), "the path given"
+    elif env.get(CONFIG_ENV_VAR):
+        file, origin = Path(env[CONFIG_ENV_VAR]), f"${CONFIG_ENV_VAR}"
+    else:
+        file = (Path.cwd() if cwd is None else cwd) / DEFAULT_CONFIG_NAME
+        origin = "the default location"
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{file}: configuration file not found (tried {origin}); pass its path explicitly "
+            f"or set {CONFIG_ENV_VAR}=/path/to/{DEFAULT_CONFIG_NAME}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read the configuration file: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: {_describe_toml_error(str(exc))}") from None
+    return Config(path=file, crews=MappingProxyType(_parse(data, _Where(file))))
+
+
+def load_factory(spec: CrewSpec) -> Callable[[dict[str, str]], Any]:
+    """Import the crew's ``module:function`` factory.
+
+    Lazy on purpose: importing a user's crew module imports crewai (seconds), and a broken
+    module should fail the one crew that uses it, not the whole configuration.
+
+    Raises:
+        ConfigError: The factory string is malformed, its module cannot be imported (the
+            import's own error is included), the attribute is missing, or it is not callable.
+    """
+    where = f'{spec.key}.factory: "{spec.factory}"'
+    if not _FACTORY_RE.fullmatch(spec.factory):
+        raise ConfigError(f'{where}: expected "module:function", e.g. "my_crews.blog:build"')
+    module_name, _, attr_path = spec.factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and _is_module_or_parent(exc.name, module_name):
+            raise ConfigError(
+                f'{where}: no module named "{exc.name}" (is it installed, or on sys.path?)'
+            ) from exc
+        raise ConfigError(f'{where}: importing "{module_name}" failed: {exc}') from exc
+    except Exception as exc:  # an import can raise anything; show it, crew by crew
+        raise ConfigError(
+            f'{where}: importing "{module_name}" failed: {type(exc).__name__}: {exc}'
+        ) from exc
+    target: Any = module
+    parts = attr_path.split(".")
+    for i, part in enumerate(parts):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            missing = ".".join(parts[: i + 1])
+            raise ConfigError(
+                f'{where}: module "{module_name}" has no attribute "{missing}"'
+            ) from None
+    if not callable(target):
+        raise ConfigError(f"{where}: not callable (it is a {type(target).__name__})")
+    factory: Callable[[dict[str, str]], Any] = target
+    return factory
+
+
+def parse_duration(value: object) -> timedelta | None:
+    """Parse ``"90s"``, ``"30m"``, ``"2h"``, ``"1d"``, ``"1h30m"`` or an int of seconds.
+
+    Returns:
+        The duration, or None when ``value`` is not one (callers word the error, they know
+        the key). Zero and negative durations are not durations here.
+    """
+    if isinstance(value, bool):  # bool is an int subclass; `true` is not "1 second"
+        return None
+    if isinstance(value, int):
+        return timedelta(seconds=value) if value > 0 else None
+    if isinstance(value, str):
+        text = value.strip()
+        if not _DURATION_RE.fullmatch(text):
+            return None
+        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
+        return timedelta(seconds=seconds) if seconds > 0 else None
+    return None
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The file being validated; turns a dotted key and a complaint into a ConfigError."""
+
+    file: Path
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.file}: {key}: {problem}")
+
+
+def _parse(data: dict[str, Any], where: _Where) -> dict[str, CrewSpec]:
+    for key in data:
+        if key not in _SECTIONS:
+            raise where.error(
+                key,
+                f"unknown top-level key{_suggest(key, _SECTIONS)}; "
+                "the file holds only [crews.NAME] and [flows.NAME] tables",
+            )
+    specs: dict[str, CrewSpec] = {}
+    for section, kind in _SECTIONS.items():
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            raise where.error(
+                section, f"expected tables like [{section}.NAME], got {_show(tables)}"
+            )
+        for name, table in tables.items():
+            key = f"{section}.{name}"
+            if not _NAME_RE.fullmatch(name):
+                raise where.error(
+                    key,
+                    f'invalid name "{name}": use lowercase letters, digits, "-" and "_", '
+                    "starting with a letter or digit",
+                )
+            if name in specs:
+                raise where.error(key, f'the name "{name}" is already used by {specs[name].key}')
+            if not isinstance(table, dict):
+                raise where.error(key, f"expected a table [{key}], got {_show(table)}")
+            specs[name] = _parse_spec(name, kind, key, table, where)
+    return specs
+
+
+def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _Where) -> CrewSpec:
+    for k in table:
+        if k not in _KNOWN_KEYS:
+            raise where.error(
+                f"{key}.{k}",
+                f"unknown key{_suggest(k, _KNOWN_KEYS)}; known keys: {', '.join(_KNOWN_KEYS)}",
+            )
+    if "factory" not in table:
+        raise where.error(f"{key}.factory", 'missing; every crew needs factory = "module:function"')
+    factory = _string(table["factory"], f"{key}.factory", where)
+    if not _FACTORY_RE.fullmatch(factory):
+        raise where.error(
+            f"{key}.factory",
+            f'expected "module:function", e.g. "my_crews.blog:build", got {_show(factory)}',
+        )
+    channel = table.get("channel")
+    if channel is not None:
+        channel = _string(channel, f"{key}.channel", where)
+        if not (_CHANNEL_ID_RE.fullmatch(channel) or _CHANNEL_NAME_RE.fullmatch(channel)):
+            raise where.error(
+                f"{key}.channel",
+                f'expected a channel id like "C0123ABCD" or a name like "#reviews", '
+                f"got {_show(channel)}",
+            )
+    return CrewSpec(
+        name=name,
+        kind=kind,
+        factory=factory,
+        description=_string(table.get("description", ""), f"{key}.description", where),
+        channel=channel,
+        reviewers=_strings(
+            table,
+            key,
+            "reviewers",
+            _REVIEWER_ID_RE,
+            'a Slack user id ("U…", "W…") or user-group id ("S…")',
+            where,
+        ),
+        remind_after=_duration(table, key, "remind_after", where),
+        escalate_after=_duration(table, key, "escalate_after", where),
+        expire_after=_duration(table, key, "expire_after", where),
+        escalate_to=_strings(
+            table, key, "escalate_to", _USER_ID_RE, 'a Slack user id ("U…", "W…")', where
+        ),
+        approval_tools=_strings(table, key, "approval_tools", None, "a tool name", where),
+        required_inputs=_strings(
+            table, key, "inputs", _INPUT_NAME_RE, 'an input name like "topic"', where
+        ),
+    )
+
+
+def _string(value: object, key: str, where: _Where) -> str:
+    if not isinstance(value, str):
+        raise where.error(key, f"expected a string, got {_show(value)}")
+    return value
+
+
+def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> timedelta | None:
+    if name not in table:
+        return None
+    value = table[name]
+    parsed = parse_duration(value)
+    if parsed is None:
+        raise where.error(
+            f"{key}.{name}",
+            f'expected a duration like "30m" (units s, m, h, d) or a positive number of '
+            f"seconds, got {_show(value)}",
+        )
+    return parsed
+
+
+def _strings(
+    table: dict[str, Any],
+    key: str,
+    name: str,
+    pattern: re.Pattern[str] | None,
+    expected: str,
+    where: _Where,
+) -> tuple[str, ...]:
+    values = table.get(name, [])
+    if not isinstance(values, list):
+        raise where.error(f"{key}.{name}", f"expected a list like [...], got {_show(values)}")
+    seen: list[str] = []
+    for i, item in enumerate(values):
+        item_key = f"{key}.{name}[{i}]"
+        ok = isinstance(item, str) and item != ""
+        if ok and pattern is not None:
+            ok = pattern.fullmatch(item) is not None
+        if not ok:
+            raise where.error(item_key, f"expected {expected}, got {_show(item)}")
+        if item in seen:
+            raise where.error(item_key, f"{_show(item)} is listed twice")
+        seen.append(item)
+    return tuple(seen)
+
+
+def _show(value: object) -> str:
+    """Render a TOML value the way the user wrote it, for error messages."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _suggest(word: str, choices: Mapping[str, object] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _describe_toml_error(message: str) -> str:
+    """Put tomllib's "(at line L, column C)" first, where editors and people look for it."""
+    match = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if match is None:
+        return f"invalid TOML: {message}"
+    return f"line {match[1]}, column {match[2]}: invalid TOML: {message[: match.start()]}"
+
+
+def _is_module_or_parent(missing: str, module_name: str) -> bool:
+    return module_name == missing or module_name.startswith(missing + ".")

@@ -1,0 +1,184 @@
+"""The state of one execution of a run: its journal, counters and what it is waiting for.
+
+A RunContext lives for one attempt by one worker. It is reached from CrewAI's
+callbacks (LLM wrapper, tool hooks, the human-input provider, ``ask_human``)
+through a ContextVar, which CrewAI copies into its worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from crew_runtime.config import CrewSpec
+from crew_runtime.errors import RunAborted
+from storage import JournalEntry, NewReview, Review, ReviewKind, Run, Store
+
+_current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
+
+
+@dataclass(frozen=True)
+class CallKey:
+    """Where a call sits in a run: ``(run, stream, seq)``; stable across replays."""
+
+    run_id: str
+    stream: str
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.stream}/{self.seq}"
+
+
+@dataclass(frozen=True)
+class ToolSlot:
+    """The tool call in progress on this thread, and its recorded result if replayed."""
+
+    key: CallKey
+    recorded: str | None
+
+
+def current_run() -> RunContext | None:
+    return _current.get()
+
+
+def idempotency_key() -> str | None:
+    """The key of the tool call being executed, for tools with side effects.
+
+    A worker can die after a tool's side effect and before its result is
+    journaled; the next worker then calls the tool again with the same key.
+    Pass it to the system you call (a payment API's idempotency key, a unique
+    constraint) so the effect happens once. None outside a Countersign run.
+    """
+    ctx = _current.get()
+    if ctx is None:
+        return None
+    key = ctx.current_tool_call()
+    return None if key is None else str(key)
+
+
+class RunContext:
+    """Journal access and pause bookkeeping for one execution of one run."""
+
+    def __init__(self, run: Run, store: Store, worker_id: str, spec: CrewSpec) -> None:
+        self.run = run
+        self.store = store
+        self.worker_id = worker_id
+        self.spec = spec
+        self.stats: Counter[str] = Counter()
+        self.asks: list[NewReview] = []
+        self.rejection: str | None = None
+        self.divergences: list[str] = []
+        self._aborted = threading.Event()
+        self._lock = threading.Lock()
+        self._counters: Counter[tuple[str, str]] = Counter()
+        self._recorded = {(e.stream, e.kind, e.seq): e for e in store.load_journal(run.id)}
+        self._task_index: dict[int, int] = {}
+        self._tool_call = threading.local()
+
+    # -- identity of calls
+
+    def index_tasks(self, tasks: list[Any]) -> None:
+        self._task_index = {id(task): n for n, task in enumerate(tasks)}
+
+    def stream_for(self, task: Any, agent: Any) -> str:
+        """``task{index}:{agent role}``: the unit whose calls happen in a fixed order."""
+        index = self._task_index.get(id(task)) if task is not None else None
+        where = f"task{index}" if index is not None else "crew"
+        role = getattr(agent, "role", None) or "-"
+        return f"{where}:{role}"
+
+    def next_seq(self, stream: str, kind: str) -> int:
+        with self._lock:
+            seq = self._counters[(stream, kind)]
+            self._counters[(stream, kind)] += 1
+            return seq
+
+    def key(self, stream: str, seq: int) -> CallKey:
+        return CallKey(self.run.id, stream, seq)
+
+    def set_tool_slot(self, slot: ToolSlot | None) -> None:
+        self._tool_call.slot = slot
+
+    def tool_slot(self) -> ToolSlot | None:
+        slot: ToolSlot | None = getattr(self._tool_call, "slot", None)
+        return slot
+
+    def current_tool_call(self) -> CallKey | None:
+        slot = self.tool_slot()
+        return None if slot is None else slot.key
+
+    # -- the journal
+
+    def recorded(self, stream: str, kind: str, seq: int) -> JournalEntry | None:
+        with self._lock:
+            return self._recorded.get((stream, kind, seq))
+
+    def record(
+        self,
+        stream: str,
+        kind: str,
+        seq: int,
+        payload: dict[str, Any],
+        prompt_hash: str | None = None,
+    ) -> None:
+        self.check_alive()
+        pos = self.store.append_journal(
+            self.run.id,
+            self.worker_id,
+            stream=stream,
+            kind=kind,
+            seq=seq,
+            payload=payload,
+            prompt_hash=prompt_hash,
+        )
+        with self._lock:
+            self._recorded[(stream, kind, seq)] = JournalEntry(
+                pos, stream, kind, seq, payload, prompt_hash
+            )
+
+    def diverge(self, entry: JournalEntry, note: str) -> None:
+        """The crew no longer matches its recording: drop the rest and go on live."""
+        self.store.record_divergence(self.run.id, self.worker_id, entry.pos, note)
+        with self._lock:
+            self._recorded = {k: e for k, e in self._recorded.items() if e.pos < entry.pos}
+        self.divergences.append(note)
+
+    # -- reviews
+
+    def find_review(self, kind: ReviewKind, stream: str, seq: int) -> Review | None:
+        return self.store.find_review(self.run.id, kind, stream, seq)
+
+    def ask(self, review: NewReview) -> None:
+        """Queue a review to open when the run suspends."""
+        with self._lock:
+            self.asks.append(review)
+
+    def reject(self, reason: str) -> None:
+        self.rejection = reason
+
+    # -- liveness
+
+    def abort(self) -> None:
+        """Called by the worker when the lease is lost: stop at the next call."""
+        self._aborted.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted.is_set()
+
+    def check_alive(self) -> None:
+        if self._aborted.is_set():
+            raise RunAborted(f"run {self.run.id}: lease lost")
+
+    @contextmanager
+    def active(self) -> Iterator[RunContext]:
+        token = _current.set(self)
+        try:
+            yield self
+        finally:
+            _current.reset(token)

@@ -1,0 +1,131 @@
+"""Execute one run once: build the crew, replay its journal, go on live, settle the outcome.
+
+The outcome is written with a compare-and-set fenced by the worker's lease:
+succeeded, rejected or failed; or waiting, with the reviews that were asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from crewai import Agent, Crew, CrewOutput
+from crewai.core.providers.human_input import reset_provider, set_provider
+from crewai.hooks.dispatch import scoped_hooks
+from crewai.llms.base_llm import BaseLLM
+
+from crew_runtime.config import Config, load_factory
+from crew_runtime.context import RunContext
+from crew_runtime.errors import CrewBuildError
+from crew_runtime.journal_llm import JournalLLM
+from crew_runtime.review import ReviewProvider
+from crew_runtime.tool_journal import register_tool_journal
+from storage import LeaseLost, Review, Run, RunStatus, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """How one execution ended. ``status`` None: the lease was lost, nothing was written."""
+
+    status: RunStatus | None
+    reviews: list[Review] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def build_crew(config: Config, run: Run) -> Crew:
+    """Call the crew's factory with the run's inputs."""
+    spec = config.get(run.crew)
+    factory = load_factory(spec)
+    try:
+        crew = factory(dict(run.inputs))
+    except Exception as exc:
+        raise CrewBuildError(f"the factory of crew {run.crew!r} raised {exc!r}") from exc
+    if not isinstance(crew, Crew):
+        raise CrewBuildError(
+            f"the factory of crew {run.crew!r} returned {type(crew).__name__}, not a crewai.Crew"
+        )
+    return crew
+
+
+def prepare(crew: Crew, ctx: RunContext) -> None:
+    """Put every LLM behind the journal and switch off what makes replays differ.
+
+    ``inject_date`` puts the wall clock in prompts and memory recalls change with
+    the store (notes/crewai-internals.md §5 "non-deterministic sources").
+    """
+    ctx.index_tasks(list(crew.tasks))
+    crew.memory = False
+    crew.planning = False
+    for agent in crew.agents:
+        if isinstance(agent, Agent):
+            agent.inject_date = False
+            if agent.function_calling_llm is not None:
+                agent.function_calling_llm = _wrap(agent.function_calling_llm, ctx)
+        agent.llm = _wrap(agent.llm, ctx)
+    if crew.manager_llm is not None:
+        crew.manager_llm = _wrap(crew.manager_llm, ctx)
+
+
+def _wrap(llm: Any, ctx: RunContext) -> Any:
+    if isinstance(llm, BaseLLM) and not isinstance(llm, JournalLLM):
+        return JournalLLM.wrap(llm, ctx)
+    return llm
+
+
+def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
+    """Run the crew under ``ctx`` and record how it ended."""
+    run = ctx.run
+    try:
+        crew = build_crew(config, run)
+    except Exception as exc:
+        return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
+    prepare(crew, ctx)
+    token = set_provider(ReviewProvider())
+    try:
+        with ctx.active(), scoped_hooks():
+            register_tool_journal(ctx)
+            try:
+                result = crew.kickoff(inputs=dict(run.inputs))
+            except Exception as exc:
+                return _stopped(store, ctx, exc)
+    finally:
+        reset_provider(token)
+    if ctx.aborted:
+        return Outcome(None, stats=dict(ctx.stats))
+    output = result.raw if isinstance(result, CrewOutput) else str(result)
+    return _settle(store, ctx, RunStatus.SUCCEEDED, output=output)
+
+
+def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
+    """``kickoff()`` raised: a pause, a rejection, a lost lease, or a real failure."""
+    if ctx.aborted or isinstance(exc, LeaseLost):
+        return Outcome(None, stats=dict(ctx.stats))
+    if ctx.rejection is not None:
+        return _settle(store, ctx, RunStatus.REJECTED, error=ctx.rejection)
+    if ctx.asks:
+        try:
+            reviews = store.suspend_run(ctx.run.id, ctx.worker_id, ctx.asks)
+        except LeaseLost:
+            return Outcome(None, stats=dict(ctx.stats))
+        return Outcome(RunStatus.WAITING, reviews, dict(ctx.stats))
+    log.warning("run %s failed: %s", ctx.run.id, "".join(traceback.format_exception(exc)))
+    return _settle(store, ctx, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+
+
+def _settle(
+    store: Store,
+    ctx: RunContext,
+    status: RunStatus,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+) -> Outcome:
+    try:
+        store.finish_run(ctx.run.id, ctx.worker_id, status, output=output, error=error)
+    except LeaseLost:
+        return Outcome(None, stats=dict(ctx.stats))
+    return Outcome(status, stats=dict(ctx.stats))

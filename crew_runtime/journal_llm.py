@@ -1,0 +1,106 @@
+"""Every LLM of a crew goes through the journal: recorded turns are served, new ones appended.
+
+A turn is keyed by its stream (``task{n}:{role}``) and its number in that stream.
+The prompt's hash is stored with it; a different hash on replay means the crew
+changed since the recording (divergence), and the run goes on live from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from crewai.llms.base_llm import BaseLLM, call_stop_override
+from pydantic import ConfigDict, Field
+
+from crew_runtime.context import RunContext
+
+
+def prompt_hash(messages: Any, tools: Any) -> str:
+    """A stable digest of what the model is asked (messages and tool schemas)."""
+    blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return getattr(value, "__name__", type(value).__name__)
+
+
+def encode_response(response: Any) -> dict[str, Any]:
+    """Journal a response as plain JSON (native tool calls arrive as SDK objects)."""
+    if isinstance(response, str):
+        return {"text": response}
+    return {"data": json.loads(json.dumps(response, default=_plain))}
+
+
+def decode_response(payload: dict[str, Any]) -> Any:
+    return payload["text"] if "text" in payload else payload["data"]
+
+
+class JournalLLM(BaseLLM):
+    """Wraps the LLM a crew was built with; only this wrapper is seen by CrewAI."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    inner: BaseLLM = Field(exclude=True)
+    run_context: RunContext = Field(exclude=True)
+
+    @classmethod
+    def wrap(cls, inner: BaseLLM, ctx: RunContext) -> JournalLLM:
+        return cls(model=inner.model, inner=inner, run_context=ctx, stop=list(inner.stop))
+
+    def call(
+        self,
+        messages: Any,
+        tools: Any = None,
+        callbacks: Any = None,
+        available_functions: Any = None,
+        from_task: Any = None,
+        from_agent: Any = None,
+        response_model: Any = None,
+    ) -> Any:
+        ctx = self.run_context
+        stream = ctx.stream_for(from_task, from_agent)
+        seq = ctx.next_seq(stream, "llm")
+        digest = prompt_hash(messages, tools)
+        entry = ctx.recorded(stream, "llm", seq)
+        if entry is not None:
+            if entry.prompt_hash == digest:
+                ctx.stats["llm_replayed"] += 1
+                return decode_response(entry.payload)
+            ctx.diverge(
+                entry, f"the prompt of LLM turn {seq} of {stream} changed since it was recorded"
+            )
+        ctx.check_alive()
+        # CrewAI sets ReAct stop words per call on the LLM it sees (this wrapper);
+        # hand them to the real model.
+        with call_stop_override(self.inner, self.stop_sequences):
+            response = self.inner.call(
+                messages,
+                tools=tools,
+                callbacks=callbacks,
+                available_functions=available_functions,
+                from_task=from_task,
+                from_agent=from_agent,
+                response_model=response_model,
+            )
+        ctx.stats["llm_live"] += 1
+        ctx.record(stream, "llm", seq, encode_response(response), digest)
+        return response
+
+    def supports_function_calling(self) -> bool:
+        probe = getattr(self.inner, "supports_function_calling", None)
+        return bool(probe()) if callable(probe) else False
+
+    def supports_stop_words(self) -> bool:
+        return self.inner.supports_stop_words()
+
+    def get_context_window_size(self) -> int:
+        return self.inner.get_context_window_size()
+
+    def supports_multimodal(self) -> bool:
+        return self.inner.supports_multimodal()

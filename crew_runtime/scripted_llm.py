@@ -1,0 +1,585 @@
+"""A deterministic scripted LLM, so the real CrewAI agent loop runs without a provider.
+
+Tests, benchmarks and the offline demo need crews whose agents really go through CrewAI's
+ReAct loop (tools listed in the prompt, ``Action:``/``Observation:``, ``Final Answer:``,
+``human_input`` feedback rounds) but never touch the network. :class:`ScriptedLLM` answers
+like an agent would, and its reply is a pure function of the conversation and its plan: the
+same messages always get the same reply, in any process. That is what lets a journal replay
+a conversation elsewhere and compare prompt hashes.
+
+How a reply is chosen (see :func:`script_reply`):
+
+1. Find CrewAI's task prompt (the message holding ``"\\nCurrent Task: "``). Everything after it
+   is this task's conversation: tool observations, ``User feedback:`` messages, drafts.
+2. The *round* starts at the latest feedback message (or at the task prompt when there is
+   none; with ``replan_after_feedback=False`` always at the task prompt). The number of
+   ``Observation:`` messages in the round is how many planned tool calls are done.
+3. While planned calls remain, reply ``Thought: …\\nAction: <tool>\\nAction Input: <json>``.
+   Steps whose tool the prompt does not offer (no ``Tool Name: <tool>`` line) are skipped, so
+   one instance can serve an agent across tasks with and without tools.
+4. Otherwise reply ``Thought: I now know the final answer\\nFinal Answer: <draft>``.
+
+The draft is one line that shows what the model saw, every value JSON-encoded so
+:func:`parse_draft` can read it back exactly::
+
+    Outline v2 on "Outline {topic}" | feedback: ["make it shorter", "add a title"] \
+| saw_previous_draft: yes | context: null | notes: ["search: 3 facts about otters"]
+
+``v2`` counts the feedback messages; ``on`` is the first line of the task description;
+``saw_previous_draft`` says whether an earlier draft of this task is in the conversation
+(CrewAI leaves it out on the ReAct path; the runtime's review provider puts it back);
+``context`` is the earlier tasks' output CrewAI put in the task prompt; ``notes`` are the
+tool observations of the task so far, as ``"<tool>: <observation>"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, get_origin
+
+from crewai.llms.base_llm import BaseLLM
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+if TYPE_CHECKING:
+    from crewai.agents.agent_builder.base_agent import BaseAgent
+    from crewai.task import Task
+    from crewai.tools.base_tool import BaseTool
+    from crewai.utilities.types import LLMMessage
+
+__all__ = [
+    "LOG_ENV_VAR",
+    "PLACEHOLDERS",
+    "PlannedToolCall",
+    "ScriptedDraft",
+    "ScriptedLLM",
+    "ScriptedReply",
+    "parse_draft",
+    "prompt_sha256",
+    "script_reply",
+]
+
+LOG_ENV_VAR: Final = "COUNTERSIGN_SCRIPTED_LOG"
+
+# Placeholders a planned tool argument may use, e.g. {"query": "{subject}"}.
+PLACEHOLDERS: Final = ("subject", "context", "feedback", "observation", "revision", "step")
+
+# CrewAI 1.15.30 prompt text (crewai/translations/en.json slices "task", "task_no_tools",
+# "task_with_context", "feedback_instructions"; "\nObservation:" is appended to the action
+# text by agent_executor.py:1901 via AgentAction.text).
+_TASK_MARK: Final = "\nCurrent Task: "
+_EXPECTED_MARK: Final = "\nThis is the expected criteria for your final answer:"
+_CONTEXT_MARK: Final = "\n\nThis is the context you're working with:\n"
+_PROMPT_TAILS: Final = (
+    "\n\nBegin! This is VERY important to you",
+    "\n\nProvide your complete response:",
+)
+_FEEDBACK_MARK: Final = "User feedback: "
+_FEEDBACK_TAIL: Final = "\nInstructions: Use this feedback to enhance the next output iteration."
+_OBSERVATION_MARK: Final = "\nObservation:"
+_TOOL_NAME_RE: Final = re.compile(r"^Tool Name: *(.+?) *$", re.MULTILINE)
+_ACTION_RE: Final = re.compile(r"^Action: *(.+?) *$", re.MULTILINE)
+_FINAL_ANSWER_MARK: Final = "Final Answer:"
+# Every third tool use in a task, CrewAI appends the whole tool list to the observation
+# (tools/tool_usage.py:760-776, slice "tools"); it is noise in a note.
+_TOOLS_REMINDER: Final = "\nYou ONLY have access to the following tools"
+# Words CrewAI's ReAct parser acts on (agents/parser.py). Inside the draft's JSON strings their
+# colon is written as \u003a: the parser no longer sees them, json.loads still does.
+_REACT_KEYWORD_RE: Final = re.compile(r"(Final Answer|Action|Observation)(\s*\d*\s*):")
+
+_CALLS_LOCK = threading.Lock()  # module-level: a Lock in a pydantic model breaks deepcopy
+
+
+class PlannedToolCall(BaseModel):
+    """One tool call in a :class:`ScriptedLLM` plan; string args may use :data:`PLACEHOLDERS`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """What :func:`script_reply` answers: the text and whether it calls a tool or finishes."""
+
+    kind: Literal["action", "final"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ScriptedDraft:
+    """A draft read back by :func:`parse_draft`."""
+
+    label: str
+    revision: int
+    subject: str
+    feedback: tuple[str, ...]
+    saw_previous_draft: bool
+    context: str | None
+    notes: tuple[str, ...]
+
+
+class ScriptedLLM(BaseLLM):
+    """A ``BaseLLM`` whose replies follow a script and the conversation, never a network.
+
+    Args:
+        model: Shown in logs and events; by convention ``"scripted/<name>"`` (the default is
+            ``"scripted/default"``).
+        tool_plan: Tool calls to make, in order, in each round; items may be
+            :class:`PlannedToolCall`, ``{"tool": ..., "args": {...}}``, ``(tool, args)`` or a
+            bare tool name.
+        label: The draft's first word, e.g. ``"Outline"`` or ``"Article"``.
+        delay: Seconds to sleep before each reply, to stand in for a provider's latency.
+        replan_after_feedback: Run the plan again after each ``User feedback:`` message
+            (True), or once per task (False).
+        context_window: Reported context window in tokens. Large by default so CrewAI never
+            summarises the conversation or spills tool results to temp files (both would
+            make prompts differ between runs).
+
+    Example:
+        >>> llm = ScriptedLLM(model="scripted/writer", label="Outline",
+        ...                   tool_plan=[("search", {"query": "{subject}"})])
+        >>> agent = Agent(role="Writer", goal="...", backstory="...", llm=llm)
+    """
+
+    tool_plan: list[PlannedToolCall] = Field(default_factory=list)
+    label: str = "Draft"
+    delay: float = Field(default=0.0, ge=0.0)
+    replan_after_feedback: bool = True
+    context_window: int = Field(default=1_000_000, gt=0)
+
+    _calls: int = PrivateAttr(default=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_model(cls, data: Any) -> Any:
+        # BaseLLM insists on a model name; a scripted one needs none to be useful.
+        if isinstance(data, dict) and not data.get("model"):
+            return {**data, "model": "scripted/default"}
+        return data
+
+    @field_validator("tool_plan", mode="before")
+    @classmethod
+    def _coerce_plan(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            return value
+        items: list[Any] = []
+        for item in value:
+            if isinstance(item, str):
+                items.append({"tool": item})
+            elif isinstance(item, tuple) and len(item) == 2:
+                items.append({"tool": item[0], "args": item[1]})
+            else:
+                items.append(item)
+        return items
+
+    @field_validator("tool_plan")
+    @classmethod
+    def _check_placeholders(cls, plan: list[PlannedToolCall]) -> list[PlannedToolCall]:
+        probe = dict.fromkeys(PLACEHOLDERS, "")
+        for step in plan:
+            try:
+                _fill(step.args, probe)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(
+                    f"tool {step.tool!r}: bad placeholder in args {step.args!r} ({exc}); "
+                    f"known placeholders: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+                ) from exc
+        return plan
+
+    @field_validator("label")
+    @classmethod
+    def _check_label(cls, label: str) -> str:
+        if not label.strip() or any(c in label for c in "|\n\r"):
+            raise ValueError("label must be non-empty, on one line, without '|'")
+        return label
+
+    @property
+    def calls(self) -> int:
+        """How many times :meth:`call` or :meth:`acall` ran on this instance."""
+        with _CALLS_LOCK:
+            return self._calls
+
+    def reply(
+        self, messages: str | list[LLMMessage], response_model: type[BaseModel] | None = None
+    ) -> ScriptedReply:
+        """The reply :meth:`call` would give, without counting, logging or sleeping."""
+        return script_reply(
+            messages,
+            tool_plan=self.tool_plan,
+            label=self.label,
+            replan_after_feedback=self.replan_after_feedback,
+            response_model=response_model,
+        )
+
+    def call(
+        self,
+        messages: str | list[LLMMessage],
+        tools: list[dict[str, BaseTool]] | None = None,
+        callbacks: list[Any] | None = None,
+        available_functions: dict[str, Any] | None = None,
+        from_task: Task | None = None,
+        from_agent: BaseAgent | None = None,
+        response_model: type[BaseModel] | None = None,
+    ) -> str:
+        """Answer from the script; see the module docstring for the rules."""
+        self._count()
+        result = self.reply(messages, response_model)
+        if self.delay:
+            time.sleep(self.delay)
+        self._log(messages, result)
+        return result.text
+
+    async def acall(
+        self,
+        messages: str | list[LLMMessage],
+        tools: list[dict[str, BaseTool]] | None = None,
+        callbacks: list[Any] | None = None,
+        available_functions: dict[str, Any] | None = None,
+        from_task: Task | None = None,
+        from_agent: BaseAgent | None = None,
+        response_model: type[BaseModel] | None = None,
+    ) -> str:
+        """Async twin of :meth:`call` (CrewAI 1.15.30 itself only calls ``call``)."""
+        self._count()
+        result = self.reply(messages, response_model)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        self._log(messages, result)
+        return result.text
+
+    def supports_function_calling(self) -> bool:
+        """False: CrewAI then uses the text ReAct format, which the script speaks."""
+        return False
+
+    def supports_stop_words(self) -> bool:
+        """True; the script never writes past ``Action Input``, so stop words never cut it."""
+        return True
+
+    def get_context_window_size(self) -> int:
+        """The configured window; large so CrewAI's compaction never kicks in."""
+        return self.context_window
+
+    def get_input_tokens_count(
+        self,
+        messages: str | list[LLMMessage],
+        tools: list[dict[str, BaseTool]] | None = None,
+        response_model: type[BaseModel] | None = None,
+    ) -> int:
+        """Four characters per token, like the base class, minus its warning on every call."""
+        texts = [messages] if isinstance(messages, str) else [_text(m) for m in messages]
+        return (sum(len(t) for t in texts) + 3) // 4
+
+    def _count(self) -> None:
+        with _CALLS_LOCK:
+            self._calls += 1
+
+    def _log(self, messages: str | list[LLMMessage], result: ScriptedReply) -> None:
+        """Append one JSON line per call to $COUNTERSIGN_SCRIPTED_LOG, if set.
+
+        Read at call time, not construction, because the readers are often other processes
+        (workers) started with the variable set. One ``os.write`` of an ``O_APPEND`` file keeps
+        lines from concurrent processes whole.
+        """
+        path = os.environ.get(LOG_ENV_VAR)
+        if not path:
+            return
+        line = json.dumps(
+            {
+                "pid": os.getpid(),
+                "model": self.model,
+                "prompt_sha256": prompt_sha256(messages),
+                "reply_kind": result.kind,
+            }
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+def prompt_sha256(messages: str | list[LLMMessage]) -> str:
+    """Hash of the conversation's roles and texts, stable across processes."""
+    canonical = json.dumps(
+        [{"role": role, "content": text} for role, text in _normalise(messages)],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def script_reply(
+    messages: str | list[LLMMessage],
+    *,
+    tool_plan: list[PlannedToolCall],
+    label: str = "Draft",
+    replan_after_feedback: bool = True,
+    response_model: type[BaseModel] | None = None,
+) -> ScriptedReply:
+    """Decide the scripted reply to a conversation: a pure function of its arguments."""
+    convo = _Conversation.read(_normalise(messages), label)
+    draft = _render_draft(label, convo)
+    if response_model is not None:
+        structured = _trivial_json(response_model, draft)
+        if structured is not None:
+            return ScriptedReply("final", structured)
+    offered = [step for step in tool_plan if step.tool in convo.tools_offered]
+    done = convo.observations_in_round(replan_after_feedback)
+    if done < len(offered):
+        step = offered[done]
+        values: dict[str, object] = {
+            "subject": convo.subject,
+            "context": convo.context or "",
+            "feedback": convo.feedback[-1] if convo.feedback else "",
+            "observation": convo.observations[-1][1] if convo.observations else "",
+            "revision": len(convo.feedback),
+            "step": done + 1,
+        }
+        args = json.dumps(_fill(step.args, values), ensure_ascii=False)
+        return ScriptedReply(
+            "action",
+            f"Thought: I should use {step.tool} (step {done + 1} of {len(offered)})\n"
+            f"Action: {step.tool}\nAction Input: {args}",
+        )
+    return ScriptedReply("final", f"Thought: I now know the final answer\nFinal Answer: {draft}")
+
+
+def parse_draft(text: str) -> ScriptedDraft:
+    """Read a draft written by :class:`ScriptedLLM` back into its parts.
+
+    Accepts the draft alone or a reply ending in ``Final Answer: <draft>``.
+
+    Raises:
+        ValueError: ``text`` is not a scripted draft.
+    """
+    if _FINAL_ANSWER_MARK in text:
+        text = text.rsplit(_FINAL_ANSWER_MARK, 1)[1]
+    text = text.strip()
+    head = re.match(r"(?P<label>[^|\n]+?) v(?P<revision>\d+) on ", text)
+    if head is None:
+        raise ValueError(f"not a scripted draft: {text[:80]!r}")
+    reader = _Reader(text, head.end())
+    subject = reader.value(str)
+    feedback = reader.field("feedback", list)
+    saw = reader.field("saw_previous_draft", None)
+    context = reader.field("context", str | None)
+    notes = reader.field("notes", list)
+    reader.end()
+    return ScriptedDraft(
+        label=head["label"],
+        revision=int(head["revision"]),
+        subject=subject,
+        feedback=tuple(str(f) for f in feedback),
+        saw_previous_draft=saw == "yes",
+        context=context,
+        notes=tuple(str(n) for n in notes),
+    )
+
+
+# --- reading the conversation ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Conversation:
+    """What the script needs to know about a conversation, read from CrewAI's prompt text."""
+
+    subject: str
+    context: str | None
+    tools_offered: frozenset[str]
+    feedback: tuple[str, ...]
+    observations: tuple[tuple[str, str], ...]  # (tool name, observation text), in order
+    observation_positions: tuple[int, ...]  # message index of each observation
+    last_feedback_position: int | None
+    saw_previous_draft: bool
+
+    @classmethod
+    def read(cls, messages: list[tuple[str, str]], label: str) -> _Conversation:
+        task_at = _task_prompt_index(messages)
+        prompt = messages[task_at][1] if task_at is not None else ""
+        description = _between(prompt, _TASK_MARK, (_EXPECTED_MARK, _CONTEXT_MARK, *_PROMPT_TAILS))
+        if task_at is None:  # not a CrewAI agent conversation: use the last user message
+            users = [text for role, text in messages if role == "user"]
+            description = users[-1] if users else (messages[-1][1] if messages else "")
+        context = None
+        if _CONTEXT_MARK in prompt:
+            context = _between(prompt, _CONTEXT_MARK, _PROMPT_TAILS, last=True)
+        offered: set[str] = set()
+        for _, text in messages[: (task_at or 0) + 1]:
+            offered.update(_TOOL_NAME_RE.findall(text))
+        start = 0 if task_at is None else task_at + 1
+        feedback: list[str] = []
+        observations: list[tuple[str, str]] = []
+        positions: list[int] = []
+        last_feedback: int | None = None
+        saw_draft = False
+        draft_head = re.compile(re.escape(label) + r" v\d+ on \"")
+        for i in range(start, len(messages)):
+            role, text = messages[i]
+            if role == "user" and _FEEDBACK_MARK in text:
+                feedback.append(_between(text, _FEEDBACK_MARK, (_FEEDBACK_TAIL,)))
+                last_feedback = i
+                text = text[: text.find(_FEEDBACK_MARK)]  # a draft may be quoted before it
+            elif role == "assistant" and _OBSERVATION_MARK in text:
+                action_part, _, observed = text.partition(_OBSERVATION_MARK)
+                tools = _ACTION_RE.findall(action_part)
+                observed = observed.split(_TOOLS_REMINDER, 1)[0].strip()
+                observations.append((tools[-1] if tools else "?", observed))
+                positions.append(i)
+                continue
+            if (role == "assistant" and _FINAL_ANSWER_MARK in text) or draft_head.search(text):
+                saw_draft = True
+        return cls(
+            subject=_first_line(description),
+            context=context,
+            tools_offered=frozenset(offered),
+            feedback=tuple(feedback),
+            observations=tuple(observations),
+            observation_positions=tuple(positions),
+            last_feedback_position=last_feedback,
+            saw_previous_draft=saw_draft,
+        )
+
+    def observations_in_round(self, replan_after_feedback: bool) -> int:
+        if not replan_after_feedback or self.last_feedback_position is None:
+            return len(self.observation_positions)
+        return sum(1 for p in self.observation_positions if p > self.last_feedback_position)
+
+
+def _normalise(messages: str | list[LLMMessage]) -> list[tuple[str, str]]:
+    if isinstance(messages, str):
+        return [("user", messages)]
+    return [(str(m.get("role", "")), _text(m)) for m in messages]
+
+
+def _text(message: LLMMessage) -> str:
+    content: Any = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal content blocks
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return "" if content is None else str(content)
+
+
+def _task_prompt_index(messages: list[tuple[str, str]]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        role, text = messages[i]
+        if role != "assistant" and _TASK_MARK in text:
+            return i
+    return None
+
+
+def _between(text: str, mark: str, ends: tuple[str, ...], last: bool = False) -> str:
+    """The text after ``mark`` (its last occurrence if ``last``) up to the first of ``ends``."""
+    at = text.rfind(mark) if last else text.find(mark)
+    if at < 0:
+        return ""
+    rest = text[at + len(mark) :]
+    cut = min((i for i in (rest.find(e) for e in ends) if i >= 0), default=len(rest))
+    return rest[:cut].strip()
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+def _render_draft(label: str, convo: _Conversation) -> str:
+    def j(value: object) -> str:
+        return _REACT_KEYWORD_RE.sub(r"\1\2\\u003a", json.dumps(value, ensure_ascii=False))
+
+    notes = [f"{tool}: {observed}" for tool, observed in convo.observations]
+    return (
+        f"{label} v{len(convo.feedback)} on {j(convo.subject)}"
+        f" | feedback: {j(list(convo.feedback))}"
+        f" | saw_previous_draft: {'yes' if convo.saw_previous_draft else 'no'}"
+        f" | context: {j(convo.context)}"
+        f" | notes: {j(notes)}"
+    )
+
+
+def _fill(value: Any, values: Mapping[str, object]) -> Any:
+    """Fill ``{placeholders}`` in every string inside ``value`` (dicts and lists walked)."""
+    if isinstance(value, str):
+        return value.format_map(values)
+    if isinstance(value, dict):
+        return {k: _fill(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, values) for v in value]
+    return value
+
+
+def _trivial_json(model: type[BaseModel], draft: str) -> str | None:
+    """A JSON instance of ``model`` when every required field is a plain type, else None.
+
+    Strings get the draft so structured outputs still show what the model saw.
+    """
+    trivial: dict[Any, object] = {str: draft, int: 0, float: 0.0, bool: False}
+    data: dict[str, object] = {}
+    for name, info in model.model_fields.items():
+        if not info.is_required():
+            continue
+        annotation = info.annotation
+        if annotation in trivial:
+            data[name] = trivial[annotation]
+        elif annotation in (list, tuple, set) or get_origin(annotation) in (list, tuple, set):
+            data[name] = []
+        else:
+            return None
+    try:
+        return model.model_validate(data).model_dump_json()
+    except ValidationError:
+        return None
+
+
+class _Reader:
+    """Walks a draft's ``| key: <json>`` fields for :func:`parse_draft`."""
+
+    def __init__(self, text: str, pos: int) -> None:
+        self.text = text
+        self.pos = pos
+        self.decoder = json.JSONDecoder()
+
+    def value(self, expected: Any) -> Any:
+        try:
+            value, self.pos = self.decoder.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a scripted draft: {exc}") from exc
+        if expected is not None and not isinstance(value, expected):
+            raise ValueError(f"not a scripted draft: unexpected {value!r}")
+        return value
+
+    def field(self, key: str, expected: Any) -> Any:
+        prefix = f" | {key}: "
+        if not self.text.startswith(prefix, self.pos):
+            raise ValueError(f"not a scripted draft: expected {prefix!r} at {self.pos}")
+        self.pos += len(prefix)
+        if expected is None:  # the bare word yes/no
+            word = re.compile(r"yes|no").match(self.text, self.pos)
+            if word is None:
+                raise ValueError("not a scripted draft: saw_previous_draft is not yes/no")
+            self.pos = word.end()
+            return word.group()
+        return self.value(expected)
+
+    def end(self) -> None:
+        if self.pos != len(self.text):
+            raise ValueError(f"not a scripted draft: trailing text {self.text[self.pos :]!r}")

@@ -1,0 +1,138 @@
+"""The worker loop: claim runnable runs, execute them with bounded concurrency, heartbeat.
+
+A worker holds a lease on each run it executes and extends it while the run is
+going. A worker that dies stops extending; once the lease expires any worker may
+claim the run again and replay it from the journal. Nothing waits for humans:
+a run that needs one is suspended and its thread is freed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import timedelta
+
+from crew_runtime.config import Config, UnknownCrewError
+from crew_runtime.context import RunContext
+from crew_runtime.executor import Outcome, execute
+from storage import RunStatus, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    concurrency: int = 2
+    lease: timedelta = timedelta(seconds=30)
+    heartbeat: timedelta = timedelta(seconds=10)
+    poll: timedelta = timedelta(seconds=0.5)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 10000}"
+
+
+class Worker:
+    """Executes runs from the store until stopped (or, with ``until_idle``, until none is left)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        settings: WorkerSettings | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.settings = settings or WorkerSettings()
+        self.worker_id = worker_id or default_worker_id()
+        self.stopping = threading.Event()
+        self._wake = threading.Event()
+        self._active: dict[Future[Outcome], RunContext] = {}
+        self.finished: list[tuple[str, Outcome]] = []
+
+    def wake(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._wake.set()
+
+    def run(self, *, until_idle: bool = False) -> None:
+        settings = self.settings
+        next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+        with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
+            while not self.stopping.is_set():
+                self._reap()
+                claimed = self._fill(pool)
+                if time.monotonic() >= next_beat:
+                    self._heartbeat()
+                    next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+                if until_idle and not self._active and not claimed and self._system_idle():
+                    break
+                if self._active:
+                    wait(
+                        list(self._active),
+                        timeout=settings.poll.total_seconds(),
+                        return_when=FIRST_COMPLETED,
+                    )
+                elif not claimed:
+                    self._wake.wait(settings.poll.total_seconds())
+                    self._wake.clear()
+            self._shutdown()
+
+    def _fill(self, pool: ThreadPoolExecutor) -> bool:
+        claimed = False
+        while len(self._active) < self.settings.concurrency and not self.stopping.is_set():
+            run = self.store.claim_run(self.worker_id, self.settings.lease)
+            if run is None:
+                break
+            claimed = True
+            try:
+                spec = self.config.get(run.crew)
+            except UnknownCrewError as exc:
+                self.store.finish_run(run.id, self.worker_id, RunStatus.FAILED, error=str(exc))
+                continue
+            ctx = RunContext(run, self.store, self.worker_id, spec)
+            log.info("run %s (%s): executing, attempt %d", run.id, run.crew, run.attempts + 1)
+            self._active[pool.submit(execute, self.store, self.config, ctx)] = ctx
+        return claimed
+
+    def _reap(self) -> None:
+        for future in [f for f in self._active if f.done()]:
+            ctx = self._active.pop(future)
+            try:
+                outcome = future.result()
+            except Exception:
+                log.exception("run %s: the executor itself failed", ctx.run.id)
+                continue
+            log.info("run %s: %s %s", ctx.run.id, outcome.status, outcome.stats)
+            self.finished.append((ctx.run.id, outcome))
+
+    def _heartbeat(self) -> None:
+        for ctx in self._active.values():
+            if not self.store.extend_lease(ctx.run.id, self.worker_id, self.settings.lease):
+                log.info("run %s: lease lost (cancelled or taken over); stopping it", ctx.run.id)
+                ctx.abort()
+
+    def _system_idle(self) -> bool:
+        """Nothing queued and nothing running anywhere (a dead worker's run will come back)."""
+        return (
+            self.store.count_runs(RunStatus.QUEUED) == 0
+            and self.store.count_runs(RunStatus.RUNNING) == 0
+        )
+
+    def _shutdown(self) -> None:
+        """Stopping: ask running executions to stop at their next call; they replay later."""
+        for ctx in self._active.values():
+            ctx.abort()
+        for future, ctx in list(self._active.items()):
+            future.exception()
+            self.store.release_run(ctx.run.id, self.worker_id)
+        self._active.clear()

@@ -1,0 +1,157 @@
+"""Crews the tests run: real CrewAI crews on the scripted LLM.
+
+Side effects go to a file named by ``COUNTERSIGN_TEST_EFFECTS`` so tests in other
+processes can count them. ``publish`` is the side-effecting tool: it calls an
+"external service" (the effects file) with Countersign's idempotency key, the way
+a payment or e-mail API would be called, and records every execution separately.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from crewai import Agent, Crew, Process, Task
+from crewai.tools import BaseTool
+from pydantic import BaseModel
+
+from crew_runtime import ask_human, idempotency_key
+from crew_runtime.scripted_llm import ScriptedLLM
+
+
+def _effects() -> Path | None:
+    path = os.environ.get("COUNTERSIGN_TEST_EFFECTS")
+    return Path(path) if path else None
+
+
+def effects(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _append(entry: dict[str, Any]) -> None:
+    path = _effects()
+    if path is None:
+        return
+    with path.open("a") as fh:
+        fh.write(json.dumps(entry) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _pause_point(name: str) -> None:
+    """Hold here when ``COUNTERSIGN_TEST_HOLD=name``, so a test can kill the process."""
+    if os.environ.get("COUNTERSIGN_TEST_HOLD") == name:
+        _append({"kind": "holding", "at": name, "pid": os.getpid()})
+        time.sleep(600)
+
+
+class PublishInput(BaseModel):
+    text: str
+
+
+class PublishTool(BaseTool):
+    name: str = "publish"
+    description: str = "Publish a text to the company blog. Has a side effect."
+    args_schema: type[BaseModel] = PublishInput
+
+    def _run(self, text: str) -> str:
+        key = idempotency_key()
+        _append({"kind": "execution", "key": key, "pid": os.getpid()})
+        path = _effects()
+        done = {e["key"] for e in effects(path) if e["kind"] == "published"} if path else set()
+        if key not in done:
+            _append({"kind": "published", "key": key, "text": text, "pid": os.getpid()})
+        _pause_point("after_publish")
+        return f"published {len(text)} characters"
+
+
+class SearchInput(BaseModel):
+    query: str
+
+
+class SearchTool(BaseTool):
+    name: str = "search"
+    description: str = "Search the web for facts."
+    args_schema: type[BaseModel] = SearchInput
+
+    def _run(self, query: str) -> str:
+        _append({"kind": "search", "query": query, "pid": os.getpid()})
+        return f"3 facts about {query}"
+
+
+class SlowScriptedLLM(ScriptedLLM):
+    """The scripted model, holding on its Nth call when a test wants to kill it mid-call."""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        if os.environ.get("COUNTERSIGN_TEST_HOLD") == "llm" and self.calls >= 1:
+            _pause_point("llm")
+        return super().call(messages, *args, **kwargs)
+
+
+def _llm(label: str, plan: list[Any] | None = None) -> ScriptedLLM:
+    version = os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
+    cls = SlowScriptedLLM if os.environ.get("COUNTERSIGN_TEST_HOLD") == "llm" else ScriptedLLM
+    return cls(model=f"scripted/{label.lower()}-{version}", label=label, tool_plan=plan or [])
+
+
+def writer(inputs: dict[str, str]) -> Crew:
+    """Two reviewed tasks: an outline, then an article written from it."""
+    version = os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
+    writer_agent = Agent(
+        role="Writer",
+        goal="Write clear articles",
+        backstory="A careful writer." + (" Now terser." if version == "2" else ""),
+        llm=_llm("Outline"),
+        verbose=False,
+    )
+    editor = Agent(
+        role="Editor",
+        goal="Turn outlines into articles",
+        backstory="An editor.",
+        llm=_llm("Article"),
+        verbose=False,
+    )
+    outline = Task(
+        description="Outline {topic}",
+        expected_output="An outline",
+        agent=writer_agent,
+        human_input=True,
+    )
+    article = Task(
+        description="Write the article about {topic}",
+        expected_output="An article",
+        agent=editor,
+        human_input=True,
+        context=[outline],
+    )
+    return Crew(agents=[writer_agent, editor], tasks=[outline, article], process=Process.sequential)
+
+
+def research(inputs: dict[str, str]) -> Crew:
+    """One task whose agent searches, asks a human mid-task, then publishes."""
+    researcher = Agent(
+        role="Researcher",
+        goal="Research and publish",
+        backstory="Thorough.",
+        llm=_llm(
+            "Report",
+            [
+                ("search", {"query": "{subject}"}),
+                ("ask_human", {"question": "Formal or casual tone for {subject}?"}),
+                ("publish", {"text": "Report on {subject}"}),
+            ],
+        ),
+        tools=[SearchTool(), ask_human, PublishTool()],
+        verbose=False,
+    )
+    task = Task(description="Research {topic}", expected_output="A report", agent=researcher)
+    return Crew(agents=[researcher], tasks=[task], process=Process.sequential)
+
+
+def broken(inputs: dict[str, str]) -> Crew:
+    raise RuntimeError("the crew could not be built")
