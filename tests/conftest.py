@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,13 @@ def store(db_url: str) -> Iterator[Store]:
     opened = Store.open(db_url)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
+    """A config with the test crews, a store, and worker processes on demand."""
+    from tests.harness import Bench
+
+    made = Bench(tmp_path, db_url)
+    yield made
+    made.close()

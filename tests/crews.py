@@ -155,3 +155,26 @@ def research(inputs: dict[str, str]) -> Crew:
 
 def broken(inputs: dict[str, str]) -> Crew:
     raise RuntimeError("the crew could not be built")
+
+
+def plain(inputs: dict[str, str]) -> Crew:
+    """No human: one task that searches once (the search records which process ran it)."""
+    agent = Agent(
+        role="Analyst",
+        goal="Find facts",
+        backstory="Quick.",
+        llm=_llm("Facts", [("search", {"query": "{subject}"})]),
+        tools=[KeyedSearchTool()],
+        verbose=False,
+    )
+    task = Task(description="Find facts on {topic}", expected_output="Facts", agent=agent)
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential)
+
+
+class KeyedSearchTool(SearchTool):
+    """A search that logs its idempotency key, to prove each call ran in one worker only."""
+
+    def _run(self, query: str) -> str:
+        _append({"kind": "keyed_search", "key": idempotency_key(), "pid": os.getpid()})
+        time.sleep(0.05)
+        return super()._run(query)

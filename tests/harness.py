@@ -1,0 +1,157 @@
+"""A test bench for durable runs: a config, a database, and worker processes to start and kill.
+
+Workers run as real ``countersign worker`` processes, so a pause in one process
+and a resume in another is what the tests see; SIGKILL is a real kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from crew_runtime import Countersign, Worker, WorkerSettings, load_config
+from storage import Review, Run, RunStatus, Store
+from tests.crews import effects
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONFIG = """
+[crews.writer]
+factory = "tests.crews:writer"
+description = "Outline then article, both reviewed"
+
+[crews.research]
+factory = "tests.crews:research"
+description = "Searches, asks a human, publishes"
+
+[crews.plain]
+factory = "tests.crews:plain"
+description = "One task, one tool, no human"
+
+[crews.broken]
+factory = "tests.crews:broken"
+"""
+
+
+@dataclass
+class Bench:
+    tmp: Path
+    db_url: str
+    store: Store = field(init=False)
+    service: Countersign = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config_path = self.tmp / "countersign.toml"
+        self.config_path.write_text(CONFIG)
+        self.effects_path = self.tmp / "effects.jsonl"
+        self.llm_log = self.tmp / "llm.jsonl"
+        self.config = load_config(self.config_path)
+        self.store = Store.open(self.db_url)
+        self.service = Countersign(self.store, self.config)
+        os.environ["COUNTERSIGN_TEST_EFFECTS"] = str(self.effects_path)
+        os.environ["COUNTERSIGN_SCRIPTED_LOG"] = str(self.llm_log)
+
+    def close(self) -> None:
+        self.store.close()
+        os.environ.pop("COUNTERSIGN_TEST_EFFECTS", None)
+        os.environ.pop("COUNTERSIGN_SCRIPTED_LOG", None)
+
+    # -- runs and reviews
+
+    def start(self, crew: str, **inputs: str) -> Run:
+        return self.service.start_run(crew, inputs, started_by="U_TEST")
+
+    def run(self, run_id: str) -> Run:
+        return self.store.get_run(run_id)
+
+    def pending(self, run_id: str) -> Review:
+        (review,) = [r for r in self.store.list_reviews(run_id=run_id)]
+        return review
+
+    def decide(self, run_id: str, kind: str, text: str | None = None, by: str = "U1") -> Review:
+        return self.service.decide(self.pending(run_id).id, kind, text, by=by)
+
+    # -- workers
+
+    def work_here(self, concurrency: int = 1) -> Worker:
+        """Run a worker in this process until nothing is left to do."""
+        worker = Worker(
+            self.store,
+            self.config,
+            WorkerSettings(concurrency=concurrency, poll=timedelta(seconds=0.05)),
+        )
+        worker.run(until_idle=True)
+        return worker
+
+    def worker_env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            DATABASE_URL=self.db_url,
+            COUNTERSIGN_CONFIG=str(self.config_path),
+            COUNTERSIGN_TEST_EFFECTS=str(self.effects_path),
+            COUNTERSIGN_SCRIPTED_LOG=str(self.llm_log),
+        )
+        env.update(extra)
+        return env
+
+    def spawn(self, *args: str, lease: float = 2.0, **env: str) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-m", "bot", "worker", "--until-idle", "--poll", "0.1"]
+        cmd += ["--lease", str(lease), *args]
+        return subprocess.Popen(
+            cmd,
+            env=self.worker_env(**env),
+            cwd=self.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def work(self, *args: str, timeout: float = 120, **env: str) -> int:
+        """Run one worker process until idle; return its pid."""
+        proc = self.spawn(*args, **env)
+        out, _ = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, out
+        return proc.pid
+
+    def kill_when_holding(self, proc: subprocess.Popen[str], at: str, timeout: float = 90) -> None:
+        """SIGKILL the worker once it reports holding at ``at``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(e["kind"] == "holding" and e["at"] == at for e in self.effects()):
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.communicate(timeout=30)
+                assert proc.returncode == -signal.SIGKILL
+                return
+            if proc.poll() is not None:
+                raise AssertionError(f"worker exited before holding at {at}: {proc.stdout}")
+            time.sleep(0.05)
+        proc.kill()
+        raise AssertionError(f"worker never held at {at}")
+
+    # -- what happened
+
+    def effects(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in effects(self.effects_path) if kind is None or e["kind"] == kind]
+
+    def llm_calls(self) -> list[dict[str, Any]]:
+        if not self.llm_log.exists():
+            return []
+        return [json.loads(line) for line in self.llm_log.read_text().splitlines() if line]
+
+    def llm_calls_by_pid(self) -> Counter[int]:
+        return Counter(call["pid"] for call in self.llm_calls())
+
+    def wait_status(self, run_id: str, *statuses: RunStatus) -> Run:
+        run = self.run(run_id)
+        assert run.status in statuses, (run.status, run.error)
+        return run
