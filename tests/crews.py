@@ -101,6 +101,7 @@ def _llm(label: str, plan: list[Any] | None = None) -> ScriptedLLM:
 
 def writer(inputs: dict[str, str]) -> Crew:
     """Two reviewed tasks: an outline, then an article written from it."""
+    _pause_point("factory")
     version = os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
     writer_agent = Agent(
         role="Writer",

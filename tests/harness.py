@@ -104,8 +104,12 @@ class Bench:
         env.update(extra)
         return env
 
+    @staticmethod
+    def cli_command() -> list[str]:
+        return [sys.executable, "-m", "bot"]
+
     def spawn(self, *args: str, lease: float = 2.0, **env: str) -> subprocess.Popen[str]:
-        cmd = [sys.executable, "-m", "bot", "worker", "--until-idle", "--poll", "0.1"]
+        cmd = [*self.cli_command(), "worker", "--until-idle", "--poll", "0.1"]
         cmd += ["--lease", str(lease), *args]
         return subprocess.Popen(
             cmd,
