@@ -13,6 +13,11 @@ from typing import Any
 
 from crewai import Agent, Crew, CrewOutput
 from crewai.core.providers.human_input import reset_provider, set_provider
+from crewai.events.event_context import (
+    EventContextConfig,
+    MismatchBehavior,
+    _event_context_config,
+)
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
@@ -25,6 +30,10 @@ from crew_runtime.tool_journal import register_tool_journal
 from storage import LeaseLost, Review, Run, RunStatus, Store
 
 log = logging.getLogger(__name__)
+
+_QUIET_EVENTS = EventContextConfig(
+    mismatch_behavior=MismatchBehavior.SILENT, empty_pop_behavior=MismatchBehavior.SILENT
+)
 
 
 @dataclass
@@ -85,6 +94,9 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
     prepare(crew, ctx)
     token = set_provider(ReviewProvider())
+    # A pause leaves kickoff() from inside open event scopes (task, agent); CrewAI
+    # would print a "pairing mismatch" warning for each. They are expected here.
+    quiet = _event_context_config.set(_QUIET_EVENTS)
     try:
         with ctx.active(), scoped_hooks():
             register_tool_journal(ctx)
@@ -93,6 +105,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
             except Exception as exc:
                 return _stopped(store, ctx, exc)
     finally:
+        _event_context_config.reset(quiet)
         reset_provider(token)
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))

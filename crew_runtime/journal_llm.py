@@ -104,3 +104,8 @@ class JournalLLM(BaseLLM):
 
     def supports_multimodal(self) -> bool:
         return self.inner.supports_multimodal()
+
+    def get_input_tokens_count(
+        self, messages: Any, tools: Any = None, response_model: Any = None
+    ) -> int:
+        return self.inner.get_input_tokens_count(messages, tools, response_model)
