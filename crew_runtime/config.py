@@ -389,8 +389,8 @@ def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> time
     if parsed is None:
         raise where.error(
             f"{key}.{name}",
-            f'expected a duration like "30m" (units s, m, h, d) or a positive number of '
-            f"seconds, got {_show(value)}",
+            f'expected a duration like "30m", got {_show(value)} (units s, m, h, d as in '
+            '"90s" or "1h30m", or a positive whole number of seconds)',
         )
     return parsed
 

@@ -20,16 +20,21 @@ How a reply is chosen (see :func:`script_reply`):
 4. Otherwise reply ``Thought: I now know the final answer\\nFinal Answer: <draft>``.
 
 The draft is one line that shows what the model saw, every value JSON-encoded so
-:func:`parse_draft` can read it back exactly::
+:func:`parse_draft` can read it back exactly (wrapped here)::
 
-    Outline v2 on "Outline {topic}" | feedback: ["make it shorter", "add a title"] \
-| saw_previous_draft: yes | context: null | notes: ["search: 3 facts about otters"]
+    Outline v2 on "Outline otters" | feedback: ["make it shorter", "add a title"]
+    | saw_previous_draft: yes | context: null | notes: ["search: 3 facts about otters"]
 
 ``v2`` counts the feedback messages; ``on`` is the first line of the task description;
 ``saw_previous_draft`` says whether an earlier draft of this task is in the conversation
 (CrewAI leaves it out on the ReAct path; the runtime's review provider puts it back);
 ``context`` is the earlier tasks' output CrewAI put in the task prompt; ``notes`` are the
-tool observations of the task so far, as ``"<tool>: <observation>"``.
+tool observations of the task so far, as ``"<tool>: <observation>"``. Inside the values the
+colon of ``Final Answer:``, ``Action:`` and ``Observation:`` is written ``\\u003a``, so CrewAI's
+parser never mistakes quoted feedback for a step.
+
+Given a ``response_model`` whose required fields are plain (str, int, float, bool, lists), the
+reply is an instance's JSON, its strings holding the draft; other models are ignored.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, get_origin
 
@@ -69,6 +74,7 @@ __all__ = [
     "ScriptedDraft",
     "ScriptedLLM",
     "ScriptedReply",
+    "ToolStep",
     "parse_draft",
     "prompt_sha256",
     "script_reply",
@@ -76,7 +82,8 @@ __all__ = [
 
 LOG_ENV_VAR: Final = "COUNTERSIGN_SCRIPTED_LOG"
 
-# Placeholders a planned tool argument may use, e.g. {"query": "{subject}"}.
+# Placeholders a planned tool argument may use, e.g. {"query": "{subject}"}; filled with
+# str.format, so literal braces are doubled.
 PLACEHOLDERS: Final = ("subject", "context", "feedback", "observation", "revision", "step")
 
 # CrewAI 1.15.30 prompt text (crewai/translations/en.json slices "task", "task_no_tools",
@@ -112,6 +119,27 @@ class PlannedToolCall(BaseModel):
 
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolStep = PlannedToolCall | str | tuple[str, Mapping[str, Any]] | Mapping[str, Any]
+"""A plan item: a :class:`PlannedToolCall`, a tool name, ``(tool, args)`` or a dict."""
+
+
+def _step_data(item: Any) -> Any:
+    if isinstance(item, str):
+        return {"tool": item}
+    if isinstance(item, tuple) and len(item) == 2:
+        return {"tool": item[0], "args": item[1]}
+    return item
+
+
+def _steps(plan: Sequence[ToolStep]) -> list[PlannedToolCall]:
+    return [
+        step
+        if isinstance(step, PlannedToolCall)
+        else PlannedToolCall.model_validate(_step_data(step))
+        for step in plan
+    ]
 
 
 @dataclass(frozen=True)
@@ -177,17 +205,9 @@ class ScriptedLLM(BaseLLM):
     @field_validator("tool_plan", mode="before")
     @classmethod
     def _coerce_plan(cls, value: Any) -> Any:
-        if not isinstance(value, list | tuple):
-            return value
-        items: list[Any] = []
-        for item in value:
-            if isinstance(item, str):
-                items.append({"tool": item})
-            elif isinstance(item, tuple) and len(item) == 2:
-                items.append({"tool": item[0], "args": item[1]})
-            else:
-                items.append(item)
-        return items
+        if isinstance(value, list | tuple):
+            return [_step_data(item) for item in value]
+        return value
 
     @field_validator("tool_plan")
     @classmethod
@@ -328,7 +348,7 @@ def prompt_sha256(messages: str | list[LLMMessage]) -> str:
 def script_reply(
     messages: str | list[LLMMessage],
     *,
-    tool_plan: list[PlannedToolCall],
+    tool_plan: Sequence[ToolStep],
     label: str = "Draft",
     replan_after_feedback: bool = True,
     response_model: type[BaseModel] | None = None,
@@ -340,7 +360,7 @@ def script_reply(
         structured = _trivial_json(response_model, draft)
         if structured is not None:
             return ScriptedReply("final", structured)
-    offered = [step for step in tool_plan if step.tool in convo.tools_offered]
+    offered = [step for step in _steps(tool_plan) if step.tool in convo.tools_offered]
     done = convo.observations_in_round(replan_after_feedback)
     if done < len(offered):
         step = offered[done]
