@@ -7,6 +7,7 @@ succeeded, rejected or failed; or waiting, with the reviews that were asked for.
 from __future__ import annotations
 
 import logging
+import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,10 @@ class Outcome:
 def build_crew(config: Config, run: Run) -> Crew:
     """Call the crew's factory with the run's inputs."""
     spec = config.get(run.crew)
+    # Crew modules usually sit next to countersign.toml; appended, so installed code wins.
+    crew_dir = str(config.path.parent)
+    if crew_dir not in sys.path:
+        sys.path.append(crew_dir)
     factory = load_factory(spec)
     try:
         crew = factory(dict(run.inputs))

@@ -39,7 +39,9 @@ class Countersign:
                 f"crew {crew!r} needs the input(s) {', '.join(missing)} "
                 f"(give them as {missing[0]}=value)"
             )
-        return self.store.create_run(crew, inputs, started_by=started_by, channel=channel)
+        return self.store.create_run(
+            crew, inputs, started_by=started_by, channel=channel or spec.channel
+        )
 
     def decide(self, review_id: str, kind: str, text: str | None, *, by: str) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.

@@ -44,6 +44,7 @@ runs = Table(
     Column("created_at", DateTime, nullable=False),
     Column("updated_at", DateTime, nullable=False),
     Index("ix_runs_status_updated", "status", "updated_at"),
+    Index("ix_runs_thread", "channel", "thread_ts"),
 )
 
 reviews = Table(
@@ -131,4 +132,14 @@ outbox = Table(
     Column("last_error", Text),
     Column("sent_at", DateTime),
     Index("ix_outbox_due", "sent_at", "next_attempt_at"),
+)
+
+# Keys of Slack deliveries already handled (event_id, or channel+ts of a message):
+# Slack retries and duplicate events must not act twice.
+slack_events = Table(
+    "slack_events",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_slack_events_created", "created_at"),
 )

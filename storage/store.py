@@ -35,7 +35,7 @@ from storage.records import (
     Review,
     Run,
 )
-from storage.schema import decisions, journal, outbox, reviews, runs
+from storage.schema import decisions, journal, outbox, reviews, runs, slack_events
 from storage.status import (
     ALLOWED_DECISIONS,
     FINAL_RUN_STATUSES,
@@ -480,6 +480,33 @@ class Store:
             conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
             self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
 
+    def find_run_by_thread(self, channel: str, thread_ts: str) -> Run | None:
+        """The run whose root message is ``thread_ts`` in ``channel``."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(runs).where(runs.c.channel == channel, runs.c.thread_ts == thread_ts)
+            ).first()
+            return None if row is None else _run(row)
+
+    # ----------------------------------------------------------------- slack
+
+    def first_delivery(self, key: str) -> bool:
+        """True the first time ``key`` (an event id, or channel+ts) is seen; False after."""
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(slack_events).values(key=key[:200], created_at=self.clock()))
+            return True
+        except IntegrityError:
+            return False
+
+    def forget_deliveries(self, older_than: timedelta) -> int:
+        """Drop dedupe keys older than Slack's retry horizon (it retries for minutes)."""
+        with self._tx() as conn:
+            cutoff = self.clock() - older_than
+            return conn.execute(
+                delete(slack_events).where(slack_events.c.created_at < cutoff)
+            ).rowcount
+
     # ---------------------------------------------------------------- outbox
 
     def due_outbox(self, limit: int = 50) -> list[OutboxMessage]:
@@ -504,17 +531,42 @@ class Store:
                 for row in rows
             ]
 
-    def mark_sent(self, message_id: int) -> bool:
-        """Compare-and-set unsent → sent; False if it was already marked."""
+    def mark_sent(
+        self,
+        message_id: int,
+        *,
+        thread: tuple[str, str, str] | None = None,
+        review_message: tuple[str, str, str] | None = None,
+    ) -> bool:
+        """Compare-and-set unsent → sent; False if it was already marked.
+
+        In the same transaction, remember where Slack put what was posted:
+        ``thread=(run_id, channel, ts)`` for a run's root message,
+        ``review_message=(review_id, channel, ts)`` for a review's message.
+        """
         with self._tx() as conn:
-            return (
+            sent = conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message_id, outbox.c.sent_at.is_(None))
+                .values(sent_at=self.clock())
+            ).rowcount
+            if sent != 1:
+                return False
+            if thread is not None:
+                run_id, channel, ts = thread
                 conn.execute(
-                    update(outbox)
-                    .where(outbox.c.id == message_id, outbox.c.sent_at.is_(None))
-                    .values(sent_at=self.clock())
-                ).rowcount
-                == 1
-            )
+                    update(runs)
+                    .where(runs.c.id == run_id, runs.c.thread_ts.is_(None))
+                    .values(channel=channel, thread_ts=ts)
+                )
+            if review_message is not None:
+                review_id, channel, ts = review_message
+                conn.execute(
+                    update(reviews)
+                    .where(reviews.c.id == review_id)
+                    .values(channel=channel, message_ts=ts)
+                )
+            return True
 
     def mark_failed(self, message_id: int, error: str, retry_in: timedelta) -> None:
         with self._tx() as conn:

@@ -225,3 +225,25 @@ def test_outbox_retry_and_single_send(db_url: str) -> None:
     assert not store.mark_sent(again.id)
     assert store.due_outbox() == []
     store.close()
+
+
+def test_slack_deliveries_are_deduplicated(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    assert store.first_delivery("Ev123")
+    assert not store.first_delivery("Ev123")
+    clock.advance(hours=2)
+    assert store.forget_deliveries(timedelta(hours=1)) == 1
+    assert store.first_delivery("Ev123")
+    store.close()
+
+
+def test_thread_and_review_message_are_remembered_with_the_send(store: Store) -> None:
+    run_id, review_id = _waiting_review(store)
+    started, opened = store.due_outbox()
+    assert store.mark_sent(started.id, thread=(run_id, "C1", "100.1"))
+    assert store.mark_sent(opened.id, review_message=(review_id, "C1", "100.2"))
+    found = store.find_run_by_thread("C1", "100.1")
+    assert found is not None and found.id == run_id
+    assert store.get_review(review_id).message_ts == "100.2"
+    assert store.find_run_by_thread("C1", "100.2") is None
