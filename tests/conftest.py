@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,9 +30,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
 
-PG_BASE = os.environ.get(
-    "COUNTERSIGN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+PG_BASE = os.environ.get("COUNTERSIGN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _pg_state: dict[str, str | None] = {}
 
 
