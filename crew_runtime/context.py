@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crew_runtime.config import CrewSpec
-from crew_runtime.errors import RunAborted
+from crew_runtime.signals import RunAborted
 from storage import JournalEntry, NewReview, Review, ReviewKind, Run, Store
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)

@@ -1,20 +1,14 @@
-"""Errors and control signals of the runtime.
+"""Errors of the runtime (the control signals that stop a crew are in ``signals``).
 
-CountersignError
-├── UsageError            bad input from a person (CLI or Slack): say it, change nothing
-│   └── (ConfigError and UnknownCrewError live in crew_runtime.config)
-└── CrewBuildError        the crew's factory failed or returned something else
+    CountersignError
+    ├── UsageError            bad input from a person (CLI or Slack): say it, change nothing
+    └── CrewBuildError        the crew's factory failed or returned something else
 
-HookAborted (crewai)      passes straight out of ``Crew.kickoff()``, skipping retries
-└── RunSignal             the run must stop now; the RunContext says why
-    ├── PauseRun          a review must be answered first
-    ├── RunRejected       a reviewer rejected the run
-    └── RunAborted        the lease was lost (cancelled or taken over)
+``ConfigError`` and ``UnknownCrewError`` live in ``crew_runtime.config``. This module
+does not import crewai, so the CLI and the bot can use it cheaply.
 """
 
 from __future__ import annotations
-
-from crewai.hooks.dispatch import HookAborted
 
 
 class CountersignError(Exception):
@@ -27,23 +21,3 @@ class UsageError(CountersignError):
 
 class CrewBuildError(CountersignError):
     """The crew factory raised or did not return a ``crewai.Crew``."""
-
-
-class RunSignal(HookAborted):
-    """Stops ``kickoff()`` at once. ``HookAborted`` is in CrewAI's pass-through list
-    (agent/core.py:144), so neither the agent's retry loop nor the tool layer eats it."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason, source="countersign")
-
-
-class PauseRun(RunSignal):
-    pass
-
-
-class RunRejected(RunSignal):
-    pass
-
-
-class RunAborted(RunSignal):
-    pass

@@ -15,7 +15,7 @@ from crewai.agents.parser import AgentFinish
 from crewai.core.providers.human_input import SyncHumanInputProvider
 
 from crew_runtime.context import current_run
-from crew_runtime.errors import PauseRun, RunRejected
+from crew_runtime.signals import PauseRun, RunRejected
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
 
