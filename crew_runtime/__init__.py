@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from crew_runtime import _env  # noqa: F401  (must run before crewai is imported)
 
 if TYPE_CHECKING:
-    from crew_runtime.questions import AskHumanTool, ask_human
     from crew_runtime.config import Config, ConfigError, CrewSpec, UnknownCrewError, load_config
     from crew_runtime.context import idempotency_key
     from crew_runtime.errors import CountersignError, CrewBuildError, UsageError
+    from crew_runtime.questions import AskHumanTool, ask_human
     from crew_runtime.service import Countersign
     from crew_runtime.worker import Worker, WorkerSettings
 
@@ -42,7 +42,22 @@ _WHERE = {
     "WorkerSettings": "crew_runtime.worker",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "AskHumanTool",
+    "Config",
+    "ConfigError",
+    "Countersign",
+    "CountersignError",
+    "CrewBuildError",
+    "CrewSpec",
+    "UnknownCrewError",
+    "UsageError",
+    "Worker",
+    "WorkerSettings",
+    "ask_human",
+    "idempotency_key",
+    "load_config",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -70,3 +70,9 @@ def test_public_api_of_crew_runtime() -> None:
 
     assert {"ask_human", "idempotency_key", "Countersign", "Worker"} <= set(crew_runtime.__all__)
     assert all(hasattr(crew_runtime, name) for name in crew_runtime.__all__)
+
+
+def test_every_lazy_name_is_public() -> None:
+    import crew_runtime
+
+    assert sorted(crew_runtime.__all__) == sorted(crew_runtime._WHERE)
