@@ -1,0 +1,39 @@
+"""A local stand-in for Slack, for end-to-end tests and the offline sandbox.
+
+It plays Slack at the network boundary: a stateful Web API that validates Block Kit like
+Slack, injects rate limits and server errors on demand, and acts as people who send
+correctly signed slash commands, clicks, modal submissions and messages to the bot's real
+endpoint (HTTP or Socket Mode). See ``standin.py`` for the routes and DESIGN.md
+"Testing at the real boundaries" for why.
+
+Modules: ``blockkit`` (pure validation), ``workspace`` (state), ``webapi`` (methods),
+``calls`` (call log, faults), ``signing``, ``payloads`` (what Slack sends), ``delivery``
+(HTTP and Socket Mode transport), ``socket_mode``, ``person`` (people's actions),
+``standin`` (the server), ``threaded`` (the synchronous wrapper), ``errors``.
+"""
+
+from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
+from bot.sandbox.calls import Call
+from bot.sandbox.delivery import Delivery
+from bot.sandbox.errors import PersonActionRefused, SandboxError, SlackApiFailure
+from bot.sandbox.signing import Tamper, sign
+from bot.sandbox.standin import SlackStandIn
+from bot.sandbox.threaded import StandInThread
+from bot.sandbox.workspace import Ephemeral, StoredFile
+
+__all__ = [
+    "Call",
+    "Delivery",
+    "Ephemeral",
+    "PersonActionRefused",
+    "Problem",
+    "SandboxError",
+    "SlackApiFailure",
+    "SlackStandIn",
+    "StandInThread",
+    "StoredFile",
+    "Tamper",
+    "sign",
+    "validate_blocks",
+    "validate_view",
+]

@@ -1,0 +1,404 @@
+"""``SlackStandIn``: a local, stateful Slack at the network boundary.
+
+Why: the bot's end-to-end tests (and the offline sandbox) need a Slack that keeps state,
+refuses what Slack refuses, fails on demand, and talks to the bot's real HTTP endpoint or
+Socket Mode client. The bot only changes its API base URL (``api_url``).
+
+Routes served:
+
+- ``/api/<method>``: the Web API (JSON, form or query parameters, like slack_sdk sends);
+  ``Authorization: Bearer`` (or a ``token`` parameter) must be the bot token, or the app
+  token for ``apps.connections.open``. Answers are HTTP 200 with ``ok`` true/false,
+  except injected 429/5xx faults.
+- ``/upload/<file_id>``: the upload URL of ``files.getUploadURLExternal``.
+- ``/response/<id>``: ``response_url`` targets handed out with commands and clicks.
+- ``/link/``: the Socket Mode WebSocket.
+
+Example:
+    >>> standin = SlackStandIn(signing_secret="s3cret")
+    >>> # await standin.start(); AsyncWebClient(token=standin.bot_token, base_url=standin.api_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from bot.sandbox.blockkit import validate_blocks
+from bot.sandbox.calls import Call, CallLog, FaultPlan
+from bot.sandbox.delivery import Sender, Transport
+from bot.sandbox.errors import SlackApiFailure
+from bot.sandbox.person import PersonSide
+from bot.sandbox.socket_mode import SocketHub
+from bot.sandbox.webapi import APP_TOKEN_METHODS, WebApi
+from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace
+
+__all__ = ["SlackStandIn"]
+
+Json = dict[str, Any]
+T = TypeVar("T")
+_STRUCTURED = ("blocks", "view", "files", "metadata", "attachments")
+
+
+class SlackStandIn(PersonSide):
+    """A fake Slack workspace served over HTTP on 127.0.0.1.
+
+    Args:
+        signing_secret: signs requests to the bot; never logged.
+        bot_token: the ``xoxb-`` token the bot must send.
+        app_token: the ``xapp-`` token for ``apps.connections.open``.
+        team_id, bot_user_id, bot_id, app_id: the identity ``auth.test`` reports.
+        bot_endpoint: where HTTP deliveries go (the bot's ``/slack/events``).
+        transport: ``http`` or ``socket``: how person-side actions reach the bot.
+        ack_timeout: how long Slack waits for the bot's answer (3 s).
+        clock: Unix time; inject a fake one to expire trigger ids without sleeping.
+    """
+
+    def __init__(
+        self,
+        *,
+        signing_secret: str,
+        bot_token: str = "xoxb-sandbox-bot-token",  # noqa: S107 (a fake)
+        app_token: str = "xapp-1-sandbox-app-token",  # noqa: S107
+        team_id: str = "T0001",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        app_id: str = "A0001",
+        bot_endpoint: str = "http://127.0.0.1:3000/slack/events",
+        transport: Transport = "http",
+        ack_timeout: float = 3.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.bot_endpoint = bot_endpoint
+        self.workspace = Workspace(
+            team_id=team_id, bot_user_id=bot_user_id, bot_id=bot_id, app_id=app_id, clock=clock
+        )
+        self.faults = FaultPlan()
+        self.log = CallLog()
+        self.hub = SocketHub(app_id)
+        self.api = WebApi(self.workspace, self._root_url, self._socket_url)
+        self._sender = Sender(
+            transport=transport,
+            endpoint=lambda: self.bot_endpoint,
+            signing_secret=signing_secret,
+            hub=self.hub,
+            ack_timeout=ack_timeout,
+            clock=clock,
+        )
+        self._clock = clock
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self._condition: asyncio.Condition | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port`` (0 picks a free port); returns the base URL."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes(
+            [
+                web.route("*", "/api/{method}", self._on_api),
+                web.post("/upload/{file_id}", self._on_upload),
+                web.get("/files/{file_id}", self._on_download),
+                web.post("/response/{url_id}", self._on_response_url),
+                web.get("/link/", self.hub.handle),
+            ]
+        )
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0]
+        self._base_url = f"http://{host}:{bound[1]}/"
+        self._condition = asyncio.Condition()
+        return self._base_url
+
+    async def stop(self) -> None:
+        """Close sockets, the outgoing session and the server."""
+        await self.hub.close()
+        await self._sender.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        if self._base_url is None:
+            raise RuntimeError("the stand-in is not started")
+        return self._base_url
+
+    @property
+    def api_url(self) -> str:
+        """What the bot passes as slack_sdk's ``base_url``: ``http://127.0.0.1:PORT/api/``."""
+        return self.base_url + "api/"
+
+    @property
+    def transport(self) -> Transport:
+        return self._sender.transport
+
+    @property
+    def ack_timeout(self) -> float:
+        """How long a delivery waits for the bot's answer before reporting a timeout."""
+        return self._sender.ack_timeout
+
+    @ack_timeout.setter
+    def ack_timeout(self, seconds: float) -> None:
+        self._sender.ack_timeout = seconds
+
+    def _root_url(self) -> str:
+        return self.base_url
+
+    def _socket_url(self) -> str:
+        return self.hub.issue_url("ws" + self.base_url[len("http") :])
+
+    async def _changed(self) -> None:
+        if self._condition is not None:
+            async with self._condition:
+                self._condition.notify_all()
+
+    # -- seeding, faults, queries ----------------------------------------------------------
+
+    def add_channel(
+        self, channel_id: str, name: str, members: list[str], *, bot_is_member: bool = True
+    ) -> None:
+        """A channel; the bot joins it unless told otherwise (then posts get not_in_channel)."""
+        bot = [self.workspace.bot_user_id] if bot_is_member else []
+        self.workspace.add_channel(channel_id, name, [*members, *bot])
+
+    def add_user(self, user_id: str, name: str, real_name: str | None = None) -> None:
+        self.workspace.add_user(user_id, name, real_name)
+
+    def add_usergroup(self, group_id: str, members: list[str]) -> None:
+        self.workspace.usergroups[group_id] = list(members)
+
+    def fail_next(
+        self,
+        method: str,
+        status: int = 429,
+        retry_after: int = 1,
+        times: int = 1,
+        error: str | None = None,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail; see ``FaultPlan.fail_next``."""
+        self.faults.fail_next(
+            method, status=status, retry_after=retry_after, times=times, error=error
+        )
+
+    def calls(self, method: str | None = None) -> list[Call]:
+        return self.log.calls(method)
+
+    def messages(self, channel: str) -> list[Json]:
+        """Top-level messages and replies of ``channel``, oldest first."""
+        return list(self.workspace.messages.get(channel, {}).values())
+
+    def thread(self, channel: str, ts: str) -> list[Json]:
+        return self.workspace.thread(channel, ts)
+
+    def latest_message(self, channel: str) -> Json | None:
+        found = self.messages(channel)
+        return found[-1] if found else None
+
+    def ephemerals(self, user: str) -> list[Ephemeral]:
+        return [e for e in self.workspace.ephemerals if e.user == user]
+
+    def open_views(self, user: str | None = None) -> list[Json]:
+        return [
+            v.view for v in self.workspace.views.values() if v.is_open and user in (None, v.user)
+        ]
+
+    def files(self) -> list[StoredFile]:
+        return list(self.workspace.files.values())
+
+    async def wait_for(self, predicate: Callable[[], T | None], timeout: float = 5.0) -> T:
+        """Wait until ``predicate()`` returns something truthy (checked after each change)."""
+        assert self._condition is not None, "start() the stand-in first"
+
+        async def until() -> T:
+            assert self._condition is not None
+            async with self._condition:
+                while not (result := predicate()):
+                    await self._condition.wait()
+                return result
+
+        return await asyncio.wait_for(until(), timeout)
+
+    async def wait_for_call(self, method: str, count: int = 1, timeout: float = 5.0) -> Call:
+        """The ``count``-th call of ``method``, once it has arrived."""
+        found = await self.wait_for(lambda: self.calls(method)[count - 1 : count], timeout)
+        return found[0]
+
+    async def wait_for_socket(self, timeout: float = 5.0) -> None:
+        await self.hub.wait_connected(timeout)
+
+    # -- HTTP handlers ---------------------------------------------------------------------
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        if request.method == "POST" and request.content_type == "application/json":
+            body = await request.json()
+            params.update(body if isinstance(body, dict) else {})
+        elif request.method == "POST":
+            form = await request.post()
+            params.update({k: v for k, v in form.items() if isinstance(v, str)})
+        return params
+
+    def _token_error(self, method: str, request: web.Request, params: dict[str, Any]) -> str | None:
+        header = request.headers.get("Authorization", "")
+        token = header[len("Bearer ") :] if header.startswith("Bearer ") else params.get("token")
+        if not token:
+            return "not_authed"
+        if token not in (self.bot_token, self.app_token):
+            return "invalid_auth"
+        if (token == self.app_token) != (method in APP_TOKEN_METHODS):
+            return "not_allowed_token_type"
+        return None
+
+    async def _on_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        error = self._token_error(method, request, params)
+        params.pop("token", None)
+        response: web.Response
+        fault = self.faults.take(method) if error is None else None
+        if error is not None:
+            body: Json = {"ok": False, "error": error}
+        elif fault is not None and fault.status == 429:
+            body = {"ok": False, "error": "ratelimited"}
+            response = web.json_response(
+                body, status=429, headers={"Retry-After": str(fault.retry_after)}
+            )
+            return await self._answered(method, params, body, response)
+        elif fault is not None and fault.status >= 500:
+            body = {"ok": False, "error": f"http_{fault.status}"}
+            response = web.Response(status=fault.status, text="Internal Server Error")
+            return await self._answered(method, params, body, response)
+        elif fault is not None:
+            body = {"ok": False, "error": fault.error}
+        else:
+            try:
+                body = self.api.call(method, copy.deepcopy(params))  # log what was sent
+            except SlackApiFailure as failure:
+                body = {"ok": False, "error": failure.code}
+                if failure.messages:
+                    body["errors"] = [m.removeprefix("[ERROR] ") for m in failure.messages]
+                    body["response_metadata"] = {"messages": failure.messages}
+        return await self._answered(method, params, body, web.json_response(body))
+
+    async def _answered(
+        self, method: str, params: dict[str, Any], body: Json, response: web.Response
+    ) -> web.Response:
+        recorded = dict(params)
+        for key in _STRUCTURED:
+            if isinstance(recorded.get(key), str):
+                with contextlib.suppress(ValueError):
+                    recorded[key] = json.loads(recorded[key])
+        self.log.record(
+            Call(
+                method,
+                recorded,
+                self._clock(),
+                bool(body.get("ok")),
+                body.get("error"),
+                response.status,
+            )
+        )
+        await self._changed()
+        return response
+
+    async def _on_upload(self, request: web.Request) -> web.Response:
+        stored = self.workspace.files.get(request.match_info["file_id"])
+        if stored is None or stored.content is not None:
+            return web.Response(status=404, text="upload URL not found or already used")
+        stored.content = await request.read()
+        self.log.record(
+            Call(
+                "upload",
+                {"file_id": stored.id, "size": len(stored.content)},
+                self._clock(),
+                True,
+                None,
+                200,
+            )
+        )
+        await self._changed()
+        return web.Response(text=f"OK - {len(stored.content)}")
+
+    async def _on_download(self, request: web.Request) -> web.Response:
+        stored = self.workspace.files.get(request.match_info["file_id"])
+        if stored is None or stored.content is None:
+            return web.Response(status=404)
+        return web.Response(body=stored.content)
+
+    async def _on_response_url(self, request: web.Request) -> web.Response:
+        """Apply a ``response_url`` post: ephemeral, in_channel, replace or delete original."""
+        params = await self._params(request)
+        try:
+            record = self.workspace.use_response_url(request.match_info["url_id"])
+            fail_blocks = validate_blocks(params["blocks"]) if "blocks" in params else []
+            if fail_blocks:
+                raise SlackApiFailure("invalid_blocks", [p.slack_line() for p in fail_blocks])
+            self._respond(
+                record_user=record.user,
+                channel=record.channel,
+                params=params,
+                thread_ts=record.thread_ts,
+                message_ts=record.message_ts,
+                is_ephemeral=record.is_ephemeral,
+            )
+        except SlackApiFailure as failure:
+            body: Json = {"ok": False, "error": failure.code}
+            status = 404 if failure.code in ("invalid_url", "used_url") else 400
+            return await self._answered(
+                "response_url", params, body, web.json_response(body, status=status)
+            )
+        body = {"ok": True}
+        return await self._answered("response_url", params, body, web.json_response(body))
+
+    def _respond(
+        self,
+        *,
+        record_user: str,
+        channel: str,
+        params: Json,
+        thread_ts: str | None,
+        message_ts: str | None,
+        is_ephemeral: bool,
+    ) -> None:
+        fields = {"text": params.get("text", ""), "blocks": params.get("blocks", [])}
+        where = self.workspace.channel(channel)
+        if params.get("delete_original") and message_ts:
+            self.workspace.messages[where.id].pop(message_ts, None)
+            self.workspace.ephemerals = [e for e in self.workspace.ephemerals if e.ts != message_ts]
+        elif params.get("replace_original") and message_ts and not is_ephemeral:
+            self.workspace.update(where.id, message_ts, fields)
+        elif params.get("replace_original") and message_ts:
+            for e in self.workspace.ephemerals:
+                if e.ts == message_ts:
+                    e.text, e.blocks = fields["text"], fields["blocks"]
+        elif params.get("response_type") == "in_channel":
+            self.workspace.post(
+                where,
+                self.workspace.bot_user_id,
+                fields,
+                thread_ts=params.get("thread_ts") or thread_ts,
+            )
+        else:
+            self.workspace.ephemerals.append(
+                Ephemeral(
+                    record_user,
+                    where.id,
+                    self.workspace.next_ts(),
+                    fields["text"],
+                    fields["blocks"],
+                    params.get("thread_ts") or thread_ts,
+                )
+            )

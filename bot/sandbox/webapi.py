@@ -1,0 +1,316 @@
+"""The Web API methods the bot uses, answered from and applied to the workspace.
+
+Why here and not in the server: each method is a function of (workspace, decoded params)
+that returns Slack's response body or raises ``SlackApiFailure`` with Slack's error code.
+The HTTP layer (auth, fault injection, recording) stays in ``server.py``, so the rules of
+each method can be read in one place and called from tests without a socket.
+
+Methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.postEphemeral,
+chat.getPermalink, conversations.info, conversations.members, conversations.replies,
+users.info, usergroups.users.list, views.open, views.update, views.push,
+files.getUploadURLExternal, files.completeUploadExternal, apps.connections.open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
+from bot.sandbox.errors import SlackApiFailure
+from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace, ensure_ids
+
+__all__ = ["APP_TOKEN_METHODS", "METHODS", "WebApi"]
+
+Json = dict[str, Any]
+
+MAX_POST_TEXT = 40_000  # chat.postMessage text (the brief: reject with msg_too_long)
+MAX_UPDATE_TEXT = 4_000  # chat.update: "text cannot exceed 4,000 characters"
+MAX_PUSHED_VIEWS = 3  # views.push: push_limit_reached beyond a stack of three
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+
+
+def fail_on(problems: list[Problem]) -> None:
+    """Raise Slack's error for the first problem's code, listing every problem."""
+    if problems:
+        raise SlackApiFailure(problems[0].code, [p.slack_line() for p in problems])
+
+
+def decoded(params: Mapping[str, Any], key: str) -> Any:
+    """A structured argument: a list/dict from JSON bodies, a JSON string from form bodies."""
+    value = params.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            code = "invalid_blocks_format" if key == "blocks" else "invalid_arguments"
+            raise SlackApiFailure(code, [f"[ERROR] {key} is not valid JSON"]) from None
+    return value
+
+
+def flag(params: Mapping[str, Any], key: str) -> bool:
+    return params.get(key) in (True, "1", "true", 1)
+
+
+class WebApi:
+    """Applies Web API calls to a workspace.
+
+    Args:
+        workspace: the state the calls read and change.
+        base_url: the stand-in's root URL (``http://127.0.0.1:PORT/``), for upload URLs.
+        socket_url: builds a fresh Socket Mode URL for ``apps.connections.open``.
+    """
+
+    def __init__(
+        self, workspace: Workspace, base_url: Callable[[], str], socket_url: Callable[[], str]
+    ) -> None:
+        self.ws = workspace
+        self.base_url = base_url
+        self.socket_url = socket_url
+
+    def call(self, method: str, params: Mapping[str, Any]) -> Json:
+        handler = METHODS.get(method)
+        if handler is None:
+            raise SlackApiFailure("unknown_method")
+        return {"ok": True, **handler(self, params)}
+
+    # -- messages --------------------------------------------------------------------------
+
+    def _message_fields(self, params: Mapping[str, Any], max_text: int) -> Json:
+        text, blocks = params.get("text"), decoded(params, "blocks")
+        markdown = params.get("markdown_text")
+        if markdown is not None and (text or blocks):
+            raise SlackApiFailure("markdown_text_conflict")
+        if not text and not blocks and not markdown and not params.get("attachments"):
+            raise SlackApiFailure("no_text")
+        if isinstance(text, str) and len(text) > max_text:
+            raise SlackApiFailure("msg_too_long")
+        fields: Json = {"text": text or markdown or ""}
+        if blocks is not None:
+            fail_on(validate_blocks(blocks))
+            fields["blocks"] = ensure_ids(blocks)
+        metadata = decoded(params, "metadata")
+        if metadata is not None:
+            fields["metadata"] = metadata
+        return fields
+
+    def post_message(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        if self.ws.bot_user_id not in channel.members:
+            raise SlackApiFailure("not_in_channel")
+        fields = self._message_fields(params, MAX_POST_TEXT)
+        thread_ts = params.get("thread_ts") or None
+        message = self.ws.post(channel, self.ws.bot_user_id, fields, thread_ts=thread_ts)
+        if thread_ts and flag(params, "reply_broadcast"):
+            message["subtype"] = "thread_broadcast"
+        return {"channel": channel.id, "ts": message["ts"], "message": message}
+
+    def update(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        self.ws.message(channel.id, params.get("ts"))
+        fields = self._message_fields(params, MAX_UPDATE_TEXT)
+        message = self.ws.update(channel.id, params.get("ts"), fields)
+        return {
+            "channel": channel.id,
+            "ts": message["ts"],
+            "text": message["text"],
+            "message": message,
+        }
+
+    def delete(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        message = self.ws.message(channel.id, params.get("ts"))
+        if message.get("user") != self.ws.bot_user_id:
+            raise SlackApiFailure("cant_delete_message")
+        del self.ws.messages[channel.id][message["ts"]]
+        return {"channel": channel.id, "ts": message["ts"]}
+
+    def post_ephemeral(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        user = self.ws.user(params.get("user")).id
+        if user not in channel.members:
+            raise SlackApiFailure("user_not_in_channel")
+        fields = self._message_fields(params, MAX_POST_TEXT)
+        ts = self.ws.next_ts()
+        thread_ts = params.get("thread_ts") or None
+        self.ws.ephemerals.append(
+            Ephemeral(user, channel.id, ts, fields["text"], fields.get("blocks", []), thread_ts)
+        )
+        return {"message_ts": ts}
+
+    def permalink(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        message = self.ws.message(channel.id, params.get("message_ts"))
+        link = f"https://sandbox.slack.com/archives/{channel.id}/p{message['ts'].replace('.', '')}"
+        if message.get("thread_ts") not in (None, message["ts"]):
+            link += f"?thread_ts={message['thread_ts']}&cid={channel.id}"
+        return {"channel": channel.id, "permalink": link}
+
+    # -- conversations, people -------------------------------------------------------------
+
+    def conversation_info(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        info: Json = {
+            "id": channel.id,
+            "name": channel.name,
+            "is_channel": not channel.is_im and not channel.is_private,
+            "is_group": channel.is_private,
+            "is_im": channel.is_im,
+            "is_private": channel.is_private or channel.is_im,
+            "is_archived": False,
+            "is_member": self.ws.bot_user_id in channel.members,
+            "num_members": len(channel.members),
+        }
+        return {"channel": info}
+
+    def conversation_members(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        return {"members": sorted(channel.members), "response_metadata": {"next_cursor": ""}}
+
+    def replies(self, params: Mapping[str, Any]) -> Json:
+        channel = self.ws.channel(params.get("channel"))
+        parent = self.ws.message(channel.id, params.get("ts"))
+        thread = self.ws.thread(channel.id, str(parent.get("thread_ts", parent["ts"])))
+        return {"messages": thread, "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+    def user_info(self, params: Mapping[str, Any]) -> Json:
+        user = self.ws.user(params.get("user"))
+        profile = {"display_name": user.name, "real_name": user.real_name}
+        return {
+            "user": {
+                "id": user.id,
+                "team_id": self.ws.team_id,
+                "name": user.name,
+                "real_name": user.real_name,
+                "tz": user.tz,
+                "is_bot": user.is_bot,
+                "deleted": False,
+                "profile": profile,
+            }
+        }
+
+    def usergroup_users(self, params: Mapping[str, Any]) -> Json:
+        group = params.get("usergroup")
+        if not isinstance(group, str) or group not in self.ws.usergroups:
+            raise SlackApiFailure("no_such_subteam")
+        return {"users": list(self.ws.usergroups[group])}
+
+    # -- views -----------------------------------------------------------------------------
+
+    def views_open(self, params: Mapping[str, Any]) -> Json:
+        view = decoded(params, "view")
+        fail_on(validate_view(view))
+        user = self.ws.consume_trigger(params.get("trigger_id"))
+        return {"view": self.ws.open_view(user, view).view}
+
+    def views_update(self, params: Mapping[str, Any]) -> Json:
+        if not params.get("view_id") and not params.get("external_id"):
+            raise SlackApiFailure("invalid_arguments", ["[ERROR] view_id or external_id required"])
+        stored = self.ws.view(params.get("view_id"), params.get("external_id"))
+        if not stored.is_open:
+            raise SlackApiFailure("view_not_found")
+        if params.get("hash") and params["hash"] != stored.view["hash"]:
+            raise SlackApiFailure("hash_conflict")
+        view = decoded(params, "view")
+        fail_on(validate_view(view))
+        return {"view": self.ws.replace_view(stored, view).view}
+
+    def views_push(self, params: Mapping[str, Any]) -> Json:
+        view = decoded(params, "view")
+        fail_on(validate_view(view))
+        user = self.ws.consume_trigger(params.get("trigger_id"))
+        stack = [v for v in self.ws.views.values() if v.user == user and v.is_open]
+        if not stack:
+            raise SlackApiFailure("view_not_found")
+        top = stack[-1]
+        if len([v for v in stack if v.view["root_view_id"] == top.view["root_view_id"]]) >= (
+            MAX_PUSHED_VIEWS
+        ):
+            raise SlackApiFailure("push_limit_reached")
+        return {"view": self.ws.open_view(user, view, previous=top).view}
+
+    # -- files -----------------------------------------------------------------------------
+
+    def upload_url(self, params: Mapping[str, Any]) -> Json:
+        filename, length = params.get("filename"), params.get("length")
+        if not filename or length is None or not str(length).isdigit():
+            raise SlackApiFailure("invalid_arguments", ["[ERROR] filename and length required"])
+        file_id = self.ws.new_id("F")
+        self.ws.files[file_id] = StoredFile(file_id, str(filename), int(length))
+        return {"upload_url": f"{self.base_url()}upload/{file_id}", "file_id": file_id}
+
+    def complete_upload(self, params: Mapping[str, Any]) -> Json:
+        items = decoded(params, "files")
+        if not isinstance(items, list) or not items:
+            raise SlackApiFailure("invalid_arguments", ["[ERROR] files must be a non-empty array"])
+        stored: list[StoredFile] = []
+        for item in items:
+            found = self.ws.files.get(str(item.get("id"))) if isinstance(item, dict) else None
+            if found is None or found.content is None:
+                raise SlackApiFailure("file_not_found")
+            found.title = item.get("title") or found.filename
+            stored.append(found)
+        channel_ids = [c for c in str(params.get("channels") or "").split(",") if c]
+        if params.get("channel_id"):
+            channel_ids.append(str(params["channel_id"]))
+        for channel_id in channel_ids:
+            channel = self.ws.channel(channel_id)
+            if self.ws.bot_user_id not in channel.members:
+                raise SlackApiFailure("not_in_channel")
+            fields = {
+                "text": params.get("initial_comment") or "",
+                "upload": True,
+                "files": [self.file_json(f) for f in stored],
+            }
+            message = self.ws.post(
+                channel, self.ws.bot_user_id, fields, thread_ts=params.get("thread_ts") or None
+            )
+            for f in stored:
+                f.shared_in.append((channel.id, message["ts"]))
+        return {"files": [self.file_json(f) for f in stored]}
+
+    def file_json(self, f: StoredFile) -> Json:
+        return {
+            "id": f.id,
+            "name": f.filename,
+            "title": f.title or f.filename,
+            "size": len(f.content or b""),
+            "user": self.ws.bot_user_id,
+            "url_private": f"{self.base_url()}files/{f.id}",
+        }
+
+    def connections_open(self, params: Mapping[str, Any]) -> Json:
+        return {"url": self.socket_url()}
+
+    def auth_test(self, params: Mapping[str, Any]) -> Json:
+        return {
+            "url": "https://sandbox.slack.com/",
+            "team": "Sandbox",
+            "user": "bot",
+            "team_id": self.ws.team_id,
+            "user_id": self.ws.bot_user_id,
+            "bot_id": self.ws.bot_id,
+            "is_enterprise_install": False,
+        }
+
+
+METHODS: dict[str, Callable[[WebApi, Mapping[str, Any]], Json]] = {
+    "auth.test": WebApi.auth_test,
+    "chat.postMessage": WebApi.post_message,
+    "chat.update": WebApi.update,
+    "chat.delete": WebApi.delete,
+    "chat.postEphemeral": WebApi.post_ephemeral,
+    "chat.getPermalink": WebApi.permalink,
+    "conversations.info": WebApi.conversation_info,
+    "conversations.members": WebApi.conversation_members,
+    "conversations.replies": WebApi.replies,
+    "users.info": WebApi.user_info,
+    "usergroups.users.list": WebApi.usergroup_users,
+    "views.open": WebApi.views_open,
+    "views.update": WebApi.views_update,
+    "views.push": WebApi.views_push,
+    "files.getUploadURLExternal": WebApi.upload_url,
+    "files.completeUploadExternal": WebApi.complete_upload,
+    "apps.connections.open": WebApi.connections_open,
+}

@@ -1,0 +1,349 @@
+"""The state of the fake workspace: channels, people, messages, threads, views, files.
+
+Why a separate, synchronous module with no I/O: both sides of the stand-in change the same
+state (the bot through the Web API, simulated people through their actions), and tests
+assert on it. Keeping it a plain object mutated on one event loop means no locks, and the
+rules Slack applies to state (ts uniqueness, thread bookkeeping, single-use trigger ids
+that expire after 3 s) are testable with a fake clock.
+
+Messages are stored as the JSON dicts Slack would return, so payloads built from them
+(``block_actions`` carries the whole message) look like Slack's.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.sandbox.errors import SlackApiFailure
+
+__all__ = ["Channel", "Ephemeral", "ResponseUrl", "StoredFile", "StoredView", "User", "Workspace"]
+
+Json = dict[str, Any]
+
+TRIGGER_TTL = 3.0  # seconds; "Pass a valid trigger_id within 3 seconds of receiving it"
+RESPONSE_URL_USES = 5  # "up to 5 times within 30 minutes" (not re-verified, notes §1.7)
+RESPONSE_URL_TTL = 30 * 60.0
+
+
+@dataclass
+class Channel:
+    """A conversation; ``is_im`` for the DM Slack opens when the bot posts to a user id."""
+
+    id: str
+    name: str
+    members: set[str]
+    is_im: bool = False
+    is_private: bool = False
+
+
+@dataclass
+class User:
+    """A person (or the bot) as ``users.info`` returns it."""
+
+    id: str
+    name: str
+    real_name: str
+    is_bot: bool = False
+    tz: str = "UTC"
+
+
+@dataclass
+class Ephemeral:
+    """A message only ``user`` sees; Slack gives it a ``message_ts`` but never a thread entry."""
+
+    user: str
+    channel: str
+    ts: str
+    text: str
+    blocks: list[Json]
+    thread_ts: str | None = None
+
+
+@dataclass
+class StoredView:
+    """An open (or closed) modal, with the stack it belongs to."""
+
+    view: Json
+    user: str
+    is_open: bool = True
+
+    @property
+    def id(self) -> str:
+        return str(self.view["id"])
+
+
+@dataclass
+class StoredFile:
+    """A file between ``files.getUploadURLExternal`` and ``files.completeUploadExternal``."""
+
+    id: str
+    filename: str
+    length: int
+    content: bytes | None = None
+    title: str | None = None
+    shared_in: list[tuple[str, str]] = field(default_factory=list)  # (channel, message ts)
+
+
+@dataclass
+class ResponseUrl:
+    """Where an interaction's ``response_url`` posts land."""
+
+    id: str
+    user: str
+    channel: str
+    issued_at: float
+    thread_ts: str | None = None
+    message_ts: str | None = None  # the message an action came from, for replace_original
+    is_ephemeral: bool = False
+    uses: int = 0
+
+
+@dataclass
+class _Trigger:
+    user: str
+    issued_at: float
+    used: bool = False
+
+
+class Workspace:
+    """One team's state, identified the way Slack identifies things.
+
+    Args:
+        team_id: the team every payload names.
+        bot_user_id: the bot's user id (``auth.test`` ``user_id``).
+        clock: seconds since the epoch; injected so trigger expiry is testable.
+    """
+
+    def __init__(
+        self,
+        *,
+        team_id: str,
+        bot_user_id: str,
+        bot_id: str,
+        app_id: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.app_id = app_id
+        self.clock = clock
+        self.channels: dict[str, Channel] = {}
+        self.users: dict[str, User] = {bot_user_id: User(bot_user_id, "bot", "bot", True)}
+        self.usergroups: dict[str, list[str]] = {}
+        self.messages: dict[str, dict[str, Json]] = {}  # channel -> ts -> message
+        self.ephemerals: list[Ephemeral] = []
+        self.views: dict[str, StoredView] = {}
+        self.files: dict[str, StoredFile] = {}
+        self.response_urls: dict[str, ResponseUrl] = {}
+        self._triggers: dict[str, _Trigger] = {}
+        self._last_ts = 0
+        self._counter = itertools.count(1)
+
+    # -- ids -------------------------------------------------------------------------------
+
+    def next_ts(self) -> str:
+        """A message ts: ``"<seconds>.<6 digits>"``, unique and increasing like Slack's."""
+        micros = max(int(self.clock() * 1_000_000), self._last_ts + 100)
+        self._last_ts = micros
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+    def new_id(self, prefix: str) -> str:
+        """An id in Slack's style, e.g. ``V0000000003`` for a view."""
+        return f"{prefix}{next(self._counter):010d}"
+
+    def issue_trigger(self, user: str) -> str:
+        """A trigger_id for an interaction of ``user``; single use, valid for 3 s."""
+        trigger_id = f"{next(self._counter)}.{secrets.randbelow(10**9)}.{secrets.token_hex(16)}"
+        self._triggers[trigger_id] = _Trigger(user, self.clock())
+        return trigger_id
+
+    def consume_trigger(self, trigger_id: Any) -> str:
+        """Use a trigger_id; returns its user, or fails with Slack's error code."""
+        trigger = self._triggers.get(trigger_id) if isinstance(trigger_id, str) else None
+        if trigger is None:
+            raise SlackApiFailure("invalid_trigger_id")
+        if trigger.used:
+            raise SlackApiFailure("exchanged_trigger_id")
+        if self.clock() - trigger.issued_at > TRIGGER_TTL:
+            raise SlackApiFailure("expired_trigger_id")
+        trigger.used = True
+        return trigger.user
+
+    def issue_response_url(self, base: str, record: ResponseUrl) -> str:
+        self.response_urls[record.id] = record
+        return f"{base}response/{record.id}"
+
+    def use_response_url(self, url_id: str) -> ResponseUrl:
+        record = self.response_urls.get(url_id)
+        if record is None:
+            raise SlackApiFailure("invalid_url")
+        if record.uses >= RESPONSE_URL_USES or self.clock() - record.issued_at > RESPONSE_URL_TTL:
+            raise SlackApiFailure("used_url")
+        record.uses += 1
+        return record
+
+    # -- seeding ---------------------------------------------------------------------------
+
+    def add_channel(self, channel_id: str, name: str, members: list[str]) -> Channel:
+        channel = Channel(channel_id, name, set(members), is_private=channel_id.startswith("G"))
+        self.channels[channel_id] = channel
+        self.messages.setdefault(channel_id, {})
+        return channel
+
+    def add_user(self, user_id: str, name: str, real_name: str | None = None) -> User:
+        user = User(user_id, name, real_name or name)
+        self.users[user_id] = user
+        return user
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def channel(self, channel_id: Any) -> Channel:
+        """The channel an API call names; a user id means the DM with that user."""
+        if isinstance(channel_id, str) and channel_id in self.channels:
+            return self.channels[channel_id]
+        if isinstance(channel_id, str) and channel_id in self.users:
+            dm_id = "D" + channel_id[1:]
+            if dm_id not in self.channels:
+                dm = self.add_channel(dm_id, dm_id, [channel_id, self.bot_user_id])
+                dm.is_im = True
+            return self.channels[dm_id]
+        raise SlackApiFailure("channel_not_found")
+
+    def user(self, user_id: Any) -> User:
+        if not isinstance(user_id, str) or user_id not in self.users:
+            raise SlackApiFailure("user_not_found")
+        return self.users[user_id]
+
+    def message(self, channel_id: str, ts: Any) -> Json:
+        message = self.messages.get(channel_id, {}).get(ts) if isinstance(ts, str) else None
+        if message is None:
+            raise SlackApiFailure("message_not_found")
+        return message
+
+    def thread(self, channel_id: str, thread_ts: str) -> list[Json]:
+        """The parent and its replies, oldest first (what ``conversations.replies`` returns)."""
+        channel = self.messages.get(channel_id, {})
+        return [
+            m for ts, m in channel.items() if ts == thread_ts or m.get("thread_ts") == thread_ts
+        ]
+
+    def view(self, view_id: Any = None, external_id: Any = None) -> StoredView:
+        for stored in self.views.values():
+            if (view_id and stored.id == view_id) or (
+                external_id and stored.view.get("external_id") == external_id
+            ):
+                return stored
+        raise SlackApiFailure("view_not_found")
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def post(
+        self, channel: Channel, author: str, fields: Json, thread_ts: str | None = None
+    ) -> Json:
+        """Store a new message by ``author`` and keep the thread's bookkeeping like Slack."""
+        ts = self.next_ts()
+        message: Json = {"type": "message", "user": author, "ts": ts, "team": self.team_id}
+        if author == self.bot_user_id:
+            message.update(bot_id=self.bot_id, app_id=self.app_id)
+        message.update(fields)
+        if thread_ts is not None:
+            parent = self._thread_parent(channel.id, thread_ts)
+            message["thread_ts"] = parent["ts"]
+            message["parent_user_id"] = parent.get("user")
+            parent["thread_ts"] = parent["ts"]
+            parent["reply_count"] = int(parent.get("reply_count", 0)) + 1
+            parent["reply_users"] = sorted({*parent.get("reply_users", []), author})
+            parent["reply_users_count"] = len(parent["reply_users"])
+            parent["latest_reply"] = ts
+        self.messages.setdefault(channel.id, {})[ts] = message
+        return message
+
+    def _thread_parent(self, channel_id: str, thread_ts: str) -> Json:
+        # Stricter than Slack, which answers ok and hides a reply to a missing parent
+        # (python-slack-sdk#840): a test should fail at the bad call, not later.
+        try:
+            message = self.message(channel_id, thread_ts)
+        except SlackApiFailure:
+            raise SlackApiFailure("thread_not_found") from None
+        parent_ts = message.get("thread_ts", message["ts"])
+        return self.message(channel_id, parent_ts)
+
+    def update(self, channel_id: str, ts: Any, fields: Json) -> Json:
+        message = self.message(channel_id, ts)
+        if message.get("user") != self.bot_user_id:
+            raise SlackApiFailure("cant_update_message")
+        message.update(fields)
+        message["edited"] = {"user": self.bot_user_id, "ts": self.next_ts()}
+        return message
+
+    def open_view(self, user: str, view: Json, previous: StoredView | None = None) -> StoredView:
+        """Store a view the way Slack echoes it back: ids, hash, empty state."""
+        view_id = self.new_id("V")
+        stored_view = self._render_view(view, view_id, previous)
+        stored = StoredView(stored_view, user)
+        self.views[view_id] = stored
+        return stored
+
+    def replace_view(self, stored: StoredView, view: Json) -> StoredView:
+        previous_id = stored.view.get("previous_view_id")
+        previous = self.views.get(previous_id) if isinstance(previous_id, str) else None
+        stored.view = self._render_view(view, stored.id, previous, root=stored.view["root_view_id"])
+        return stored
+
+    def close_view(self, stored: StoredView, *, whole_stack: bool = False) -> None:
+        stored.is_open = False
+        if whole_stack:
+            for other in self.views.values():
+                if other.view.get("root_view_id") == stored.view.get("root_view_id"):
+                    other.is_open = False
+
+    def _render_view(
+        self, view: Json, view_id: str, previous: StoredView | None, root: str | None = None
+    ) -> Json:
+        rendered = copy.deepcopy(view)
+        rendered.setdefault("private_metadata", "")
+        rendered.setdefault("callback_id", "")
+        rendered.setdefault("external_id", "")
+        rendered.setdefault("clear_on_close", False)
+        rendered.setdefault("notify_on_close", False)
+        ensure_ids(rendered.get("blocks", []))
+        rendered.update(
+            id=view_id,
+            team_id=self.team_id,
+            state={"values": {}},
+            hash=f"{int(self.clock())}.{secrets.token_hex(4)}",
+            root_view_id=root or (previous.view["root_view_id"] if previous else view_id),
+            previous_view_id=previous.id if previous else None,
+            app_id=self.app_id,
+            bot_id=self.bot_id,
+            app_installed_team_id=self.team_id,
+        )
+        return rendered
+
+
+def ensure_ids(blocks: Any) -> Any:
+    """Give every block a ``block_id`` and every element an ``action_id``, as Slack does.
+
+    Slack fills missing ids with random strings; payloads and stored messages then carry
+    them, so a test can click a button whose ``block_id`` the bot never chose.
+    """
+    if not isinstance(blocks, list):
+        return blocks
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        block.setdefault("block_id", secrets.token_urlsafe(4))
+        elements = list(block.get("elements", [])) if block.get("type") == "actions" else []
+        for key in ("accessory", "element"):
+            if isinstance(block.get(key), dict):
+                elements.append(block[key])
+        for element in elements:
+            if isinstance(element, dict) and element.get("type") not in ("image", None):
+                element.setdefault("action_id", secrets.token_urlsafe(4))
+    return blocks

@@ -1,0 +1,317 @@
+"""The stand-in's Web API, driven by slack_sdk's own clients over a real socket, as the bot
+will drive it: state is kept, Slack's error codes come back, faults are injected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from sandbox_helpers import ALICE, BOB, CHANNEL, new_standin, running
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry import RateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.sandbox import SlackStandIn, StandInThread
+
+Scenario = Callable[[SlackStandIn, AsyncWebClient], Awaitable[None]]
+MODAL = {
+    "type": "modal",
+    "title": {"type": "plain_text", "text": "Feedback"},
+    "submit": {"type": "plain_text", "text": "Send"},
+    "blocks": [
+        {
+            "type": "input",
+            "block_id": "fb",
+            "label": {"type": "plain_text", "text": "What should change?"},
+            "element": {"type": "plain_text_input", "action_id": "text"},
+        }
+    ],
+}
+
+
+def run(scenario: Scenario, standin: SlackStandIn | None = None, **client: Any) -> None:
+    async def main() -> None:
+        async with running(standin or new_standin()) as slack:
+            web = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url, timeout=5, **client)
+            await asyncio.wait_for(scenario(slack, web), 20)
+
+    asyncio.run(main())
+
+
+async def error_of(call: Awaitable[Any]) -> dict[str, Any]:
+    with pytest.raises(SlackApiError) as caught:
+        await call
+    data: dict[str, Any] = caught.value.response.data  # type: ignore[assignment]
+    return data
+
+
+def test_auth_is_required_and_checked() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        me = await web.auth_test()
+        assert (me["user_id"], me["bot_id"], me["team_id"]) == ("UBOT", "BBOT", "T0001")
+        anonymous = AsyncWebClient(base_url=slack.api_url)
+        assert (await error_of(anonymous.auth_test()))["error"] == "not_authed"
+        stranger = AsyncWebClient(token="xoxb-someone-else", base_url=slack.api_url)
+        assert (await error_of(stranger.auth_test()))["error"] == "invalid_auth"
+        app = AsyncWebClient(token=slack.app_token, base_url=slack.api_url)
+        failure = await error_of(app.chat_postMessage(channel=CHANNEL, text="hi"))
+        assert failure["error"] == "not_allowed_token_type"
+        assert (await error_of(web.apps_connections_open(app_token=slack.bot_token)))[
+            "error"
+        ] == "not_allowed_token_type"
+        assert [c.error for c in slack.calls("auth.test")] == [None, "not_authed", "invalid_auth"]
+
+    run(scenario)
+
+
+def test_post_message_keeps_threads_and_unique_increasing_ts() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        root = await web.chat_postMessage(channel=CHANNEL, text="Run started")
+        replies = [
+            await web.chat_postMessage(channel=CHANNEL, text=f"step {i}", thread_ts=root["ts"])
+            for i in range(3)
+        ]
+        stamps = [root["ts"], *(r["ts"] for r in replies)]
+        assert stamps == sorted(stamps, key=float)
+        assert len(set(stamps)) == 4
+        assert all(len(ts.split(".")[1]) == 6 for ts in stamps)
+        assert root["channel"] == CHANNEL
+        assert root["message"]["bot_id"] == "BBOT"
+        thread = slack.thread(CHANNEL, root["ts"])
+        assert [m["text"] for m in thread] == ["Run started", "step 0", "step 1", "step 2"]
+        assert thread[0]["reply_count"] == 3
+        assert thread[0]["latest_reply"] == stamps[-1]
+        assert slack.latest_message(CHANNEL)["text"] == "step 2"  # type: ignore[index]
+        missing = await error_of(
+            web.chat_postMessage(channel=CHANNEL, text="x", thread_ts="1.000001")
+        )
+        assert missing["error"] == "thread_not_found"
+        recorded = slack.calls("chat.postMessage")[1]
+        assert recorded.params["thread_ts"] == root["ts"]
+        assert recorded.ok
+
+    run(scenario)
+
+
+def test_invalid_blocks_get_slack_error_with_messages() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}]
+        failure = await error_of(web.chat_postMessage(channel=CHANNEL, text="t", blocks=blocks))
+        assert failure["error"] == "invalid_blocks"
+        assert failure["response_metadata"]["messages"] == [
+            "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]"
+        ]
+        assert slack.messages(CHANNEL) == []
+        assert slack.calls("chat.postMessage")[0].error == "invalid_blocks"
+
+    run(scenario)
+
+
+def test_message_errors() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.add_channel("C0ELSE", "elsewhere", [ALICE], bot_is_member=False)
+        long = "x" * 40_001
+        cases: list[tuple[Callable[[], Awaitable[Any]], str]] = [
+            (lambda: web.chat_postMessage(channel=CHANNEL, text=long), "msg_too_long"),
+            (lambda: web.chat_postMessage(channel="C0NOPE", text="hi"), "channel_not_found"),
+            (lambda: web.chat_postMessage(channel="C0ELSE", text="hi"), "not_in_channel"),
+            (lambda: web.api_call("chat.postMessage", json={"channel": CHANNEL}), "no_text"),
+            (
+                lambda: web.chat_update(channel=CHANNEL, ts="1.000001", text="x"),
+                "message_not_found",
+            ),
+            (
+                lambda: web.chat_postMessage(channel=CHANNEL, text="t", blocks="[{"),
+                "invalid_blocks_format",
+            ),
+        ]
+        for call, code in cases:
+            assert (await error_of(call()))["error"] == code
+        posted = await web.chat_postMessage(channel=CHANNEL, text="x" * 40_000)
+        too_long = web.chat_update(channel=CHANNEL, ts=posted["ts"], text="y" * 4001)
+        assert (await error_of(too_long))["error"] == "msg_too_long"
+        updated = await web.chat_update(channel=CHANNEL, ts=posted["ts"], text="y" * 4000)
+        assert updated["message"]["edited"]["user"] == "UBOT"
+        assert slack.messages(CHANNEL)[0]["text"] == "y" * 4000
+
+    run(scenario)
+
+
+def test_ephemeral_people_groups_and_conversations() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.add_usergroup("S0REVIEWERS", [ALICE, BOB])
+        sent = await web.chat_postEphemeral(channel=CHANNEL, user=ALICE, text="only you")
+        assert [e.text for e in slack.ephemerals(ALICE)] == ["only you"]
+        assert slack.ephemerals(ALICE)[0].ts == sent["message_ts"]
+        assert not slack.ephemerals(BOB)
+        stranger = web.chat_postEphemeral(channel=CHANNEL, user="UBOT2", text="x")
+        assert (await error_of(stranger))["error"] == "user_not_found"
+        user = (await web.users_info(user=ALICE))["user"]
+        assert (user["name"], user["real_name"], user["is_bot"]) == (
+            "alice",
+            "Alice Liddell",
+            False,
+        )
+        assert (await web.usergroups_users_list(usergroup="S0REVIEWERS"))["users"] == [ALICE, BOB]
+        assert (await error_of(web.usergroups_users_list(usergroup="S0NOPE")))[
+            "error"
+        ] == "no_such_subteam"
+        members = (await web.conversations_members(channel=CHANNEL))["members"]
+        assert sorted(members) == sorted([ALICE, BOB, "UBOT"])
+        info = (await web.conversations_info(channel=CHANNEL))["channel"]
+        assert (info["name"], info["is_member"]) == ("reviews", True)
+        dm = await web.chat_postMessage(channel=ALICE, text="a direct message")
+        assert slack.messages(dm["channel"])[0]["text"] == "a direct message"
+        root = await web.chat_postMessage(channel=CHANNEL, text="root")
+        reply = await web.chat_postMessage(channel=CHANNEL, text="r", thread_ts=root["ts"])
+        link = await web.chat_getPermalink(channel=CHANNEL, message_ts=reply["ts"])
+        assert f"thread_ts={root['ts']}" in link["permalink"]
+
+    run(scenario)
+
+
+def test_trigger_ids_are_single_use_and_expire_after_three_seconds() -> None:
+    now = [1_700_000_000.0]
+    standin = new_standin(clock=lambda: now[0])
+
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        fresh = slack.workspace.issue_trigger(ALICE)
+        opened = await web.views_open(trigger_id=fresh, view=MODAL)
+        assert opened["view"]["id"] in [v["id"] for v in slack.open_views(ALICE)]
+        assert opened["view"]["blocks"][0]["element"]["action_id"] == "text"
+        assert (await error_of(web.views_open(trigger_id=fresh, view=MODAL)))[
+            "error"
+        ] == "exchanged_trigger_id"
+        assert (await error_of(web.views_open(trigger_id="1.2.3", view=MODAL)))[
+            "error"
+        ] == "invalid_trigger_id"
+        late = slack.workspace.issue_trigger(ALICE)
+        now[0] += 3.5
+        assert (await error_of(web.views_open(trigger_id=late, view=MODAL)))[
+            "error"
+        ] == "expired_trigger_id"
+
+    run(scenario, standin)
+
+
+def test_views_are_validated_updated_and_found() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        bad = {**MODAL, "title": {"type": "plain_text", "text": "t" * 25}}
+        trigger = slack.workspace.issue_trigger(ALICE)
+        failure = await error_of(web.views_open(trigger_id=trigger, view=bad))
+        assert failure["error"] == "invalid_arguments"
+        assert "json-pointer:/view/title/text" in failure["response_metadata"]["messages"][0]
+        view = (await web.views_open(trigger_id=trigger, view=MODAL))["view"]
+        changed = {**MODAL, "title": {"type": "plain_text", "text": "Thanks"}}
+        updated = await web.views_update(view_id=view["id"], view=changed, hash=view["hash"])
+        assert updated["view"]["title"]["text"] == "Thanks"
+        stale = web.views_update(view_id=view["id"], view=changed, hash="0.stale")
+        assert (await error_of(stale))["error"] == "hash_conflict"
+        gone = web.views_update(view_id="V0NOPE", view=changed)
+        assert (await error_of(gone))["error"] == "view_not_found"
+        pushed = await web.views_push(trigger_id=slack.workspace.issue_trigger(ALICE), view=MODAL)
+        assert pushed["view"]["previous_view_id"] == view["id"]
+        assert pushed["view"]["root_view_id"] == view["id"]
+
+    run(scenario)
+
+
+def test_files_upload_v2_lands_in_the_thread() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        root = await web.chat_postMessage(channel=CHANNEL, text="Draft ready")
+        draft = "# Draft\n" + "long line\n" * 2000
+        result = await web.files_upload_v2(
+            channel=CHANNEL,
+            thread_ts=root["ts"],
+            content=draft,
+            filename="draft.md",
+            title="Draft v2",
+            initial_comment="Full draft",
+        )
+        assert result["file"]["title"] == "Draft v2"
+        stored = slack.files()[0]
+        assert stored.content == draft.encode()
+        assert stored.filename == "draft.md"
+        reply = slack.thread(CHANNEL, root["ts"])[-1]
+        assert reply["text"] == "Full draft"
+        assert reply["files"][0]["id"] == stored.id
+        assert [c.method for c in slack.calls()][-3:] == [
+            "files.getUploadURLExternal",
+            "upload",
+            "files.completeUploadExternal",
+        ]
+        never_uploaded = await web.files_getUploadURLExternal(filename="x.txt", length=3)
+        incomplete = web.files_completeUploadExternal(
+            files=[{"id": never_uploaded["file_id"], "title": "x"}], channel_id=CHANNEL
+        )
+        assert (await error_of(incomplete))["error"] == "file_not_found"
+
+    run(scenario)
+
+
+def test_injected_429_is_retried_by_the_rate_limit_handler() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next("chat.postMessage", status=429, retry_after=1)
+        started = time.monotonic()
+        posted = await web.chat_postMessage(channel=CHANNEL, text="after a 429")
+        assert time.monotonic() - started >= 1.0  # Retry-After was honoured
+        assert posted["ok"]
+        assert slack.messages(CHANNEL)[0]["text"] == "after a 429"
+        first, second = slack.calls("chat.postMessage")
+        assert (first.status, first.error) == (429, "ratelimited")
+        assert (second.status, second.ok) == (200, True)
+
+    run(scenario, retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)])
+
+
+def test_429_without_a_handler_reaches_the_caller_with_retry_after() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next("chat.postMessage", status=429, retry_after=7, times=2)
+        for _ in range(2):
+            with pytest.raises(SlackApiError) as caught:
+                await web.chat_postMessage(channel=CHANNEL, text="x")
+            assert caught.value.response.status_code == 429
+            assert caught.value.response.headers["Retry-After"] == "7"
+        assert (await web.chat_postMessage(channel=CHANNEL, text="third"))["ok"]
+
+    run(scenario)
+
+
+def test_injected_server_errors_and_application_errors() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next("chat.update", status=503)
+        slack.fail_next("*", status=200, error="fatal_error")
+        assert (await error_of(web.auth_test()))["error"] == "fatal_error"
+        posted = await web.chat_postMessage(channel=CHANNEL, text="v1")
+        await web.chat_update(channel=CHANNEL, ts=posted["ts"], text="v2")
+        assert [c.status for c in slack.calls("chat.update")] == [503, 200]
+        assert slack.messages(CHANNEL)[0]["text"] == "v2"
+
+    run(scenario, retry_handlers=[AsyncServerErrorRetryHandler(max_retry_count=1)])
+
+
+def test_thread_wrapper_serves_the_sync_web_client() -> None:
+    with StandInThread(new_standin()) as slack:
+        web = WebClient(
+            token="xoxb-sandbox-bot-token",
+            base_url=slack.api_url,
+            timeout=5,
+            retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=1)],
+        )
+        slack.fail_next("chat.postMessage", retry_after=0)
+        posted = web.chat_postMessage(
+            channel=CHANNEL, text="hi", blocks=json.dumps([{"type": "divider"}])
+        )
+        assert slack.latest_message(CHANNEL)["ts"] == posted["ts"]  # type: ignore[index]
+        assert [c.error for c in slack.calls("chat.postMessage")] == ["ratelimited", None]
+        assert slack.calls("chat.postMessage")[1].params["blocks"] == [{"type": "divider"}]
+        assert slack.messages(CHANNEL)[0]["blocks"][0]["block_id"]  # Slack fills it in
