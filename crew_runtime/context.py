@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crew_runtime.config import CrewSpec
@@ -154,7 +154,15 @@ class RunContext:
         return self.store.find_review(self.run.id, kind, stream, seq)
 
     def ask(self, review: NewReview) -> None:
-        """Queue a review to open when the run suspends."""
+        """Queue a review to open when the run suspends, with the crew's due times."""
+        now = self.store.clock()
+        spec = self.spec
+        review = replace(
+            review,
+            remind_at=now + spec.remind_after if spec.remind_after else None,
+            escalate_at=now + spec.escalate_after if spec.escalate_after else None,
+            expires_at=now + spec.expire_after if spec.expire_after else None,
+        )
         with self._lock:
             self.asks.append(review)
 

@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,7 +39,11 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Executes runs from the store until stopped (or, with ``until_idle``, until none is left)."""
+    """Executes runs from the store until stopped (or, with ``until_idle``, until none is left).
+
+    ``on_settled`` is called (from the worker's thread) after each execution ends,
+    so an embedding process can announce the outcome at once.
+    """
 
     def __init__(
         self,
@@ -46,6 +51,7 @@ class Worker:
         config: Config,
         settings: WorkerSettings | None = None,
         worker_id: str | None = None,
+        on_settled: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -55,6 +61,7 @@ class Worker:
         self._wake = threading.Event()
         self._active: dict[Future[Outcome], RunContext] = {}
         self.finished: list[tuple[str, Outcome]] = []
+        self._on_settled = on_settled
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
@@ -114,6 +121,8 @@ class Worker:
                 continue
             log.info("run %s: %s %s", ctx.run.id, outcome.status, outcome.stats)
             self.finished.append((ctx.run.id, outcome))
+            if self._on_settled is not None:
+                self._on_settled()
 
     def _heartbeat(self) -> None:
         for ctx in self._active.values():

@@ -114,5 +114,7 @@ class OutboxKind(StrEnum):
     RUN_STARTED = "run_started"
     REVIEW_OPENED = "review_opened"
     REVIEW_DECIDED = "review_decided"
+    REVIEW_REMINDED = "review_reminded"
+    REVIEW_ESCALATED = "review_escalated"
     RUN_DIVERGED = "run_diverged"
     RUN_FINISHED = "run_finished"

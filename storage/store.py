@@ -405,6 +405,48 @@ class Store:
             # The UNIQUE on decisions.review_id caught a race the status check missed.
             raise _already_decided(self.get_review(review_id)) from None
 
+    def sweep_reviews(self, *, expired_by: str = "countersign") -> dict[str, int]:
+        """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
+
+        Each due time is cleared with a compare-and-set on its old value before it is
+        announced, and expiry is a decision like any other (first one wins).
+        """
+        now = self.clock()
+        counts = {"reminded": 0, "escalated": 0, "expired": 0}
+        for column, kind, name in (
+            (reviews.c.remind_at, OutboxKind.REVIEW_REMINDED, "reminded"),
+            (reviews.c.escalate_at, OutboxKind.REVIEW_ESCALATED, "escalated"),
+        ):
+            with self._tx() as conn:
+                due = conn.execute(
+                    select(reviews.c.id, reviews.c.run_id, column).where(
+                        reviews.c.status == ReviewStatus.PENDING, column <= now
+                    )
+                ).all()
+                for review_id, run_id, at in due:
+                    cleared = conn.execute(
+                        update(reviews)
+                        .where(reviews.c.id == review_id, column == at)
+                        .values({column.key: None})
+                    ).rowcount
+                    if cleared == 1:
+                        self._enqueue(conn, run_id, kind, review_id)
+                        counts[name] += 1
+        with self.engine.connect() as conn:
+            expiring = conn.execute(
+                select(reviews.c.id).where(
+                    reviews.c.status == ReviewStatus.PENDING, reviews.c.expires_at <= now
+                )
+            ).scalars()
+            expiring_ids = list(expiring)
+        for review_id in expiring_ids:
+            try:
+                self.decide(review_id, NewDecision(DecisionKind.EXPIRE, expired_by))
+                counts["expired"] += 1
+            except AlreadyDecided:
+                pass
+        return counts
+
     # --------------------------------------------------------------- journal
 
     def load_journal(self, run_id: str) -> list[JournalEntry]:

@@ -247,3 +247,35 @@ def test_thread_and_review_message_are_remembered_with_the_send(store: Store) ->
     assert found is not None and found.id == run_id
     assert store.get_review(review_id).message_ts == "100.2"
     assert store.find_run_by_thread("C1", "100.2") is None
+
+
+def test_sweep_reminds_escalates_and_expires_once(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run = store.create_run("writer", {})
+    store.claim_run("w1", LEASE)
+    soon = clock.now + timedelta(minutes=5)
+    ask = NewReview(
+        kind=ReviewKind.TASK_REVIEW,
+        stream="task0:W",
+        seq=0,
+        prompt="draft",
+        remind_at=soon,
+        escalate_at=soon + timedelta(minutes=5),
+        expires_at=soon + timedelta(minutes=10),
+    )
+    (review,) = store.suspend_run(run.id, "w1", [ask])
+    assert store.sweep_reviews() == {"reminded": 0, "escalated": 0, "expired": 0}
+    clock.advance(minutes=6)
+    assert store.sweep_reviews() == {"reminded": 1, "escalated": 0, "expired": 0}
+    assert store.sweep_reviews() == {"reminded": 0, "escalated": 0, "expired": 0}
+    clock.advance(minutes=10)
+    assert store.sweep_reviews() == {"reminded": 0, "escalated": 1, "expired": 1}
+    expired = store.get_review(review.id)
+    assert expired.decision is not None
+    assert expired.decision.kind == DecisionKind.EXPIRE
+    assert store.get_run(run.id).status == RunStatus.QUEUED
+    kinds = [m.kind for m in store.due_outbox()]
+    assert kinds.count(OutboxKind.REVIEW_REMINDED) == 1
+    assert kinds.count(OutboxKind.REVIEW_ESCALATED) == 1
+    store.close()
