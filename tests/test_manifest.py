@@ -1,0 +1,95 @@
+"""manifest.yml is what a person pastes into Slack: check it as Slack would, and against the code.
+
+The limits are those of Slack's manifest schema v1 (notes/slack-platform.md §7). The
+cross-checks catch drift: a Web API method the bot calls without the scope it needs,
+a listener whose events are not subscribed, a command the bot does not handle.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Web API methods the bot calls → the bot scope each needs (None: no scope needed).
+SCOPES: dict[str, set[str] | None] = {
+    "chat_postMessage": {"chat:write"},
+    "chat_update": {"chat:write"},
+    "chat_postEphemeral": {"chat:write"},
+    "files_upload_v2": {"files:write"},
+    "conversations_members": {"channels:read", "groups:read"},
+    "usergroups_users_list": {"usergroups:read"},
+    "views_open": None,
+    "views_update": None,
+}
+SETTINGS_KEYS = {
+    "event_subscriptions",
+    "interactivity",
+    "org_deploy_enabled",
+    "socket_mode_enabled",
+    "token_rotation_enabled",
+    "allowed_ip_address_ranges",
+    "incoming_webhooks",
+    "is_hosted",
+    "function_runtime",
+}
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict[str, Any]:
+    loaded = yaml.safe_load((ROOT / "manifest.yml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_within_slack_schema_limits(manifest: dict[str, Any]) -> None:
+    info = manifest["display_information"]
+    assert 1 <= len(info["name"]) <= 35
+    assert len(info["description"]) <= 140
+    assert 175 <= len(info["long_description"]) <= 4000
+    assert len(manifest["features"]["bot_user"]["display_name"]) <= 80
+    for command in manifest["features"]["slash_commands"]:
+        assert re.fullmatch(r"/.{1,31}", command["command"])
+        assert len(command["description"]) <= 2000
+        assert len(command.get("usage_hint", "")) <= 1000
+        assert re.match(r"^https?://", command["url"])
+    settings = manifest["settings"]
+    assert set(settings) <= SETTINGS_KEYS
+    assert settings["interactivity"]["is_enabled"] is True
+    events = settings["event_subscriptions"]["bot_events"]
+    assert len(events) == len(set(events)) <= 100
+    for url in (
+        settings["event_subscriptions"]["request_url"],
+        settings["interactivity"]["request_url"],
+        *(c["url"] for c in manifest["features"]["slash_commands"]),
+    ):
+        assert url.endswith("/slack/events")
+
+
+def test_commands_and_events_match_the_listeners(manifest: dict[str, Any]) -> None:
+    source = (ROOT / "bot" / "listeners.py").read_text()
+    commands = {c["command"] for c in manifest["features"]["slash_commands"]}
+    assert commands == set(re.findall(r'app\.command\("(/[a-z-]+)"\)', source))
+    events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
+    handled = set(re.findall(r'app\.event\("([a-z_]+)"\)', source))
+    assert handled == {"message", "app_mention"}
+    assert {"app_mention", "message.channels", "message.groups"} <= events
+
+
+def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    called: set[str] = set()
+    for path in (ROOT / "bot").glob("*.py"):
+        called |= set(re.findall(r"client\.([a-z]+_[A-Za-z_0-9]+)\(", path.read_text()))
+    unknown = called - set(SCOPES)
+    assert not unknown, f"add the scopes these methods need to SCOPES: {unknown}"
+    for method in called:
+        needed = SCOPES[method]
+        assert needed is None or needed <= scopes, (method, needed)
+    assert "commands" in scopes
+
