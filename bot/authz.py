@@ -1,0 +1,76 @@
+"""Who may decide a run's reviews.
+
+A crew's ``reviewers`` lists Slack user ids (``U…``/``W…``) and user-group ids
+(``S…``); when it is empty, anyone in the run's channel may decide. Group and
+channel memberships come from the Web API and are cached for a minute, so a
+burst of clicks costs one lookup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from crew_runtime.config import CrewSpec
+
+Clock = Callable[[], float]
+
+
+class Reviewers:
+    """Answers "may this user decide for this crew in this channel?" from Slack's data."""
+
+    def __init__(self, client: AsyncWebClient, ttl: float = 60.0, clock: Clock = time.monotonic):
+        self.client = client
+        self.ttl = ttl
+        self.clock = clock
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def may_decide(self, user_id: str, spec: CrewSpec, channel_id: str | None) -> bool:
+        if spec.reviewers:
+            if user_id in spec.reviewers:
+                return True
+            for group in (r for r in spec.reviewers if r.startswith("S")):
+                if user_id in await self._members(f"group:{group}", partial(self._group, group)):
+                    return True
+            return False
+        if channel_id is None:
+            return False
+        return user_id in await self._members(
+            f"channel:{channel_id}", partial(self._channel, channel_id)
+        )
+
+    async def _members(
+        self, key: str, fetch: Callable[[], Awaitable[frozenset[str]]]
+    ) -> frozenset[str]:
+        cached = self._cache.get(key)
+        if cached is not None and self.clock() - cached[0] < self.ttl:
+            return cached[1]
+        members = await fetch()
+        self._cache[key] = (self.clock(), members)
+        return members
+
+    async def _group(self, group_id: str) -> frozenset[str]:
+        try:
+            response = await self.client.usergroups_users_list(usergroup=group_id)
+        except SlackApiError:
+            return frozenset()
+        return frozenset(response.get("users") or [])
+
+    async def _channel(self, channel_id: str) -> frozenset[str]:
+        members: set[str] = set()
+        cursor: str | None = None
+        try:
+            while True:
+                response = await self.client.conversations_members(
+                    channel=channel_id, cursor=cursor, limit=1000
+                )
+                members.update(response.get("members") or [])
+                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    return frozenset(members)
+        except SlackApiError:
+            return frozenset(members)

@@ -1,0 +1,493 @@
+"""Block Kit for every message and modal the bot posts, built from storage records.
+
+Pure functions returning plain dicts, so each one is checked against Slack's limits
+(``bot/sandbox/blockkit.py``) without a network. The rules they keep (notes/slack-platform.md
+§0, §5, §6):
+
+- Every text from an LLM, a person or the configuration is escaped (:func:`escape`) and
+  put in ``mrkdwn`` with ``verbatim: true``, so it can neither ping (``<!channel>``) nor
+  link (``<https://evil|ok>``). Mentions and dates are built by ``bot.text`` after that.
+- A section holds at most 3000 chars, a message at most 50 blocks and ~12k chars of block
+  text, so long drafts are cut at paragraph, line or word boundaries into sections and,
+  past :data:`DRAFT_PER_MESSAGE`, into several messages; only the last has the buttons.
+  Past :data:`FILE_THRESHOLD` the dispatcher posts :func:`review_file_summary` and uploads
+  the draft as a file instead.
+- Buttons carry the review id as their value, never text; their ``action_id`` is
+  ``countersign:<action>`` (``bot.payloads`` parses them back).
+
+The layout of a review's last message depends on the review alone, not on the run, so
+:func:`decided_message` can rebuild it with the decision in place of the buttons.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from bot import text as t
+from bot.payloads import action_id, callback_id
+from bot.text import escape, truncate
+from storage.records import Review, Run
+from storage.status import DecisionKind, ReviewKind, RunStatus
+
+__all__ = [
+    "DRAFT_PER_MESSAGE",
+    "FILE_THRESHOLD",
+    "SECTION_LIMIT",
+    "Message",
+    "crews_message",
+    "decided_message",
+    "divergence_message",
+    "escape",
+    "modal",
+    "needs_file",
+    "pending_message",
+    "result_messages",
+    "review_file_summary",
+    "review_messages",
+    "run_root",
+    "split_text",
+    "status_message",
+]
+
+Block = dict[str, Any]
+
+SECTION_LIMIT = 3000  # section text, Slack's limit
+# Of a message's ~12k chars of block text (MAX_BLOCK_TEXT_TOTAL in the stand-in; Slack's
+# msg_blocks_too_long hits between 11.3k and 13.3k), the draft gets 7000; the rest is the
+# header, the task, a tool call's arguments and, once decided, the decision.
+DRAFT_PER_MESSAGE = 7000
+ARGS_LIMIT = 2000
+FILE_THRESHOLD = 12_000  # longer drafts go up as a file, with a summary message
+INPUT_LIMIT = 3000  # plain_text_input, Slack's limit
+SUMMARY_CHARS = 500
+DECISION_TEXT_LIMIT = 1000  # doubled at worst by quoting each line
+MAX_RESULT_MESSAGES = 5
+MAX_LISTED = 20  # reviews in /crew pending, one section each
+LISTING_BUDGET = 9000  # chars of a list in one message
+
+BUTTONS: dict[ReviewKind, tuple[str, ...]] = {
+    ReviewKind.TASK_REVIEW: ("approve", "edit", "changes", "reject"),
+    ReviewKind.QUESTION: ("answer",),
+    ReviewKind.TOOL_APPROVAL: ("approve", "edit", "reject"),
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to post: ``text`` is the notification fallback, ``blocks`` what is shown."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+
+# --- small builders -------------------------------------------------------------------------
+
+
+def _plain(text: str, limit: int = SECTION_LIMIT) -> dict[str, Any]:
+    cut = text if len(text) <= limit else text[: limit - 1] + t.ELLIPSIS
+    return {"type": "plain_text", "text": cut or " ", "emoji": True}
+
+
+def _section(mrkdwn: str) -> Block:
+    """A section of already-escaped mrkdwn; verbatim, so Slack adds no links or mentions."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn, "verbatim": True}}
+
+
+def _context(mrkdwn: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn, "verbatim": True}]}
+
+
+def _header(text: str) -> Block:
+    return {"type": "header", "text": _plain(text, 150)}
+
+
+def _detail(review: Review, key: str) -> str:
+    value = review.details.get(key) if isinstance(review.details, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _cost(char: str) -> int:
+    return len(escape(char))
+
+
+def split_text(raw: str, limit: int) -> list[str]:
+    """Cut ``raw`` into pieces whose *escaped* length is at most ``limit``.
+
+    Cuts after a blank line, else after a newline, else after a space, as long as that
+    keeps a piece at least half full; otherwise mid-word. Never inside an entity, since it
+    cuts the raw text. ``"".join(split_text(raw, n)) == raw``.
+    """
+    if limit < len(escape("&")):
+        raise ValueError("limit must hold any one escaped character")
+    if not raw:
+        return []
+    sums = [0, *accumulate(_cost(c) for c in raw)]
+    pieces: list[str] = []
+    start = 0
+    while start < len(raw):
+        end = bisect_right(sums, sums[start] + limit) - 1
+        if end < len(raw):
+            floor = start + (end - start) // 2
+            for sep in ("\n\n", "\n", " "):
+                at = raw.rfind(sep, floor, end)
+                if at != -1:
+                    end = at + len(sep)
+                    break
+        pieces.append(raw[start:end])
+        start = end
+    return pieces
+
+
+def _text_sections(raw: str) -> list[Block]:
+    if not raw.strip():
+        return [_section(t.EMPTY_DRAFT)]
+    return [_section(escape(piece)) for piece in split_text(raw, SECTION_LIMIT)]
+
+
+def _listing(lines: list[str], budget: int = LISTING_BUDGET) -> list[Block]:
+    """Lines of mrkdwn packed into sections, within ``budget`` chars; then "…and N more".
+
+    Keeps a list (crews, reviews) inside one message's ~12k chars of block text.
+    """
+    sections: list[str] = []
+    used = 0
+    for shown, line in enumerate(lines):
+        line = line[:SECTION_LIMIT]
+        if used + len(line) > budget:
+            return [*map(_section, sections), _context(t.more_not_shown(len(lines) - shown))]
+        used += len(line) + 1
+        if sections and len(sections[-1]) + 1 + len(line) <= SECTION_LIMIT:
+            sections[-1] += "\n" + line
+        else:
+            sections.append(line)
+    return [_section(s) for s in sections]
+
+
+def _inputs(inputs: dict[str, str]) -> list[Block]:
+    if not inputs:
+        return []
+    lines = [f"*{escape(k)}*: {truncate(v, 300)}" for k, v in inputs.items()]
+    return _listing(lines, budget=2500)
+
+
+# --- reviews --------------------------------------------------------------------------------
+
+
+def needs_file(review: Review) -> bool:
+    """Whether the draft goes up as a file with :func:`review_file_summary`."""
+    return len(review.prompt) > FILE_THRESHOLD
+
+
+def _review_head(review: Review) -> list[Block]:
+    title = t.REVIEW_TITLE[review.kind]
+    name = _detail(review, "task") or _detail(review, "tool")
+    blocks = [_header(f"{title}: {name}" if name else title)]
+    facts = []
+    if agent := _detail(review, "agent"):
+        facts.append(f"*Agent:* {truncate(agent, 150)}")
+    round_ = review.details.get("round") if isinstance(review.details, dict) else None
+    if isinstance(round_, int) and round_ > 0:
+        facts.append(f"round {round_ + 1}")
+    if facts:
+        blocks.append(_context(" · ".join(facts)))
+    if task := _detail(review, "description"):
+        blocks.append(_section(f"*Task:* {truncate(task, 600)}"))
+    return blocks
+
+
+def _button(action: str, review_id: str) -> Block:
+    button: Block = {
+        "type": "button",
+        "action_id": action_id(action),
+        "text": _plain(t.BUTTON[action], 75),
+        "value": review_id,
+    }
+    if action in ("approve", "answer"):
+        button["style"] = "primary"
+    if action == "reject":
+        button["style"] = "danger"
+        button["confirm"] = {
+            "title": _plain(t.REJECT_CONFIRM_TITLE, 100),
+            "text": _plain(t.REJECT_CONFIRM_TEXT, 300),
+            "confirm": _plain(t.REJECT_CONFIRM_YES, 30),
+            "deny": _plain(t.REJECT_CONFIRM_NO, 30),
+            "style": "danger",
+        }
+    return button
+
+
+def _args(review: Review) -> list[Block]:
+    """A tool call's arguments, as the reviewer must see them before approving."""
+    if review.kind is not ReviewKind.TOOL_APPROVAL or "args" not in review.details:
+        return []
+    shown = json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
+    return [_section(f"*Arguments:*\n```{truncate(shown, ARGS_LIMIT)}```")]
+
+
+def _review_tail(review: Review, *, decided: bool) -> list[Block]:
+    blocks = _args(review)
+    ref = t.review_ref(review.id, review.run_id)
+    if not decided:
+        buttons = [_button(a, review.id) for a in BUTTONS[review.kind]]
+        blocks.append(
+            {"type": "actions", "block_id": f"countersign:{review.id}", "elements": buttons}
+        )
+        return [*blocks, _context(f"{t.REPLY_HINT[review.kind]} {ref}")]
+    return [*blocks, *_outcome(review), _context(ref)]
+
+
+def _outcome(review: Review) -> list[Block]:
+    decision = review.decision
+    if decision is None:
+        return [_section(t.REVIEW_STATUS[review.status])]
+    line = f"{t.decision_line(decision)} · {t.slack_date(decision.created_at)}"
+    if decision.text and decision.kind is not DecisionKind.APPROVE:
+        quoted = truncate(decision.text, DECISION_TEXT_LIMIT).replace("\n", "\n>")
+        line += f"\n>{quoted}"
+    return [_section(line)]
+
+
+def _draft_parts(review: Review) -> list[str]:
+    budget = DRAFT_PER_MESSAGE - (ARGS_LIMIT if _args(review) else 0)
+    return split_text(review.prompt, budget) or [""]
+
+
+def _review_blocks(
+    review: Review, part: str, index: int, count: int, *, decided: bool
+) -> list[Block]:
+    blocks: list[Block] = []
+    if index == 0:
+        blocks += _review_head(review)
+    if count > 1:
+        blocks.append(_context(t.part_label(index + 1, count)))
+    blocks += _text_sections(part)
+    if index == count - 1:
+        blocks += _review_tail(review, decided=decided)
+    return blocks
+
+
+def review_messages(review: Review, run: Run) -> list[Message]:
+    """The review as posted in the run's thread; long drafts over several messages.
+
+    Only the last message carries the buttons, so a reviewer decides after the whole
+    draft has been shown.
+    """
+    parts = _draft_parts(review)
+    messages = []
+    for i, part in enumerate(parts):
+        blocks = _review_blocks(review, part, i, len(parts), decided=False)
+        fallback = t.review_fallback(run.crew, review.kind)
+        if i:
+            fallback = t.part_label(i + 1, len(parts))
+        messages.append(Message(fallback, blocks))
+    return messages
+
+
+def _file_summary_blocks(review: Review, note: str, *, decided: bool) -> list[Block]:
+    return [
+        *_review_head(review),
+        _section(truncate(review.prompt, SUMMARY_CHARS)),
+        _context(note),
+        *_review_tail(review, decided=decided),
+    ]
+
+
+def review_file_summary(review: Review, run: Run, filename: str) -> Message:
+    """For a draft past :data:`FILE_THRESHOLD`: its start and the buttons; the file follows."""
+    note = t.file_note(filename, len(review.prompt))
+    blocks = _file_summary_blocks(review, note, decided=False)
+    return Message(t.review_fallback(run.crew, review.kind), blocks)
+
+
+def decided_message(review: Review, *, as_file: bool | None = None) -> Message:
+    """The review's last message again, with who decided what (and when) instead of buttons.
+
+    ``as_file`` says whether the review went out as :func:`review_file_summary`; by
+    default, whether it :func:`needs_file`.
+    """
+    if needs_file(review) if as_file is None else as_file:
+        note = t.file_note_attached(len(review.prompt))
+        blocks = _file_summary_blocks(review, note, decided=True)
+    else:
+        parts = _draft_parts(review)
+        last = len(parts) - 1
+        blocks = _review_blocks(review, parts[last], last, len(parts), decided=True)
+    if review.decision is not None:
+        fallback = t.decision_line(review.decision)
+    else:
+        fallback = t.REVIEW_STATUS[review.status]
+    return Message(fallback, blocks)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def run_root(run: Run, description: str) -> Message:
+    """The root message of a run's thread; updated as the run's status changes."""
+    head = t.run_title(run.crew, run.status)
+    if description.strip():
+        head += "\n" + truncate(description.strip(), 500)
+    footer = f"{t.started_by(run.started_by, run.created_at)} · run {t.code(run.id)}"
+    blocks = [_section(head), *_inputs(run.inputs), _context(footer)]
+    return Message(t.run_fallback(run.crew, run.status), blocks)
+
+
+def result_messages(run: Run) -> list[Message]:
+    """The outcome in the thread: the output (split like drafts), or why there is none."""
+    title = _section(t.result_title(run.crew, run.status))
+    fallback = t.run_fallback(run.crew, run.status)
+    if run.status is not RunStatus.SUCCEEDED:
+        blocks = [title]
+        if run.error:
+            label = t.REASON if run.status is RunStatus.REJECTED else ""
+            prefix = f"*{label}:* " if label else ""
+            blocks.append(_section(prefix + truncate(run.error, 2500)))
+        return [Message(fallback, blocks)]
+    if not (run.output or "").strip():
+        return [Message(fallback, [title, _section(t.NO_OUTPUT)])]
+    parts = split_text(run.output or "", DRAFT_PER_MESSAGE)
+    shown = parts[:MAX_RESULT_MESSAGES]
+    messages = []
+    for i, part in enumerate(shown):
+        blocks = [title] if i == 0 else []
+        if len(shown) > 1:
+            blocks.append(_context(t.result_part(i + 1, len(shown))))
+        blocks += _text_sections(part)
+        messages.append(Message(fallback if i == 0 else t.result_part(i + 1, len(shown)), blocks))
+    if len(parts) > len(shown):
+        remaining = sum(len(p) for p in parts[len(shown) :])
+        messages[-1].blocks.append(_context(t.output_cut(remaining, run.id)))
+    return messages
+
+
+def _review_line(review: Review) -> str:
+    status = t.decision_line(review.decision) if review.decision else None
+    status = status or t.REVIEW_STATUS[review.status]
+    return f"• {t.REVIEW_NOUN[review.kind]} {t.code(review.id)}: {status}"
+
+
+def status_message(run: Run, reviews: list[Review]) -> Message:
+    """``/crew status``: the run, its inputs, its reviews and how each ended."""
+    head = f"{t.run_title(run.crew, run.status)} · run {t.code(run.id)}"
+    blocks = [_section(head), *_inputs(run.inputs)]
+    blocks.append(_context(t.started_by(run.started_by, run.created_at)))
+    if run.error:
+        blocks.append(_section(truncate(run.error, 1000)))
+    if run.divergence:
+        blocks.append(_context(t.divergence_fallback()))
+    blocks += _listing([_review_line(r) for r in reviews], budget=5000)
+    return Message(t.run_fallback(run.crew, run.status), blocks)
+
+
+def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:
+    """``/crew pending``: what waits for a decision, oldest first, with where to find it."""
+    if not reviews:
+        return Message(t.NO_PENDING, [_section(t.NO_PENDING)])
+    blocks = [_section(t.pending_title(len(reviews)))]
+    for review in sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]:
+        run = runs.get(review.run_id)
+        crew = f"*{escape(run.crew)}* · " if run else ""
+        where = f" in {t.channel_ref(review.channel)}" if review.channel else ""
+        line = (
+            f"{crew}{t.REVIEW_NOUN[review.kind]} {t.code(review.id)}{where} · "
+            f"{t.slack_date(review.created_at)}\n>{truncate(' '.join(review.prompt.split()), 200)}"
+        )
+        blocks.append(_section(line))
+    if len(reviews) > MAX_LISTED:
+        blocks.append(_context(t.more_not_shown(len(reviews) - MAX_LISTED)))
+    return Message(t.pending_title(len(reviews)).strip("*"), blocks)
+
+
+def crews_message(crews: list[tuple[str, str]]) -> Message:
+    """``/crew list``: each crew's name and description."""
+    if not crews:
+        return Message(t.NO_CREWS, [_section(t.NO_CREWS)])
+    lines = [f"• {t.code(name)}: {truncate(' '.join(d.split()), 300)}" for name, d in crews]
+    blocks = [_section(t.CREWS_TITLE), *_listing(lines)]
+    return Message(t.CREWS_TITLE.strip("*"), blocks)
+
+
+def divergence_message(note: str) -> Message:
+    """Said in the thread when a resumed run no longer matches its recording."""
+    body = t.DIVERGED
+    if note.strip():
+        body += "\n" + truncate(note.strip(), 2000)
+    return Message(t.divergence_fallback(), [_section(body)])
+
+
+# --- modals -----------------------------------------------------------------------------------
+
+
+def _editable(review: Review) -> str:
+    if review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details:
+        return json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
+    return review.prompt
+
+
+def _utf16_prefix(text: str, units: int) -> str:
+    """The longest prefix within ``units`` UTF-16 code units: Slack's client counts those."""
+    used = 0
+    for i, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
+
+
+def modal(
+    action: str, review: Review, channel_id: str | None, message_ts: str | None
+) -> dict[str, Any]:
+    """The ``views.open`` view for ``edit``, ``changes``, ``reject`` or ``answer``.
+
+    The review id and the message to update travel in ``private_metadata``; the text comes
+    back in ``state.values["text"]["value"]``. An edit box holds at most 3000 chars
+    (Slack's limit), so a longer text is cut and the modal says so.
+
+    Raises:
+        ValueError: for an action that has no modal (``approve``) or is unknown.
+    """
+    if action not in t.MODAL_TITLE:
+        raise ValueError(f"no modal for action {action!r}")
+    blocks: list[Block] = [_context(t.review_ref(review.id, review.run_id))]
+    element: Block = {
+        "type": "plain_text_input",
+        "action_id": "value",
+        "multiline": True,
+        "max_length": INPUT_LIMIT,
+        "placeholder": _plain(t.MODAL_PLACEHOLDER[action], 150),
+    }
+    if action == "answer":
+        blocks.append(_section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
+    if action == "edit":
+        editable = _editable(review)
+        initial = _utf16_prefix(editable, INPUT_LIMIT)
+        if initial:
+            element["initial_value"] = initial
+        if len(initial) < len(editable):
+            blocks.append(_context(t.edit_truncated_note(len(editable), INPUT_LIMIT)))
+    label = t.MODAL_LABEL[action]
+    if action == "edit" and review.kind is ReviewKind.TOOL_APPROVAL:
+        label = t.MODAL_LABEL_ARGS
+    blocks.append(
+        {
+            "type": "input",
+            "block_id": "text",
+            "label": _plain(label, 2000),
+            "element": element,
+            "optional": action == "reject",
+        }
+    )
+    metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
+    return {
+        "type": "modal",
+        "callback_id": callback_id(action),
+        "private_metadata": json.dumps(metadata),
+        "title": _plain(t.MODAL_TITLE[action], 24),
+        "submit": _plain(t.MODAL_SUBMIT[action], 24),
+        "close": _plain(t.MODAL_CLOSE, 24),
+        "blocks": blocks,
+    }

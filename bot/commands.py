@@ -1,0 +1,226 @@
+"""The ``/crew`` slash command: its text parsed into a typed command, or a ``CommandError``.
+
+Why a hand-written grammar and not ``shlex``: Slack changes what people type. It turns
+``"`` and ``'`` into smart quotes on some clients (U+201C/U+201D and U+2018/U+2019),
+sends ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;`` and ``&gt;``, and an apostrophe inside
+a word (``don't``, often U+2019) must not open a quote. ``shlex`` gets all three wrong
+and raises ``ValueError`` on the rest.
+
+Grammar (verbs are case-insensitive; empty text means ``help``)::
+
+    run NAME key=value ...     NAME: [a-z0-9][a-z0-9_-]* (given in any case, lowercased)
+    list | pending | help      no arguments (``help`` ignores any)
+    status RUN_ID | cancel RUN_ID
+
+A value is either bare (up to the next whitespace; it may contain ``=`` and quotes) or
+quoted: it starts right after ``=`` with ``"``, ``“``, ``”`` (closed by any of the three)
+or ``'``, U+2018, U+2019 (closed by any of those). A quote closes the value only when
+whitespace or the end of the text follows it, so ``'don't stop'`` is one value. Inside
+quotes a backslash makes the next quote or backslash literal; other backslashes stay.
+Keys are identifiers (``[A-Za-z_][A-Za-z0-9_]*``) because crews use them as
+``{placeholders}``; a key given twice is an error.
+
+Example:
+    >>> parse_command('run blog topic="durable agents" tone=dry')
+    RunCommand(crew='blog', inputs={'topic': 'durable agents', 'tone': 'dry'})
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot import text as t
+
+__all__ = [
+    "USAGE",
+    "CancelCommand",
+    "Command",
+    "CommandError",
+    "HelpCommand",
+    "ListCommand",
+    "PendingCommand",
+    "RunCommand",
+    "StatusCommand",
+    "format_run",
+    "parse_command",
+]
+
+USAGE = t.USAGE
+
+_CREW = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_DOUBLE = frozenset('"“”')
+_SINGLE = frozenset("'\u2018\u2019")
+_QUOTE_FAMILY = {q: _DOUBLE for q in _DOUBLE} | {q: _SINGLE for q in _SINGLE}
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """``/crew run NAME key=value ...``: start a run of ``crew`` with these inputs."""
+
+    crew: str
+    inputs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ListCommand:
+    """``/crew list``: the configured crews."""
+
+
+@dataclass(frozen=True)
+class StatusCommand:
+    """``/crew status RUN_ID``."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class CancelCommand:
+    """``/crew cancel RUN_ID``."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class PendingCommand:
+    """``/crew pending``: reviews waiting for a decision."""
+
+
+@dataclass(frozen=True)
+class HelpCommand:
+    """``/crew help`` or ``/crew`` alone."""
+
+
+Command = RunCommand | ListCommand | StatusCommand | CancelCommand | PendingCommand | HelpCommand
+
+
+class CommandError(ValueError):
+    """The text is not a valid ``/crew`` command.
+
+    ``message`` is ready to show the person as an ephemeral reply (mrkdwn, their input
+    escaped) and already ends with the usage line of what they tried.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def parse_command(text: str) -> Command:
+    """Parse the ``text`` of a ``/crew`` slash command.
+
+    Raises:
+        CommandError: for any text that is not a command; nothing else is ever raised.
+    """
+    if not isinstance(text, str):
+        raise CommandError(t.USAGE)
+    text = t.unescape(text).strip()
+    if not text:
+        return HelpCommand()
+    verb, _, rest = _split_word(text)
+    verb = verb.lower()
+    rest = rest.strip()
+    if verb == "run":
+        return _parse_run(rest)
+    if verb == "help":
+        return HelpCommand()
+    if verb in ("list", "pending"):
+        if rest:
+            usage = t.USAGE_LIST if verb == "list" else t.USAGE_PENDING
+            raise CommandError(t.no_arguments(verb, usage))
+        return ListCommand() if verb == "list" else PendingCommand()
+    if verb in ("status", "cancel"):
+        usage = t.USAGE_STATUS if verb == "status" else t.USAGE_CANCEL
+        run_id = _run_id(rest, usage)
+        return StatusCommand(run_id) if verb == "status" else CancelCommand(run_id)
+    raise CommandError(t.unknown_verb(verb))
+
+
+def format_run(command: RunCommand) -> str:
+    """The text that parses back to ``command``: every value double-quoted and escaped.
+
+    Used to show a person the command to run again, and by the round-trip tests.
+    """
+    parts = ["run", command.crew]
+    for key, value in command.inputs.items():
+        quoted = "".join("\\" + c if c == "\\" or c in _DOUBLE else c for c in value)
+        parts.append(f'{key}="{quoted}"')
+    return " ".join(parts)
+
+
+def _split_word(text: str) -> tuple[str, str, str]:
+    """``(first word, separator, rest)``, splitting on any whitespace (Slack sends NBSPs)."""
+    for i, char in enumerate(text):
+        if char.isspace():
+            return text[:i], char, text[i + 1 :]
+    return text, "", ""
+
+
+def _run_id(rest: str, usage: str) -> str:
+    if not rest:
+        raise CommandError(t.missing_run_id(usage))
+    word, _, extra = _split_word(rest)
+    # Ids are shown in inline code; a copy from some clients keeps the backticks.
+    run_id = word.strip("`")
+    if extra.strip() or not _RUN_ID.fullmatch(run_id):
+        raise CommandError(t.bad_run_id(rest, usage))
+    return run_id
+
+
+def _parse_run(rest: str) -> RunCommand:
+    if not rest:
+        raise CommandError(t.MISSING_CREW)
+    name, _, rest = _split_word(rest)
+    crew = name.lower()
+    if not _CREW.fullmatch(crew):
+        raise CommandError(t.bad_crew_name(name))
+    return RunCommand(crew, _parse_inputs(rest))
+
+
+def _parse_inputs(text: str) -> dict[str, str]:
+    inputs: dict[str, str] = {}
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos == end:
+            return inputs
+        start = pos
+        while pos < end and text[pos] != "=" and not text[pos].isspace():
+            pos += 1
+        key = text[start:pos]
+        if pos == end or text[pos] != "=":
+            raise CommandError(t.not_key_value(key))
+        if not _KEY.fullmatch(key):
+            raise CommandError(t.bad_key(key))
+        if key in inputs:
+            raise CommandError(t.duplicate_key(key))
+        pos += 1
+        if pos < end and text[pos] in _QUOTE_FAMILY:
+            inputs[key], pos = _quoted(text, pos, key)
+        else:
+            start = pos
+            while pos < end and not text[pos].isspace():
+                pos += 1
+            inputs[key] = text[start:pos]
+
+
+def _quoted(text: str, pos: int, key: str) -> tuple[str, int]:
+    """The value of a quoted string that opens at ``pos``, and the position after it."""
+    closers = _QUOTE_FAMILY[text[pos]]
+    out: list[str] = []
+    pos += 1
+    end = len(text)
+    while pos < end:
+        char = text[pos]
+        if char == "\\" and pos + 1 < end and (text[pos + 1] == "\\" or text[pos + 1] in closers):
+            out.append(text[pos + 1])
+            pos += 2
+            continue
+        if char in closers and (pos + 1 == end or text[pos + 1].isspace()):
+            return "".join(out), pos + 1
+        out.append(char)
+        pos += 1
+    raise CommandError(t.unterminated_quote(key))

@@ -1,0 +1,333 @@
+"""Slack's entry points: the ``/crew`` command, buttons, modals and thread replies.
+
+Each listener acks first (Slack gives 3 s; modals need the trigger id right away),
+parses the payload with a pure function, checks who is asking, calls one runtime
+method across the one sync boundary (``asyncio.to_thread``), and answers in words
+from ``bot.text``. Every entry point is idempotent: a decision is a compare-and-set
+in storage, and events are deduplicated by event id and by channel+ts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import blocks, text
+from bot.authz import Reviewers
+from bot.commands import (
+    USAGE,
+    CancelCommand,
+    CommandError,
+    HelpCommand,
+    ListCommand,
+    PendingCommand,
+    RunCommand,
+    StatusCommand,
+    parse_command,
+)
+from bot.payloads import (
+    PayloadError,
+    parse_button,
+    parse_message_event,
+    parse_slash,
+    parse_submission,
+)
+from bot.replies import interpret_reply
+from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
+from crew_runtime.errors import UsageError
+from crew_runtime.service import Countersign
+from storage import (
+    AlreadyDecided,
+    AlreadyFinal,
+    NotFound,
+    Review,
+    ReviewStatus,
+    Run,
+    StorageError,
+)
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
+MODAL = re.compile(r"^countersign:modal:")
+
+
+async def sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """The one boundary between the event loop and synchronous storage/runtime code."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class Listeners:
+    """The bot's listeners, bound to one runtime service."""
+
+    def __init__(
+        self, service: Countersign, reviewers: Reviewers, wake: Callable[[], None]
+    ) -> None:
+        self.service = service
+        self.store = service.store
+        self.config = service.config
+        self.reviewers = reviewers
+        self.wake = wake
+
+    def register(self, app: AsyncApp) -> None:
+        app.command("/crew")(self.on_command)
+        app.action(BUTTON)(self.on_button)
+        app.view(MODAL)(self.on_submission)
+        app.event("message")(self.on_message)
+        app.event("app_mention")(self.on_message)
+
+    # ------------------------------------------------------------ /crew
+
+    async def on_command(self, ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        try:
+            slash = parse_slash(body)
+            command = parse_command(slash.text)
+        except (PayloadError, CommandError) as exc:
+            await ack(text=str(getattr(exc, "message", exc)))
+            return
+        if isinstance(command, HelpCommand):
+            await ack(text=USAGE)
+        elif isinstance(command, ListCommand):
+            crews = [(s.name, s.description) for s in self.config.crews.values()]
+            await ack(**_message_kwargs(blocks.crews_message(crews)))
+        elif isinstance(command, RunCommand):
+            await self._start(ack, command, slash.user_id, slash.channel_id, body)
+        else:
+            await ack()
+            await respond(**_ephemeral(await self._lookup(command, slash.user_id)))
+
+    async def _start(
+        self,
+        ack: AsyncAck,
+        command: RunCommand,
+        user_id: str,
+        channel_id: str,
+        body: dict[str, Any],
+    ) -> None:
+        try:
+            spec = self.config.get(command.crew)
+        except UnknownCrewError:
+            await ack(text=text.unknown_crew(command.crew, sorted(self.config.crews)))
+            return
+        if spec.channel and spec.channel.lstrip("#") not in (
+            channel_id,
+            str(body.get("channel_name", "")),
+        ):
+            await ack(text=text.wrong_channel(spec.name, spec.channel))
+            return
+        await ack(text=text.starting(spec.name))
+        try:
+            run = await sync(
+                self.service.start_run,
+                command.crew,
+                command.inputs,
+                started_by=user_id,
+                channel=channel_id,
+            )
+        except (UsageError, ConfigError) as exc:
+            await self._ephemeral_via_api(channel_id, user_id, str(exc))
+            return
+        log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
+        self.wake()
+
+    async def _lookup(
+        self, command: StatusCommand | CancelCommand | PendingCommand, user_id: str
+    ) -> blocks.Message:
+        try:
+            if isinstance(command, StatusCommand):
+                run = await sync(self.store.get_run, command.run_id)
+                reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
+                return blocks.status_message(run, reviews)
+            if isinstance(command, CancelCommand):
+                run = await sync(self.store.get_run, command.run_id)
+                if not await self._may_act(user_id, run):
+                    return _words(text.NOT_A_REVIEWER)
+                run = await sync(self.service.cancel, run.id, by=user_id)
+                self.wake()
+                return _words(text.cancelled(run.id, user_id))
+            return await self._pending_for(user_id)
+        except NotFound as exc:
+            return _words(text.not_found(str(exc)))
+        except AlreadyFinal as exc:
+            return _words(text.already_final(exc.run_id, exc.status))
+
+    async def _pending_for(self, user_id: str) -> blocks.Message:
+        pending = await sync(self.store.list_reviews)
+        runs: dict[str, Run] = {}
+        mine: list[Review] = []
+        for review in pending:
+            if review.run_id not in runs:
+                runs[review.run_id] = await sync(self.store.get_run, review.run_id)
+            run = runs[review.run_id]
+            if await self._may_act(user_id, run):
+                mine.append(review)
+        return blocks.pending_message(mine, runs)
+
+    # ------------------------------------------------------------ buttons
+
+    async def on_button(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        try:
+            click = parse_button(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed button payload: %s", exc)
+            return
+        found = await self._review_and_run(click.review_id)
+        if found is None:
+            return
+        review, run = found
+        channel = click.channel_id or run.channel
+        if review.status != ReviewStatus.PENDING:
+            await self._ephemeral_via_api(channel, click.user_id, text.already_decided(review))
+            return
+        if not await self._may_act(click.user_id, run):
+            await self._ephemeral_via_api(channel, click.user_id, text.NOT_A_REVIEWER)
+            return
+        if click.action == "approve":
+            await self._decide(review, "approve", None, click.user_id, channel)
+            return
+        view = blocks.modal(click.action, review, channel, click.message_ts)
+        try:
+            await client.views_open(trigger_id=click.trigger_id, view=view)
+        except SlackApiError as exc:
+            log.warning("views.open failed for review %s: %s", review.id, exc.response["error"])
+            await self._ephemeral_via_api(channel, click.user_id, text.MODAL_FAILED)
+
+    # ------------------------------------------------------------ modals
+
+    async def on_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            submission = parse_submission(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed view submission: %s", exc)
+            await ack()
+            return
+        if not submission.text.strip():
+            await ack(response_action="errors", errors={"text": text.EMPTY_TEXT})
+            return
+        found = await self._review_and_run(submission.review_id)
+        if found is None:
+            await ack(response_action="errors", errors={"text": text.REVIEW_GONE})
+            return
+        review, run = found
+        if not await self._may_act(submission.user_id, run):
+            await ack(response_action="errors", errors={"text": text.NOT_A_REVIEWER})
+            return
+        try:
+            await sync(
+                self.service.decide,
+                review.id,
+                submission.action,
+                submission.text,
+                by=submission.user_id,
+            )
+        except AlreadyDecided as exc:
+            await ack(response_action="errors", errors={"text": text.too_late(exc)})
+            return
+        except (UsageError, StorageError) as exc:
+            await ack(response_action="errors", errors={"text": str(exc)[:150]})
+            return
+        await ack()
+        self.wake()
+
+    # ------------------------------------------------------------ replies
+
+    async def on_message(self, body: dict[str, Any]) -> None:
+        try:
+            message = parse_message_event(body)
+        except PayloadError:
+            return
+        if message.bot_id or message.subtype or not message.user_id:
+            return
+        if not message.thread_ts or message.thread_ts == message.ts:
+            return
+        keys = [f"msg:{message.channel_id}:{message.ts}"]
+        if message.event_id:
+            keys.insert(0, f"event:{message.event_id}")
+        for key in keys:
+            if not await sync(self.store.first_delivery, key):
+                return
+        run = await sync(self.store.find_run_by_thread, message.channel_id, message.thread_ts)
+        if run is None:
+            return
+        pending = await sync(self.store.list_reviews, run_id=run.id)
+        if not pending:
+            return
+        review = pending[0]
+        reply = interpret_reply(message.text, review.kind)
+        if reply is None:
+            await self._ephemeral_via_api(
+                message.channel_id, message.user_id, text.reply_hint(review.kind)
+            )
+            return
+        if not await self._may_act(message.user_id, run):
+            await self._ephemeral_via_api(message.channel_id, message.user_id, text.NOT_A_REVIEWER)
+            return
+        await self._decide(
+            review, reply.decision.value, reply.text, message.user_id, message.channel_id
+        )
+
+    # ------------------------------------------------------------ helpers
+
+    async def _decide(
+        self, review: Review, kind: str, words: str | None, user_id: str, channel: str | None
+    ) -> None:
+        try:
+            await sync(self.service.decide, review.id, kind, words, by=user_id)
+        except AlreadyDecided as exc:
+            await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
+            return
+        except (UsageError, StorageError) as exc:
+            await self._ephemeral_via_api(channel, user_id, str(exc))
+            return
+        log.info("review %s: %s by %s", review.id, kind, user_id)
+        self.wake()
+
+    async def _review_and_run(self, review_id: str) -> tuple[Review, Run] | None:
+        try:
+            review = await sync(self.store.get_review, review_id)
+            run = await sync(self.store.get_run, review.run_id)
+        except NotFound:
+            return None
+        return review, run
+
+    async def _may_act(self, user_id: str, run: Run) -> bool:
+        try:
+            spec: CrewSpec = self.config.get(run.crew)
+        except UnknownCrewError:
+            return False
+        return await self.reviewers.may_decide(user_id, spec, run.channel)
+
+    async def _ephemeral_via_api(self, channel: str | None, user_id: str, words: str) -> None:
+        if channel is None:
+            return
+        try:
+            await self.reviewers.client.chat_postEphemeral(
+                channel=channel, user=user_id, text=words
+            )
+        except SlackApiError as exc:
+            log.warning("could not tell %s: %s", user_id, exc.response["error"])
+
+
+def _words(words: str) -> blocks.Message:
+    return blocks.Message(text=words, blocks=[])
+
+
+def _message_kwargs(message: blocks.Message) -> dict[str, Any]:
+    if message.blocks:
+        return {"text": message.text, "blocks": message.blocks}
+    return {"text": message.text}
+
+
+def _ephemeral(message: blocks.Message) -> dict[str, Any]:
+    return {"response_type": "ephemeral", **_message_kwargs(message)}

@@ -1,0 +1,196 @@
+"""``countersign serve``: one process is a whole deployment.
+
+The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode),
+the outbox dispatcher, APScheduler's housekeeping jobs and an embedded worker pool
+(threads: CrewAI is synchronous) share one store. Nothing here blocks the event
+loop, so Slack's 3-second ack holds whatever the crews are doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from aiohttp import web
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.authz import Reviewers
+from bot.dispatcher import Dispatcher
+from bot.listeners import Listeners, sync
+from crew_runtime.config import Config
+from crew_runtime.service import Countersign
+from storage import RunStatus, Store
+
+log = logging.getLogger(__name__)
+
+SLACK_DEFAULT_API = "https://slack.com/api/"
+
+
+class SlackSettingsError(Exception):
+    """A Slack credential is missing; the message names it and where to find it."""
+
+
+@dataclass(frozen=True, repr=False)
+class SlackSettings:
+    """Slack credentials from the environment. ``repr`` never shows them."""
+
+    bot_token: str
+    signing_secret: str
+    app_token: str | None
+    api_url: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], *, socket_mode: bool) -> SlackSettings:
+        """Read and check the credentials once, at start.
+
+        Raises:
+            SlackSettingsError: a needed variable is missing or empty, so the
+                process refuses to start instead of failing every request.
+        """
+        needed = {
+            "SLACK_BOT_TOKEN": "the Bot User OAuth Token (xoxb-…) from OAuth & Permissions",
+            "SLACK_SIGNING_SECRET": "the Signing Secret from Basic Information",
+        }
+        if socket_mode:
+            needed["SLACK_APP_TOKEN"] = "an app-level token (xapp-…) with connections:write"  # noqa: S105
+        missing = [f"{name} ({where})" for name, where in needed.items() if not environ.get(name)]
+        if missing:
+            raise SlackSettingsError("missing Slack settings: " + "; ".join(missing))
+        api_url = environ.get("SLACK_API_URL") or SLACK_DEFAULT_API
+        return cls(
+            bot_token=environ["SLACK_BOT_TOKEN"],
+            signing_secret=environ["SLACK_SIGNING_SECRET"],
+            app_token=environ.get("SLACK_APP_TOKEN") or None,
+            api_url=api_url if api_url.endswith("/") else api_url + "/",
+        )
+
+    def __repr__(self) -> str:
+        return f"SlackSettings(api_url={self.api_url!r}, credentials=<hidden>)"
+
+
+def slack_client(settings: SlackSettings) -> AsyncWebClient:
+    """A Web API client that waits out rate limits (Retry-After) and retries 5xx."""
+    return AsyncWebClient(
+        token=settings.bot_token,
+        base_url=settings.api_url,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+class Deployment:
+    """Everything ``countersign serve`` runs, built in one place (the composition root)."""
+
+    def __init__(
+        self,
+        slack: SlackSettings,
+        config: Config,
+        store: Store,
+        *,
+        workers: int = 2,
+        lease: timedelta = timedelta(seconds=30),
+        poll: timedelta = timedelta(seconds=0.5),
+    ) -> None:
+        from crew_runtime.worker import Worker, WorkerSettings  # imports crewai: seconds
+
+        self.store = store
+        self.client = slack_client(slack)
+        self.dispatcher = Dispatcher(self.client, store, config)
+        self.worker = Worker(
+            store,
+            config,
+            WorkerSettings(concurrency=workers, lease=lease, poll=poll),
+            on_settled=self.dispatcher.wake,
+        )
+        self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
+        self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
+        self.listeners.register(self.app)
+        self.slack = slack
+        self._worker_thread: threading.Thread | None = None
+        self._scheduler: AsyncIOScheduler | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+
+    def wake(self) -> None:
+        self.worker.wake()
+        self.dispatcher.wake()
+
+    def web_app(self) -> web.Application:
+        app = self.app.web_app(path="/slack/events")
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        try:
+            await sync(self.store.count_runs, RunStatus.QUEUED)
+        except Exception as exc:
+            return web.json_response({"ok": False, "database": type(exc).__name__}, status=503)
+        alive = self._worker_thread is not None and self._worker_thread.is_alive()
+        return web.json_response({"ok": True, "worker": alive})
+
+    async def start_background(self) -> None:
+        """Worker threads, the dispatcher and the housekeeping jobs."""
+        self._stop.clear()
+        self._worker_thread = threading.Thread(
+            target=self.worker.run, name="countersign-worker", daemon=True
+        )
+        self._worker_thread.start()
+        self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
+        self._scheduler = AsyncIOScheduler()
+        self._scheduler.add_job(
+            self._forget_deliveries, "interval", minutes=10, max_instances=1, coalesce=True
+        )
+        self._scheduler.start()
+
+    async def _forget_deliveries(self) -> None:
+        await sync(self.store.forget_deliveries, timedelta(hours=1))
+
+    async def stop_background(self) -> None:
+        self._stop.set()
+        self.dispatcher.wake()
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+        for task in self._tasks:
+            await task
+        self._tasks.clear()
+        self.worker.stop()
+        if self._worker_thread is not None:
+            await asyncio.to_thread(self._worker_thread.join, 60)
+
+    async def serve_http(self, host: str, port: int, stop: asyncio.Event) -> None:
+        runner = web.AppRunner(self.web_app(), handle_signals=False)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        log.info("listening on http://%s:%d/slack/events", host, port)
+        await self.start_background()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop_background()
+            await runner.cleanup()
+
+    async def serve_socket_mode(self, stop: asyncio.Event) -> None:
+        handler = AsyncSocketModeHandler(self.app, self.slack.app_token)
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        log.info("connected to Slack over Socket Mode")
+        await self.start_background()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop_background()
+            await handler.close_async()  # type: ignore[no-untyped-call]

@@ -1,0 +1,159 @@
+"""End-to-end bench: the real bot (``Deployment``) on a real port, Slack played by the stand-in.
+
+The bot runs on its own event loop in a thread (its worker pool in more threads),
+exactly as ``countersign serve`` runs it; the stand-in sends signed HTTP requests to
+its ``/slack/events`` and records every Web API call the bot makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from bot.sandbox import SlackStandIn, StandInThread
+from bot.server import Deployment, SlackSettings
+from crew_runtime.config import Config
+from storage import Store
+
+SECRET = "e2e-signing-secret"
+CHANNEL = "C0WRITING"
+ALICE = "UALICE"
+BOB = "UBOB"
+MALLORY = "UMALLORY"
+
+T = TypeVar("T")
+Json = dict[str, Any]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class BotThread:
+    """``Deployment.serve_http`` on its own loop, started and stopped from a test."""
+
+    def __init__(self, slack: SlackSettings, config: Config, store: Store, port: int) -> None:
+        self.deployment_args = (slack, config, store)
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/slack/events"
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="bot", daemon=True)
+        self._ready = threading.Event()
+        self.deployment: Deployment | None = None
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        slack, config, store = self.deployment_args
+        self.deployment = Deployment(
+            slack,
+            config,
+            store,
+            workers=2,
+            lease=timedelta(seconds=5),
+            poll=timedelta(seconds=0.1),
+        )
+        task = asyncio.create_task(self.deployment.serve_http("127.0.0.1", self.port, self._stop))
+        while not _listening(self.port):
+            await asyncio.sleep(0.02)
+        self._ready.set()
+        await task
+
+    def __enter__(self) -> BotThread:
+        self._thread.start()
+        if not self._ready.wait(60):
+            raise TimeoutError("the bot did not start listening")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(60)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def new_standin(**options: Any) -> SlackStandIn:
+    standin = SlackStandIn(signing_secret=SECRET, **options)
+    for user, name in ((ALICE, "alice"), (BOB, "bob"), (MALLORY, "mallory")):
+        standin.add_user(user, name)
+    standin.add_channel(CHANNEL, "writing", [ALICE, BOB, MALLORY])
+    return standin
+
+
+@contextmanager
+def slack_and_bot(
+    config: Config, store: Store, **standin_options: Any
+) -> Iterator[tuple[StandInThread, BotThread]]:
+    port = free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events", **standin_options)
+    with StandInThread(standin) as slack:
+        settings = SlackSettings(
+            bot_token=standin.bot_token,
+            signing_secret=SECRET,
+            app_token=standin.app_token,
+            api_url=slack.api_url,
+        )
+        with BotThread(settings, config, store, port) as bot:
+            yield slack, bot
+
+
+def wait_until(predicate: Callable[[], T | None], timeout: float = 60.0, what: str = "") -> T:
+    """Poll ``predicate`` until it returns something truthy (crews run on real threads)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def buttons(message: Json) -> dict[str, Json]:
+    """The buttons of a message, by action_id."""
+    found = {}
+    for block in message.get("blocks") or []:
+        for element in block.get("elements") or []:
+            if element.get("type") == "button":
+                found[element["action_id"]] = element
+        accessory = block.get("accessory")
+        if accessory and accessory.get("type") == "button":
+            found[accessory["action_id"]] = accessory
+    return found
+
+
+def text_of(message: Json) -> str:
+    """Everything a person reads in a message: fallback text and all block texts."""
+    parts = [str(message.get("text") or "")]
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") in ("mrkdwn", "plain_text") and "text" in node:
+                parts.append(str(node["text"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(message.get("blocks") or [])
+    return "\n".join(parts)

@@ -1,0 +1,541 @@
+"""Every message and modal the bot builds is one Slack accepts (checked by the stand-in's
+Block Kit validator), carries no live ping or link from LLM or user text, and keeps ids,
+never text, in its buttons. Long drafts are split without losing a character."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot import blocks, text
+from bot.blocks import FILE_THRESHOLD, Message, escape
+from bot.payloads import ACTIONS
+from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
+from bot.text import unescape
+from storage.errors import AlreadyDecided
+from storage.records import Decision, Review, Run
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+
+FAST = settings(deadline=None, max_examples=40)
+NOW = datetime(2026, 1, 2, 3, 4, 5)
+HOSTILE = "<!channel> hi <@U123> <https://evil.example|click to approve> a&b <!here>"
+
+
+def make_run(**fields: Any) -> Run:
+    values: dict[str, Any] = {
+        "id": "run_0a1b2c3d4e5f",
+        "crew": "blog",
+        "inputs": {"topic": "durable agents"},
+        "status": RunStatus.WAITING,
+        "output": None,
+        "error": None,
+        "divergence": None,
+        "started_by": "U0ALICE",
+        "channel": "C0DRAFTS",
+        "thread_ts": "1700000000.000100",
+        "attempts": 1,
+        "lease_owner": None,
+        "lease_expires": None,
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return Run(**(values | fields))
+
+
+def make_review(
+    prompt: str = "A short draft.", kind: ReviewKind = ReviewKind.TASK_REVIEW, **fields: Any
+) -> Review:
+    values: dict[str, Any] = {
+        "id": "rev_0a1b2c3d4e5f",
+        "run_id": "run_0a1b2c3d4e5f",
+        "kind": kind,
+        "status": ReviewStatus.PENDING,
+        "stream": "0:writer",
+        "seq": 0,
+        "prompt": prompt,
+        "details": {"task": "write_post", "agent": "Writer", "round": 0},
+        "journal_pos": 3,
+        "channel": "C0DRAFTS",
+        "message_ts": "1700000250.000400",
+        "created_at": NOW,
+        "decided_at": None,
+        "remind_at": None,
+        "escalate_at": None,
+        "expires_at": None,
+    }
+    return Review(**(values | fields))
+
+
+def decided(review: Review, kind: DecisionKind, text: str | None = None) -> Review:
+    decision = Decision(
+        review_id=review.id,
+        run_id=review.run_id,
+        kind=kind,
+        text=text,
+        original=None,
+        details={},
+        decided_by="U0BOB",
+        created_at=NOW + timedelta(minutes=5),
+    )
+    return make_review(
+        review.prompt,
+        review.kind,
+        details=review.details,
+        status=ReviewStatus.DECIDED,
+        decision=decision,
+    )
+
+
+# --- what every message must satisfy --------------------------------------------------------
+
+# What our own code may put in mrkdwn: mentions, channel links, dates.
+OURS = re.compile(r"<@U0[A-Z]+>|<#C[A-Z0-9]+>|<!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>]*>")
+LIVE = re.compile(r"<!(channel|here|everyone|subteam)|<@U123|<https?:")
+
+
+def texts(value: Any) -> list[str]:
+    """Every ``text`` string in a payload (text objects, markdown blocks, fallbacks)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "text" and isinstance(inner, str):
+                found.append(inner)
+            else:
+                found += texts(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found += texts(inner)
+    return found
+
+
+def assert_safe(payload: Any) -> None:
+    for shown in texts(payload):
+        assert not LIVE.search(shown), shown
+        leftover = OURS.sub("", shown)
+        assert "<" not in leftover and ">" not in leftover.replace("\n>", "\n"), shown
+
+
+def assert_message(message: Message) -> None:
+    problems = validate_blocks(message.blocks)
+    assert problems == [], [p.slack_line() for p in problems]
+    assert message.text.strip()
+    assert len(message.text) <= 4000  # chat.update refuses more (msg_too_long)
+    assert_safe({"text": message.text, "blocks": message.blocks})
+    total = sum(len(t) for t in texts(message.blocks))
+    assert total <= 11_000 < MAX_BLOCK_TEXT_TOTAL
+
+
+def buttons(message: Message) -> list[dict[str, Any]]:
+    return [e for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def draft_text(message: Message) -> str:
+    """The draft sections of a review message (the fixture's reviews have no other sections)."""
+    return "".join(b["text"]["text"] for b in message.blocks if b["type"] == "section")
+
+
+# --- escaping -------------------------------------------------------------------------------
+
+
+def test_escape_is_exactly_slacks_three_entities() -> None:
+    assert escape(HOSTILE) == (
+        "&lt;!channel&gt; hi &lt;@U123&gt; &lt;https://evil.example|click to approve&gt; "
+        "a&amp;b &lt;!here&gt;"
+    )
+    assert escape("&amp;") == "&amp;amp;"
+    assert escape("\"quotes' *bold* _it_") == "\"quotes' *bold* _it_"
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.text(alphabet="<>&!@#|:/ abcU123;", max_size=80) | st.text(max_size=80))
+def test_escape_never_leaves_markup(raw: str) -> None:
+    out = escape(raw)
+    assert "<" not in out and ">" not in out
+    assert unescape(out) == raw
+    assert not re.search(r"&(?!amp;|lt;|gt;)", out)
+
+
+# --- reviews --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(ReviewKind))
+def test_a_short_review_is_one_valid_message_with_its_buttons(kind: ReviewKind) -> None:
+    review = make_review(HOSTILE, kind, details={"task": "t", "agent": HOSTILE, "tool": "x"})
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    found = buttons(message)
+    assert [b["action_id"] for b in found] == [f"countersign:{a}" for a in blocks.BUTTONS[kind]]
+    assert all(b["value"] == review.id for b in found)
+    assert {b["action_id"].split(":")[1] for b in found} <= set(ACTIONS)
+    assert HOSTILE not in message.text
+
+
+def test_reject_is_dangerous_and_asks_first() -> None:
+    [message] = blocks.review_messages(make_review(), make_run())
+    reject = next(b for b in buttons(message) if b["action_id"] == "countersign:reject")
+    assert reject["style"] == "danger"
+    assert set(reject["confirm"]) == {"title", "text", "confirm", "deny", "style"}
+    approve = next(b for b in buttons(message) if b["action_id"] == "countersign:approve")
+    assert approve["style"] == "primary"
+
+
+def test_a_draft_with_channel_ping_renders_escaped() -> None:
+    [message] = blocks.review_messages(make_review("Hey <!channel>, read this"), make_run())
+    assert "Hey &lt;!channel&gt;, read this" in draft_text(message)
+    assert all(b["text"].get("verbatim") for b in message.blocks if b["type"] == "section")
+
+
+def _long_draft(length: int) -> str:
+    paragraph = (
+        "Durable agents & humans <in the loop> keep state. <!channel> "
+        "A paragraph of prose, with *bold* and _italics_ and a 😀.\n"
+    )
+    draft = ""
+    i = 0
+    while len(draft) < length:
+        draft += f"{i}. " + paragraph * (1 + i % 4) + ("\n" if i % 3 else "")
+        i += 1
+    return draft[:length]
+
+
+def test_a_30000_char_draft_is_split_across_valid_messages() -> None:
+    draft = _long_draft(30_000)
+    review = make_review(draft)
+    messages = blocks.review_messages(review, make_run())
+    assert len(messages) > 1
+    for message in messages:
+        assert_message(message)
+        assert all(len(b["text"]["text"]) <= 3000 for b in message.blocks if "text" in b)
+    assert [bool(buttons(m)) for m in messages] == [False] * (len(messages) - 1) + [True]
+    assert unescape("".join(draft_text(m) for m in messages)) == draft
+    assert "Draft, part 2 of" in json.dumps(messages[1].blocks)
+
+
+DRAFT_PIECES = st.sampled_from(
+    ["word ", "&&&&&&&&", "<<<>>>", "\n\n", "\n", "x" * 700, "😀", "<!channel>", "&lt;"]
+)
+
+
+@FAST
+@given(st.lists(DRAFT_PIECES, max_size=120).map("".join))
+def test_any_draft_splits_into_valid_messages_that_reassemble(draft: str) -> None:
+    review = make_review(draft, details={})
+    messages = blocks.review_messages(review, make_run())
+    for message in messages:
+        assert_message(message)
+    assert sum(bool(buttons(m)) for m in messages) == 1
+    assert buttons(messages[-1])
+    if draft.strip():
+        assert unescape("".join(draft_text(m) for m in messages)) == draft
+
+
+@FAST
+@given(st.lists(DRAFT_PIECES, max_size=60).map("".join), st.integers(5, 3000))
+def test_split_text_keeps_every_character_within_the_limit(raw: str, limit: int) -> None:
+    pieces = blocks.split_text(raw, limit)
+    assert "".join(pieces) == raw
+    assert all(0 < len(escape(p)) <= limit for p in pieces)
+
+
+def test_split_prefers_paragraphs() -> None:
+    raw = "a" * 60 + "\n\n" + "b" * 30 + "\n" + "c" * 30
+    assert blocks.split_text(raw, 100) == ["a" * 60 + "\n\n", "b" * 30 + "\n" + "c" * 30]
+
+
+def test_a_very_long_draft_gets_a_summary_with_buttons() -> None:
+    draft = _long_draft(FILE_THRESHOLD + 5000)
+    review = make_review(draft)
+    assert blocks.needs_file(review)
+    assert not blocks.needs_file(make_review(_long_draft(FILE_THRESHOLD)))
+    message = blocks.review_file_summary(review, make_run(), "draft <v2>.md")
+    assert_message(message)
+    assert len(buttons(message)) == 4
+    shown = json.dumps(message.blocks)
+    assert "draft &lt;v2&gt;.md" in shown
+    summary = [b["text"]["text"] for b in message.blocks if b["type"] == "section"]
+    assert any(s.endswith("…") and len(s) <= 500 for s in summary)
+
+
+@pytest.mark.parametrize(
+    ("kind", "decision", "said", "says"),
+    [
+        (ReviewKind.TASK_REVIEW, DecisionKind.APPROVE, None, "✅ Approved by <@U0BOB>"),
+        (ReviewKind.TASK_REVIEW, DecisionKind.EDIT, "New <!here> text", "✏️ Approved with edits"),
+        (ReviewKind.TASK_REVIEW, DecisionKind.CHANGES, HOSTILE, "🔁 Changes requested by"),
+        (ReviewKind.TASK_REVIEW, DecisionKind.REJECT, "off topic", "⛔ Rejected by <@U0BOB>"),
+        (ReviewKind.TASK_REVIEW, DecisionKind.REJECT, None, "⛔ Rejected by <@U0BOB>"),
+        (ReviewKind.TASK_REVIEW, DecisionKind.EXPIRE, None, "⌛ Expired"),
+        (ReviewKind.QUESTION, DecisionKind.ANSWER, "x" * 5000, "💬 Answered by <@U0BOB>"),
+        (ReviewKind.TOOL_APPROVAL, DecisionKind.APPROVE, None, "✅ Approved by"),
+    ],
+)
+def test_decided_messages_say_who_what_when_without_buttons(
+    kind: ReviewKind, decision: DecisionKind, said: str | None, says: str
+) -> None:
+    review = decided(make_review(HOSTILE, kind), decision, said)
+    message = blocks.decided_message(review)
+    assert_message(message)
+    assert buttons(message) == []
+    shown = json.dumps(message.blocks, ensure_ascii=False)
+    assert says in shown
+    assert "<!date^1767323345^{date_short_pretty} {time}|2026-01-02 03:09 UTC>" in shown
+    if said:
+        assert escape(said[:100]) in shown
+
+
+def test_decided_replaces_only_the_last_part_of_a_split_review() -> None:
+    review = make_review(_long_draft(30_000), details={})
+    posted = blocks.review_messages(review, make_run())
+    message = blocks.decided_message(
+        decided(review, DecisionKind.CHANGES, "shorter"), as_file=False
+    )
+    assert_message(message)
+    assert draft_text(message).startswith(draft_text(posted[-1]))
+    assert buttons(message) == []
+
+
+@pytest.mark.parametrize("kind", list(ReviewKind))
+def test_worst_case_chrome_still_fits(kind: ReviewKind) -> None:
+    """Everything at its longest at once: task, agent, arguments, draft, decision."""
+    details = {
+        "task": "t" * 400,
+        "tool": "x" * 400,
+        "agent": "<&>" * 500,
+        "description": "&" * 5000,
+        "args": {"body": "<&>" * 5000},
+        "round": 3,
+    }
+    review = make_review("&\n" * 15_000, kind, details=details)
+    for message in blocks.review_messages(review, make_run(crew="c" * 80)):
+        assert_message(message)
+    assert_message(blocks.review_file_summary(review, make_run(), "f" * 300))
+    for as_file in (True, False):
+        for decision in DecisionKind:
+            done = decided(review, decision, "&\n" * 5000)
+            assert_message(blocks.decided_message(done, as_file=as_file))
+
+
+def test_split_text_refuses_a_limit_too_small_for_an_entity() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        blocks.split_text("&", 4)
+
+
+def test_decided_file_review_keeps_its_summary() -> None:
+    review = decided(make_review(_long_draft(FILE_THRESHOLD + 1)), DecisionKind.APPROVE)
+    message = blocks.decided_message(review)
+    assert_message(message)
+    assert "attached in this thread" in json.dumps(message.blocks)
+
+
+def test_a_cancelled_review_without_decision() -> None:
+    message = blocks.decided_message(make_review(status=ReviewStatus.SUPERSEDED))
+    assert_message(message)
+    assert "Superseded" in message.text
+
+
+# --- runs -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", list(RunStatus))
+def test_run_root_for_every_status(status: RunStatus) -> None:
+    run = make_run(status=status, inputs={"topic": HOSTILE, "tone": "dry"})
+    message = blocks.run_root(run, "Writes a blog post & <b>reviews</b> it")
+    assert_message(message)
+    shown = json.dumps(message.blocks, ensure_ascii=False)
+    assert "<@U0ALICE>" in shown and "run_0a1b2c3d4e5f" in shown
+    assert blocks.run_root(run, "").blocks  # no description is fine
+
+
+def test_run_root_with_many_long_inputs() -> None:
+    inputs = {f"key_{i}": HOSTILE * 20 for i in range(40)}
+    assert_message(blocks.run_root(make_run(inputs=inputs), "x" * 5000))
+
+
+@pytest.mark.parametrize(
+    ("status", "output", "error"),
+    [
+        (RunStatus.SUCCEEDED, "Done: <!channel> & more", None),
+        (RunStatus.SUCCEEDED, "", None),
+        (RunStatus.FAILED, None, "Traceback <module>\n" * 400),
+        (RunStatus.REJECTED, None, "off topic <!here>"),
+        (RunStatus.CANCELLED, None, None),
+        (RunStatus.RUNNING, None, None),
+    ],
+)
+def test_results(status: RunStatus, output: str | None, error: str | None) -> None:
+    for message in blocks.result_messages(make_run(status=status, output=output, error=error)):
+        assert_message(message)
+
+
+def test_a_long_result_is_split_and_a_huge_one_is_cut() -> None:
+    output = _long_draft(30_000)
+    messages = blocks.result_messages(make_run(status=RunStatus.SUCCEEDED, output=output))
+    for message in messages:
+        assert_message(message)
+    sections = [b["text"]["text"] for m in messages for b in m.blocks if b["type"] == "section"]
+    assert unescape("".join(sections[1:])) == output
+    huge = blocks.result_messages(make_run(status=RunStatus.SUCCEEDED, output="y " * 100_000))
+    assert len(huge) == blocks.MAX_RESULT_MESSAGES
+    for message in huge:
+        assert_message(message)
+    assert "more characters not shown" in json.dumps(huge[-1].blocks)
+
+
+def test_status_with_many_reviews() -> None:
+    reviews = [
+        decided(make_review(HOSTILE), DecisionKind.CHANGES, HOSTILE),
+        make_review(kind=ReviewKind.QUESTION),
+        *[make_review(id=f"rev_{i}") for i in range(300)],
+    ]
+    run = make_run(error="boom <!channel>", divergence="changed")
+    message = blocks.status_message(run, reviews)
+    assert_message(message)
+    assert re.search(r"and \d+ more", json.dumps(message.blocks))
+    assert_message(blocks.status_message(make_run(inputs={}), []))
+
+
+@pytest.mark.parametrize("count", [0, 1, 60])
+def test_pending(count: int) -> None:
+    reviews = [
+        make_review(HOSTILE * 10, id=f"rev_{i}", created_at=NOW - timedelta(hours=i))
+        for i in range(count)
+    ]
+    runs = {"run_0a1b2c3d4e5f": make_run(crew="blog")}
+    message = blocks.pending_message(reviews, runs)
+    assert_message(message)
+    shown = json.dumps(message.blocks)
+    if count == 60:  # oldest first; the newest are left for later
+        assert "`rev_59`" in shown and "`rev_0`" not in shown and "and 40 more" in shown
+
+
+@pytest.mark.parametrize("count", [0, 3, 200])
+def test_crews(count: int) -> None:
+    crews = [(f"crew-{i}", f"Does <things> & {'stuff ' * i}") for i in range(count)]
+    assert_message(blocks.crews_message(crews))
+
+
+def test_divergence() -> None:
+    message = blocks.divergence_message("prompt hash changed at <!channel> " + "z" * 5000)
+    assert_message(message)
+
+
+# --- modals ---------------------------------------------------------------------------------
+
+
+def assert_view(view: dict[str, Any]) -> None:
+    problems = validate_view(view)
+    assert problems == [], [p.slack_line() for p in problems]
+    assert_safe(view)
+
+
+@pytest.mark.parametrize("kind", list(ReviewKind))
+@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
+def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
+    review = make_review(HOSTILE, kind, details={"args": {"to": HOSTILE}})
+    view = blocks.modal(action, review, "C0DRAFTS", "1700000250.000400")
+    assert_view(view)
+    assert view["callback_id"] == f"countersign:modal:{action}"
+    assert json.loads(view["private_metadata"]) == {
+        "review_id": review.id,
+        "channel_id": "C0DRAFTS",
+        "message_ts": "1700000250.000400",
+    }
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    assert (field["block_id"], field["element"]["action_id"]) == ("text", "value")
+    assert field["element"]["multiline"] is True
+    assert field["optional"] is (action == "reject")
+
+
+def test_edit_prefills_the_draft() -> None:
+    view = blocks.modal("edit", make_review("Draft <b>"), None, None)
+    assert_view(view)
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    assert field["element"]["initial_value"] == "Draft <b>"  # plain text: not escaped
+    assert json.loads(view["private_metadata"])["channel_id"] is None
+
+
+@pytest.mark.parametrize("unit", ["a", "😀", "&"])
+def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str) -> None:
+    view = blocks.modal("edit", make_review(unit * 5000), None, None)
+    assert_view(view)
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    initial = field["element"]["initial_value"]
+    assert len(initial.encode("utf-16-le")) // 2 <= 3000 == field["element"]["max_length"]
+    assert "5,000 characters" in json.dumps(view["blocks"], ensure_ascii=False)
+
+
+def test_edit_of_a_tool_call_prefills_its_arguments() -> None:
+    review = make_review("send mail", ReviewKind.TOOL_APPROVAL, details={"args": {"to": "a@b"}})
+    view = blocks.modal("edit", review, None, None)
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    assert json.loads(field["element"]["initial_value"]) == {"to": "a@b"}
+
+
+def test_approve_has_no_modal() -> None:
+    with pytest.raises(ValueError, match="approve"):
+        blocks.modal("approve", make_review(), None, None)
+
+
+# --- the words ------------------------------------------------------------------------------
+
+
+def test_ephemeral_answers() -> None:
+    review = decided(make_review(), DecisionKind.APPROVE)
+    assert review.decision is not None
+    assert text.already_decided(review.decision) == (
+        "This review was already decided by <@U0BOB> (approve) at "
+        "<!date^1767323345^{date_short_pretty} {time}|2026-01-02 03:09 UTC>."
+    )
+    assert text.wrong_channel("writer", "C0WRITERS") == (
+        "`writer` runs can only be started in <#C0WRITERS>."
+    )
+    assert text.unknown_crew("<!here>", ["blog", "alpha"]) == (
+        "There is no crew named `&lt;!here&gt;`. Crews: `alpha`, `blog`."
+    )
+    assert text.NOT_A_REVIEWER == "You are not a reviewer of this run."
+
+
+def test_answers_the_listeners_give() -> None:
+    closed = make_review(status=ReviewStatus.CANCELLED)
+    assert text.already_decided(closed) == "This review is no longer open (cancelled)."
+    won = decided(make_review(), DecisionKind.REJECT)
+    assert text.already_decided(won).startswith("This review was already decided by <@U0BOB>")
+    late = AlreadyDecided("rev_1", "decided", by="U0BOB", kind="approve", at=NOW)
+    assert text.too_late(late) == (
+        "This review was already decided by <@U0BOB> (approve) at "
+        "<!date^1767323045^{date_short_pretty} {time}|2026-01-02 03:04 UTC>."
+    )
+    assert text.too_late(AlreadyDecided("rev_1", "superseded")) == (
+        "This review is no longer open (superseded)."
+    )
+    assert text.not_found("no run with id '<x>'") == "No run with id '&lt;x&gt;'."
+    assert text.already_final("run_1", "succeeded") == "Run `run_1` is already over (✅ Succeeded)."
+    assert text.cancelled("run_1", "U0ALICE") == "Run `run_1` was cancelled by <@U0ALICE>."
+    assert "`blog`" in text.starting("blog")
+    assert "deny" in text.reply_hint(ReviewKind.TOOL_APPROVAL)
+    assert "approve" in text.reply_hint(ReviewKind.TASK_REVIEW)
+
+
+def test_people_and_channels_that_are_not_slack_ids_stay_text() -> None:
+    assert text.user_ref("U0ALICE") == "<@U0ALICE>"
+    assert text.user_ref("cli:<!channel>") == "cli:&lt;!channel&gt;"
+    assert text.channel_ref("C0DRAFTS") == "<#C0DRAFTS>"
+    assert text.channel_ref("drafts") == "#drafts"
+    assert text.code("a`b<") == "`a'b&lt;`"
+
+
+@pytest.mark.parametrize("status", list(RunStatus))
+def test_every_run_status_has_a_word_with_emoji(status: RunStatus) -> None:
+    word = text.run_status(status)
+    assert not word[0].isascii() and word.split()[-1].isalpha()
+
+
+def test_truncate_never_cuts_an_entity() -> None:
+    assert text.truncate("&&&&", 12) == "&amp;&amp;…"
+    assert text.truncate("ok", 2) == "ok"

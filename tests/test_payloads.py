@@ -1,0 +1,444 @@
+"""Slack payloads parse into typed values; anything malformed or untrusted is a
+``PayloadError`` with a reason, never a ``KeyError``/``TypeError`` in a listener.
+
+The happy-path payloads follow notes/slack-platform.md §3; the click and the submission
+are built by the Slack stand-in's own payload functions from the blocks and the modal
+``bot.blocks`` produces, so a button or input the bot never rendered cannot parse here."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot import blocks
+from bot.payloads import (
+    ACTIONS,
+    ButtonClick,
+    ModalSubmission,
+    PayloadError,
+    SlashCommand,
+    ThreadMessage,
+    parse_button,
+    parse_message_event,
+    parse_slash,
+    parse_submission,
+)
+from bot.sandbox import payloads as slack
+from storage.records import Review, Run
+from storage.status import ReviewKind, ReviewStatus, RunStatus
+
+FAST = settings(deadline=None, max_examples=150)
+NOW = datetime(2026, 1, 2, 3, 4, 5)
+Json = dict[str, Any]
+
+
+def review(kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Review:
+    return Review(
+        id="rev_0a1b2c3d4e5f",
+        run_id="run_0a1b2c3d4e5f",
+        kind=kind,
+        status=ReviewStatus.PENDING,
+        stream="0:writer",
+        seq=0,
+        prompt="A draft",
+        details={"agent": "writer"},
+        journal_pos=3,
+        channel="C0DRAFTS",
+        message_ts="1700000250.000400",
+        created_at=NOW,
+        decided_at=None,
+        remind_at=None,
+        escalate_at=None,
+        expires_at=None,
+    )
+
+
+def run() -> Run:
+    return Run(
+        id="run_0a1b2c3d4e5f",
+        crew="blog",
+        inputs={},
+        status=RunStatus.WAITING,
+        output=None,
+        error=None,
+        divergence=None,
+        started_by="U0ALICE",
+        channel="C0DRAFTS",
+        thread_ts="1700000000.000100",
+        attempts=1,
+        lease_owner=None,
+        lease_expires=None,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def user() -> Json:
+    return {"id": "U0ALICE", "username": "alice", "name": "alice", "team_id": "T0TEST"}
+
+
+def click(action: str, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Json:
+    """A block_actions payload for a click on the button the bot really rendered."""
+    posted = blocks.review_messages(review(kind), run())[-1].blocks
+    block, element = slack.find_element(posted, f"countersign:{action}")
+    block = {**block, "block_id": block.get("block_id", "b1")}
+    return {
+        "type": "block_actions",
+        "user": user(),
+        "api_app_id": "A0APP",
+        "token": "legacy",
+        "trigger_id": "123.456.abcdef",
+        "container": {
+            "type": "message",
+            "message_ts": "1700000250.000400",
+            "channel_id": "C0DRAFTS",
+            "is_ephemeral": False,
+            "thread_ts": "1700000000.000100",
+        },
+        "team": {"id": "T0TEST", "domain": "test"},
+        "channel": {"id": "C0DRAFTS", "name": "drafts"},
+        "message": {"type": "message", "ts": "1700000250.000400", "blocks": posted},
+        "state": {"values": {}},
+        "response_url": "https://hooks.slack.com/actions/T0TEST/123/abc",
+        "actions": [slack.action(block, element, "1700000400.123456", None)],
+    }
+
+
+def submission(action: str, typed: str | None = "Please cite sources") -> Json:
+    """A view_submission of the modal the bot really built, filled in by a person."""
+    view = blocks.modal(action, review(), "C0DRAFTS", "1700000250.000400")
+    view = {**view, "id": "V0001", "team_id": "T0TEST", "hash": "1.abc"}
+    view["state"] = slack.view_state(view, {"text": typed} if typed is not None else {})
+    return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
+
+
+def message_event(**event: Any) -> Json:
+    base = {
+        "type": "message",
+        "channel": "C0DRAFTS",
+        "channel_type": "channel",
+        "user": "U0ALICE",
+        "text": "make it shorter",
+        "ts": "1700000100.000200",
+        "thread_ts": "1700000000.000100",
+        "event_ts": "1700000100.000200",
+    }
+    return {"type": "event_callback", "event_id": "Ev0PV52K21", "event": {**base, **event}}
+
+
+def slash(**fields: Any) -> Json:
+    return {
+        "token": "legacy",
+        "team_id": "T0TEST",
+        "channel_id": "C0DRAFTS",
+        "user_id": "U0ALICE",
+        "command": "/crew",
+        "text": "run blog topic=x",
+        "response_url": "https://hooks.slack.com/commands/T0TEST/111/xxx",
+        "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        **fields,
+    }
+
+
+# --- happy paths --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["approve", "edit", "changes", "reject"])
+def test_click_on_a_rendered_button(action: str) -> None:
+    assert parse_button(click(action)) == ButtonClick(
+        action=action,
+        review_id="rev_0a1b2c3d4e5f",
+        user_id="U0ALICE",
+        channel_id="C0DRAFTS",
+        message_ts="1700000250.000400",
+        trigger_id="123.456.abcdef",
+    )
+
+
+def test_click_without_container_falls_back_to_channel_and_message() -> None:
+    body = click("answer", ReviewKind.QUESTION)
+    del body["container"]
+    parsed = parse_button(body)
+    assert (parsed.action, parsed.channel_id, parsed.message_ts) == (
+        "answer",
+        "C0DRAFTS",
+        "1700000250.000400",
+    )
+
+
+@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
+def test_submission_of_a_rendered_modal(action: str) -> None:
+    assert parse_submission(submission(action)) == ModalSubmission(
+        action=action,
+        review_id="rev_0a1b2c3d4e5f",
+        user_id="U0ALICE",
+        text="Please cite sources",
+        view_id="V0001",
+        channel_id="C0DRAFTS",
+        message_ts="1700000250.000400",
+    )
+
+
+def test_reject_reason_may_be_left_empty() -> None:
+    assert parse_submission(submission("reject", None)).text == ""
+
+
+def test_message_event() -> None:
+    assert parse_message_event(message_event()) == ThreadMessage(
+        event_id="Ev0PV52K21",
+        channel_id="C0DRAFTS",
+        ts="1700000100.000200",
+        thread_ts="1700000000.000100",
+        user_id="U0ALICE",
+        bot_id=None,
+        subtype=None,
+        text="make it shorter",
+    )
+
+
+def test_bot_echo_and_edits_are_reported_not_judged() -> None:
+    echo = parse_message_event(message_event(bot_id="B0BOT", user="U0BOT"))
+    assert (echo.bot_id, echo.user_id) == ("B0BOT", "U0BOT")
+    edit = message_event(subtype="message_changed", hidden=True)
+    del edit["event"]["text"], edit["event"]["user"]
+    parsed = parse_message_event(edit)
+    assert (parsed.subtype, parsed.text, parsed.user_id) == ("message_changed", "", None)
+
+
+def test_app_mention_without_thread() -> None:
+    body = message_event(type="app_mention", text="<@U0BOT> hi")
+    del body["event"]["thread_ts"]
+    parsed = parse_message_event(body)
+    assert (parsed.thread_ts, parsed.text) == (None, "<@U0BOT> hi")
+
+
+def test_slash_command() -> None:
+    assert parse_slash(slash()) == SlashCommand(
+        command="/crew",
+        text="run blog topic=x",
+        user_id="U0ALICE",
+        channel_id="C0DRAFTS",
+        trigger_id="13345224609.738474920.8088930838d88f008e0",
+        response_url="https://hooks.slack.com/commands/T0TEST/111/xxx",
+    )
+    bare = slash()
+    del bare["text"], bare["trigger_id"], bare["response_url"]
+    assert parse_slash(bare).text == ""
+
+
+# --- refusals -----------------------------------------------------------------------------
+
+Edit = Callable[[Json], None]
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Edit:
+    def edit(body: Json) -> None:
+        target = body
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return edit
+
+
+def _drop(path: tuple[Any, ...]) -> Edit:
+    def edit(body: Json) -> None:
+        target = body
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return edit
+
+
+BUTTON_BREAKS = {
+    "wrong type": _set(("type",), "view_submission"),
+    "no actions": _set(("actions",), []),
+    "actions not a list": _set(("actions",), {"0": {}}),
+    "foreign action": _set(("actions", 0, "action_id"), "someone_else:approve"),
+    "unknown action": _set(("actions", 0, "action_id"), "countersign:delete"),
+    "no value": _drop(("actions", 0, "value")),
+    "value is text": _set(("actions", 0, "value"), "please approve this draft"),
+    "value too long": _set(("actions", 0, "value"), "r" * 65),
+    "value not a string": _set(("actions", 0, "value"), 7),
+    "no user": _drop(("user",)),
+    "user not an object": _set(("user",), "U0ALICE"),
+    "user id with markup": _set(("user", "id"), "<!channel>"),
+    "container not an object": _set(("container",), "C1"),
+    "channel id wrong type": _set(("container", "channel_id"), ["C1"]),
+    "trigger id with spaces": _set(("trigger_id",), "1 2 3"),
+}
+
+
+@pytest.mark.parametrize("name", BUTTON_BREAKS)
+def test_broken_clicks_are_refused(name: str) -> None:
+    body = click("approve")
+    BUTTON_BREAKS[name](body)
+    with pytest.raises(PayloadError):
+        parse_button(body)
+
+
+SUBMISSION_BREAKS = {
+    "wrong type": _set(("type",), "block_actions"),
+    "no view": _drop(("view",)),
+    "foreign callback": _set(("view", "callback_id"), "feedback_modal"),
+    "approve has no modal": _set(("view", "callback_id"), "countersign:modal:approve"),
+    "metadata not JSON": _set(("view", "private_metadata"), "{review_id: 1"),
+    "metadata a list": _set(("view", "private_metadata"), "[1, 2]"),
+    "metadata too deep": _set(("view", "private_metadata"), "[" * 2999),
+    "metadata too long": _set(("view", "private_metadata"), " " * 3001),
+    "metadata without review": _set(("view", "private_metadata"), '{"channel_id": "C1"}'),
+    "metadata bad channel": _set(
+        ("view", "private_metadata"), '{"review_id": "rev_1", "channel_id": "#general"}'
+    ),
+    "no state": _drop(("view", "state")),
+    "no text block": _set(("view", "state", "values"), {}),
+    "text not a string": _set(("view", "state", "values", "text", "value", "value"), 3),
+    "no view id": _drop(("view", "id")),
+}
+
+
+@pytest.mark.parametrize("name", SUBMISSION_BREAKS)
+def test_broken_submissions_are_refused(name: str) -> None:
+    body = submission("changes")
+    SUBMISSION_BREAKS[name](body)
+    with pytest.raises(PayloadError):
+        parse_submission(body)
+
+
+EVENT_BREAKS = {
+    "not a callback": _set(("type",), "url_verification"),
+    "no event": _drop(("event",)),
+    "reaction event": _set(("event", "type"), "reaction_added"),
+    "event type unhashable": _set(("event", "type"), ["message"]),
+    "no channel": _drop(("event", "channel")),
+    "no ts": _drop(("event", "ts")),
+    "ts with slash": _set(("event", "ts"), "1/2"),
+    "text not a string": _set(("event", "text"), {"t": 1}),
+    "event id too long": _set(("event_id",), "E" * 65),
+}
+
+
+@pytest.mark.parametrize("name", EVENT_BREAKS)
+def test_broken_events_are_refused(name: str) -> None:
+    body = message_event()
+    EVENT_BREAKS[name](body)
+    with pytest.raises(PayloadError):
+        parse_message_event(body)
+
+
+SLASH_BREAKS = {
+    "no command": _drop(("command",)),
+    "command without slash": _set(("command",), "crew"),
+    "text not a string": _set(("text",), ["run"]),
+    "no user": _drop(("user_id",)),
+    "no channel": _drop(("channel_id",)),
+    "response url not http": _set(("response_url",), "javascript:alert(1)"),
+}
+
+
+@pytest.mark.parametrize("name", SLASH_BREAKS)
+def test_broken_slash_commands_are_refused(name: str) -> None:
+    body = slash()
+    SLASH_BREAKS[name](body)
+    with pytest.raises(PayloadError):
+        parse_slash(body)
+
+
+@pytest.mark.parametrize(
+    "parse", [parse_button, parse_submission, parse_message_event, parse_slash]
+)
+@pytest.mark.parametrize("body", [None, "payload", 3, [], {}])
+def test_non_payloads_are_refused(parse: Callable[[Any], object], body: Any) -> None:
+    with pytest.raises(PayloadError):
+        parse(body)
+
+
+def test_actions_are_the_decision_words() -> None:
+    assert ACTIONS == ("approve", "edit", "changes", "reject", "answer")
+
+
+# --- properties ---------------------------------------------------------------------------
+
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+JSONISH = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+PARSERS: list[Callable[[Any], object]] = [
+    parse_button,
+    parse_submission,
+    parse_message_event,
+    parse_slash,
+]
+
+
+def parse_or_error(parse: Callable[[Any], object], body: Any) -> object:
+    """The parsed value, or the PayloadError; any other exception fails the test."""
+    try:
+        return parse(body)
+    except PayloadError as exc:
+        return exc
+
+
+@FAST
+@given(JSONISH, st.sampled_from(PARSERS))
+def test_arbitrary_json_only_ever_raises_payload_error(
+    body: Any, parse: Callable[[Any], object]
+) -> None:
+    assert str(parse_or_error(parse, body))
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _paths(inner, (*prefix, i))
+    return found
+
+
+VALID: list[tuple[Callable[[], Json], Callable[[Any], object]]] = [
+    (lambda: click("approve"), parse_button),
+    (lambda: submission("changes"), parse_submission),
+    (message_event, parse_message_event),
+    (slash, parse_slash),
+]
+
+
+@FAST
+@given(st.sampled_from(VALID), st.data())
+def test_any_field_replaced_by_junk_only_ever_raises_payload_error(
+    case: tuple[Callable[[], Json], Callable[[Any], object]], data: st.DataObject
+) -> None:
+    make, parse = case
+    body = make()
+    path = data.draw(st.sampled_from(_paths(body)))
+    junk = data.draw(JSONISH)
+    broken = copy.deepcopy(body)
+    _set(path, junk)(broken)
+    parse_or_error(parse, broken)
+
+
+@FAST
+@given(st.text(max_size=3000))
+def test_metadata_text_only_ever_raises_payload_error(raw: str) -> None:
+    body = submission("answer")
+    body["view"]["private_metadata"] = raw
+    try:
+        parsed = parse_submission(body)
+    except PayloadError:
+        return
+    assert parsed.review_id == json.loads(raw)["review_id"]

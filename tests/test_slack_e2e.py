@@ -1,0 +1,183 @@
+"""The product end to end: signed Slack traffic from the stand-in to the real bot's HTTP endpoint.
+
+Crews run on the scripted LLM through the real CrewAI loop, in the bot's embedded
+worker pool; what the reviewer sees is what the bot posted to the stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.sandbox import StandInThread
+from crew_runtime.config import Config, load_config
+from crew_runtime.scripted_llm import parse_draft
+from storage import RunStatus, Store
+from tests.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    MALLORY,
+    buttons,
+    slack_and_bot,
+    text_of,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+Json = dict[str, Any]
+
+CONFIG = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+description = "Outline then article, both reviewed"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}"]
+
+[crews.research]
+factory = "tests.crews:research"
+description = "Searches, asks a human, publishes"
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
+    path = tmp_path / "countersign.toml"
+    path.write_text(CONFIG)
+    store = Store.open(db_url)
+    yield load_config(path), store
+    store.close()
+
+
+def root_of(slack: StandInThread) -> Json:
+    return wait_until(
+        lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+        what="the run's root message",
+    )
+
+
+def review_with_buttons(slack: StandInThread, root_ts: str, after: str = "0") -> Json:
+    """The first message in the thread, posted after ``after``, that shows buttons."""
+
+    def find() -> Json | None:
+        later = [m for m in slack.thread(CHANNEL, root_ts) if float(m["ts"]) > float(after)]
+        return next((m for m in later if buttons(m)), None)
+
+    return wait_until(find, what=f"a review message with buttons after {after}")
+
+
+def draft_in(message: Json) -> str:
+    """The scripted draft shown in a review message (one line starting with its label)."""
+    for line in text_of(message).splitlines():
+        if line.startswith(("Outline v", "Article v", "Report v")):
+            return line.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    raise AssertionError(f"no draft in {text_of(message)!r}")
+
+
+def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        started = slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        assert started.status == 200
+        root = root_of(slack)
+        assert "writer" in text_of(root)
+
+        first = review_with_buttons(slack, root["ts"])
+        assert draft_in(first).startswith("Outline v0")
+        assert set(buttons(first)) >= {
+            "countersign:approve",
+            "countersign:edit",
+            "countersign:changes",
+            "countersign:reject",
+        }
+        assert all(b["value"].startswith("rev_") for b in buttons(first).values())
+
+        slack.click_button(ALICE, CHANNEL, first["ts"], "countersign:changes")
+        (view,) = wait_until(lambda: slack.open_views(ALICE), what="the feedback modal")
+        assert slack.submit_view(ALICE, view["id"], {"text": "make it shorter"}).status == 200
+
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        revised = parse_draft(draft_in(second))
+        assert revised.feedback == ("make it shorter",) and revised.saw_previous_draft
+        decided = wait_until(
+            lambda: next(
+                (
+                    m
+                    for m in slack.thread(CHANNEL, root["ts"])
+                    if m["ts"] == first["ts"] and not buttons(m)
+                ),
+                None,
+            ),
+            what="the first review message to lose its buttons",
+        )
+        assert ALICE in text_of(decided)
+
+        slack.click_button(BOB, CHANNEL, second["ts"], "countersign:edit")
+        (edit_view,) = wait_until(lambda: slack.open_views(BOB), what="the edit modal")
+        (field,) = [b for b in edit_view["blocks"] if b.get("block_id") == "text"]
+        prefilled = field["element"].get("initial_value", "")
+        assert prefilled.startswith("Outline v1")
+        edited = "1. Otters hold hands. 2. Otters use stones."
+        assert slack.submit_view(BOB, edit_view["id"], {"text": edited}).status == 200
+
+        article = review_with_buttons(slack, root["ts"], after=second["ts"])
+        assert parse_draft(draft_in(article)).context == edited
+        slack.click_button(ALICE, CHANNEL, article["ts"], "countersign:approve")
+
+        run = wait_until(
+            lambda: next((r for r in store.list_runs() if r.status == RunStatus.SUCCEEDED), None),
+            what="the run to succeed",
+        )
+        assert parse_draft(run.output or "").context == edited
+        final = wait_until(
+            lambda: next(
+                (
+                    m
+                    for m in slack.thread(CHANNEL, root["ts"])
+                    if "Article v0" in text_of(m) and not buttons(m) and m["ts"] != article["ts"]
+                ),
+                None,
+            ),
+            what="the result in the thread",
+        )
+        assert final
+        wait_until(
+            lambda: "succeeded" in text_of(slack.messages(CHANNEL)[0]).lower(),
+            what="the root message to show the run succeeded",
+        )
+
+
+def test_question_answered_by_a_thread_reply(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(BOB, CHANNEL, "/crew", 'run research topic="sea otters"')
+        root = root_of(slack)
+        question = review_with_buttons(slack, root["ts"])
+        assert "Formal or casual" in text_of(question)
+        assert "countersign:answer" in buttons(question)
+        slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "casual, please")
+        run = wait_until(
+            lambda: next((r for r in store.list_runs() if r.status == RunStatus.SUCCEEDED), None),
+            what="the run to succeed",
+        )
+        assert "ask_human: casual, please" in parse_draft(run.output or "").notes
+
+
+def test_non_reviewer_click_changes_nothing(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        slack.click_button(MALLORY, CHANNEL, review["ts"], "countersign:approve")
+        told = wait_until(lambda: slack.ephemerals(MALLORY), what="an ephemeral for Mallory")
+        assert "not a reviewer" in told[-1].text.lower()
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
+        slack.reply_in_thread(MALLORY, CHANNEL, root["ts"], "lgtm")
+        wait_until(lambda: len(slack.ephemerals(MALLORY)) >= 2, what="a second refusal")
+        assert store.list_reviews()[0].decision is None
