@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import blocks
-from bot.listeners import sync
+from bot.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from storage import OutboxKind, OutboxMessage, Review, ReviewStatus, Run, Store
 
@@ -181,5 +181,5 @@ class Dispatcher:
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, SlackApiError):
-        return f"slack: {exc.response.get('error', exc.response.status_code)}"
+        return f"slack: {api_error(exc)}"
     return f"{type(exc).__name__}: {exc}"

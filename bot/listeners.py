@@ -200,7 +200,7 @@ class Listeners:
         try:
             await client.views_open(trigger_id=click.trigger_id, view=view)
         except SlackApiError as exc:
-            log.warning("views.open failed for review %s: %s", review.id, exc.response["error"])
+            log.warning("views.open failed for review %s: %s", review.id, api_error(exc))
             await self._ephemeral_via_api(channel, click.user_id, text.MODAL_FAILED)
 
     # ------------------------------------------------------------ modals
@@ -316,7 +316,7 @@ class Listeners:
                 channel=channel, user=user_id, text=words
             )
         except SlackApiError as exc:
-            log.warning("could not tell %s: %s", user_id, exc.response["error"])
+            log.warning("could not tell %s: %s", user_id, api_error(exc))
 
 
 def _words(words: str) -> blocks.Message:
@@ -331,3 +331,9 @@ def _message_kwargs(message: blocks.Message) -> dict[str, Any]:
 
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:
     return {"response_type": "ephemeral", **_message_kwargs(message)}
+
+
+def api_error(exc: SlackApiError) -> str:
+    data = exc.response.data
+    error = data.get("error") if isinstance(data, dict) else None
+    return str(error or f"HTTP {exc.response.status_code}")

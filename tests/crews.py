@@ -179,3 +179,30 @@ class KeyedSearchTool(SearchTool):
         _append({"kind": "keyed_search", "key": idempotency_key(), "pid": os.getpid()})
         time.sleep(0.05)
         return super()._run(query)
+
+
+class LongformLLM(ScriptedLLM):
+    """Answers with a draft far longer than one Slack message (30,000 characters)."""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = super().call(messages, *args, **kwargs)
+        body = "".join(f"Paragraph {n}: otters are <b>&amp; fun</b>.\n\n" for n in range(800))
+        return f"{reply}\n\n{body[:30_000]}"
+
+
+def longform(inputs: dict[str, str]) -> Crew:
+    """One reviewed task whose draft is 30,000 characters long."""
+    agent = Agent(
+        role="Novelist",
+        goal="Write at length",
+        backstory="Verbose.",
+        llm=LongformLLM(model="scripted/longform", label="Chapter"),
+        verbose=False,
+    )
+    task = Task(
+        description="Write a chapter on {topic}",
+        expected_output="A chapter",
+        agent=agent,
+        human_input=True,
+    )
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential)

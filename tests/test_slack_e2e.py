@@ -6,13 +6,14 @@ worker pool; what the reviewer sees is what the bot posted to the stand-in.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
+from bot.sandbox import StandInThread, Tamper
 from crew_runtime.config import Config, load_config
 from crew_runtime.scripted_llm import parse_draft
 from storage import RunStatus, Store
@@ -41,6 +42,10 @@ reviewers = ["{ALICE}", "{BOB}"]
 [crews.research]
 factory = "tests.crews:research"
 description = "Searches, asks a human, publishes"
+
+[crews.longform]
+factory = "tests.crews:longform"
+description = "One very long draft"
 """
 
 
@@ -181,3 +186,156 @@ def test_non_reviewer_click_changes_nothing(setup: tuple[Config, Store]) -> None
         slack.reply_in_thread(MALLORY, CHANNEL, root["ts"], "lgtm")
         wait_until(lambda: len(slack.ephemerals(MALLORY)) >= 2, what="a second refusal")
         assert store.list_reviews()[0].decision is None
+
+
+def _succeeded(store: Store) -> Any:
+    return wait_until(
+        lambda: next((r for r in store.list_runs() if r.status == RunStatus.SUCCEEDED), None),
+        what="the run to succeed",
+    )
+
+
+def test_duplicate_deliveries_decide_once(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        first = review_with_buttons(slack, root["ts"])
+        click = slack.click_button(ALICE, CHANNEL, first["ts"], "countersign:approve")
+        assert click.status == 200
+        assert slack.retry(click, num=1).status == 200
+        assert slack.retry(click, num=2).status == 200
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        reply = slack.reply_in_thread(BOB, CHANNEL, root["ts"], "lgtm")
+        slack.retry(reply, num=1)
+        slack.retry(reply, num=2, reason="http_error")
+        _succeeded(store)
+        decisions = [r.decision for r in store.list_reviews(status=None)]
+        assert [(d.kind, d.decided_by) for d in decisions if d] == [
+            ("approve", ALICE),
+            ("approve", BOB),
+        ]
+        # One resume per decision: the outline was drafted once, the article once.
+        assert slack.thread(CHANNEL, root["ts"])
+        late = wait_until(lambda: slack.ephemerals(ALICE), what="Alice told she was late")
+        assert "already" in late[-1].text.lower()
+        assert not slack.ephemerals(BOB), "a retried event must not be handled twice"
+        assert second
+
+
+def test_two_reviewers_race_one_decision_wins(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        slack.click_button(BOB, CHANNEL, review["ts"], "countersign:reject")
+        (reject_view,) = wait_until(lambda: slack.open_views(BOB), what="the reason modal")
+        results: dict[str, Any] = {}
+
+        def approve() -> None:
+            results["approve"] = slack.click_button(
+                ALICE, CHANNEL, review["ts"], "countersign:approve"
+            )
+
+        def reject() -> None:
+            results["reject"] = slack.submit_view(BOB, reject_view["id"], {"text": "off-brand"})
+
+        racers = [threading.Thread(target=approve), threading.Thread(target=reject)]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
+        assert results["approve"].status == 200 and results["reject"].status == 200
+        decided = wait_until(
+            lambda: next((r for r in store.list_reviews(status=None) if r.decision), None),
+            what="a decision",
+        )
+        assert decided.decision is not None
+        winner = decided.decision.decided_by
+        loser = BOB if winner == ALICE else ALICE
+        if loser == ALICE:
+            told = wait_until(lambda: slack.ephemerals(ALICE), what="Alice told she lost")
+            assert "already" in told[-1].text.lower()
+        else:
+            errors = (results["reject"].json or {}).get("errors", {})
+            assert "already" in errors.get("text", "").lower()
+        assert len([r for r in store.list_reviews(status=None) if r.decision]) == 1
+
+
+@pytest.mark.parametrize(
+    "tamper", [Tamper.BAD_SIGNATURE, Tamper.STALE_TIMESTAMP, Tamper.NO_SIGNATURE]
+)
+def test_unsigned_or_forged_requests_are_refused(
+    setup: tuple[Config, Store], tamper: Tamper
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        refused = slack.slash_command(
+            ALICE, CHANNEL, "/crew", "run writer topic=otters", tamper=tamper
+        )
+        assert refused.status == 401
+        assert store.list_runs() == []
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        forged = slack.click_button(
+            ALICE, CHANNEL, review["ts"], "countersign:approve", tamper=tamper
+        )
+        assert forged.status == 401
+        reply = slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "approve", tamper=tamper)
+        assert reply.status == 401
+        assert store.list_reviews()[0].decision is None
+
+
+def test_llm_text_cannot_ping_or_link(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        nasty = "<!channel> <@U123> <https://evil|click>"
+        slack.slash_command(ALICE, CHANNEL, "/crew", f'run writer topic="{nasty}"')
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        for message in (root, review):
+            shown = text_of(message)
+            for raw in ("<!channel>", "<@U123>", "<https://evil|click>"):
+                assert raw not in shown
+        assert "&lt;!channel&gt;" in text_of(review)
+        (run,) = store.list_runs()
+        assert run.inputs == {"topic": nasty}
+
+
+def test_a_30000_character_draft_reaches_slack(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run longform topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        assert "countersign:approve" in buttons(review)
+        (upload,) = slack.files()
+        (pending,) = store.list_reviews()
+        assert len(pending.prompt) > 30_000
+        assert pending.prompt in upload.content.decode()
+        assert [c for c in slack.calls() if not c.ok] == []
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+        _succeeded(store)
+        assert [c for c in slack.calls() if not c.ok] == []
+
+
+def test_slack_failures_are_retried_without_duplicates(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.fail_next("chat.postMessage", status=429, retry_after=1)
+        slack.fail_next("chat.postMessage", status=503, times=4)
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        roots = [
+            m
+            for m in slack.messages(CHANNEL)
+            if m.get("bot_id") and m.get("thread_ts") in (None, m["ts"])
+        ]
+        assert len(roots) == 1
+        reviews = [m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)]
+        assert [m["ts"] for m in reviews] == [review["ts"]]
+        failures = [c.error for c in slack.calls("chat.postMessage") if not c.ok]
+        assert "ratelimited" in failures and failures.count("http_503") == 4
