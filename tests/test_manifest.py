@@ -92,4 +92,3 @@ def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:
         needed = SCOPES[method]
         assert needed is None or needed <= scopes, (method, needed)
     assert "commands" in scopes
-

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.sandbox import StandInThread, Tamper
 from crew_runtime.config import Config, load_config
@@ -339,3 +341,32 @@ def test_slack_failures_are_retried_without_duplicates(setup: tuple[Config, Stor
         assert [m["ts"] for m in reviews] == [review["ts"]]
         failures = [c.error for c in slack.calls("chat.postMessage") if not c.ok]
         assert "ratelimited" in failures and failures.count("http_503") == 4
+
+
+def test_any_command_text_gets_a_helpful_answer(setup: tuple[Config, Store]) -> None:
+    """Whatever people type after /crew, the bot acks in time and says something useful."""
+    config, store = setup
+    words = st.sampled_from(["run", "list", "status", "cancel", "pending", "help", "writer"])
+    noise = st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        max_size=60,
+    )
+    texts = st.lists(st.one_of(words, noise, st.just('k="v'), st.just("a=b")), max_size=5)
+
+    with slack_and_bot(config, store) as (slack, _bot):
+
+        @settings(max_examples=40, deadline=None, derandomize=True)
+        @given(texts.map(" ".join))
+        def answered(command_text: str) -> None:
+            before = len(slack.ephemerals(ALICE))
+            delivery = slack.slash_command(ALICE, CHANNEL, "/crew", command_text)
+            assert delivery.status == 200, (command_text, delivery.body)
+            assert delivery.latency < 3.0
+            told = wait_until(
+                lambda: slack.ephemerals(ALICE)[before:], timeout=10, what="an answer"
+            )
+            assert told[0].text.strip()
+
+        answered()
+        for run in store.list_runs():
+            assert run.crew == "writer"
