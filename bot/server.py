@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -29,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.authz import Reviewers
 from bot.dispatcher import Dispatcher
 from bot.listeners import Listeners, sync
+from bot.settings import Settings
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
 from storage import RunStatus, Store
@@ -52,27 +52,36 @@ class SlackSettings:
     api_url: str
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str], *, socket_mode: bool) -> SlackSettings:
-        """Read and check the credentials once, at start.
+    def from_settings(cls, settings: Settings, *, socket_mode: bool) -> SlackSettings:
+        """Check the credentials once, at start.
 
         Raises:
             SlackSettingsError: a needed variable is missing or empty, so the
                 process refuses to start instead of failing every request.
         """
         needed = {
-            "SLACK_BOT_TOKEN": "the Bot User OAuth Token (xoxb-…) from OAuth & Permissions",
-            "SLACK_SIGNING_SECRET": "the Signing Secret from Basic Information",
+            "SLACK_BOT_TOKEN": (
+                settings.slack_bot_token,
+                "the Bot User OAuth Token (xoxb-…) from OAuth & Permissions",
+            ),
+            "SLACK_SIGNING_SECRET": (
+                settings.slack_signing_secret,
+                "the Signing Secret from Basic Information",
+            ),
         }
         if socket_mode:
-            needed["SLACK_APP_TOKEN"] = "an app-level token (xapp-…) with connections:write"  # noqa: S105
-        missing = [f"{name} ({where})" for name, where in needed.items() if not environ.get(name)]
+            needed["SLACK_APP_TOKEN"] = (
+                settings.slack_app_token,
+                "an app-level token (xapp-…) with connections:write",
+            )
+        missing = [f"{name} ({where})" for name, (value, where) in needed.items() if not value]
         if missing:
             raise SlackSettingsError("missing Slack settings: " + "; ".join(missing))
-        api_url = environ.get("SLACK_API_URL") or SLACK_DEFAULT_API
+        api_url = settings.slack_api_url or SLACK_DEFAULT_API
         return cls(
-            bot_token=environ["SLACK_BOT_TOKEN"],
-            signing_secret=environ["SLACK_SIGNING_SECRET"],
-            app_token=environ.get("SLACK_APP_TOKEN") or None,
+            bot_token=settings.slack_bot_token or "",
+            signing_secret=settings.slack_signing_secret or "",
+            app_token=settings.slack_app_token,
             api_url=api_url if api_url.endswith("/") else api_url + "/",
         )
 

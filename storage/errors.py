@@ -80,6 +80,10 @@ class AlreadyDecided(TransitionRejected):
 class DecisionNotAllowed(TransitionRejected):
     def __init__(self, review_id: str, review_kind: str, decision: str, allowed: list[str]) -> None:
         super().__init__(
-            f"review {review_id} is a {review_kind}; {decision!r} is not a valid decision "
-            f"(use one of: {', '.join(allowed)})"
+            f"review {review_id} is a {review_kind.replace('_', ' ')}; "
+            f"'{decision}' is not a valid decision for it (use one of: {', '.join(allowed)})"
         )
+        self.review_id = review_id
+        self.review_kind = review_kind
+        self.decision = decision
+        self.allowed = allowed

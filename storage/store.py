@@ -363,8 +363,9 @@ class Store:
                     raise _already_decided(review)
                 allowed = ALLOWED_DECISIONS[review.kind]
                 if decision.kind not in allowed:
+                    people = sorted(k.value for k in allowed if k != DecisionKind.EXPIRE)
                     raise DecisionNotAllowed(
-                        review_id, review.kind, decision.kind, sorted(k.value for k in allowed)
+                        review_id, review.kind.value, decision.kind.value, people
                     )
                 changed = conn.execute(
                     update(reviews)

@@ -41,9 +41,18 @@ def free_port() -> int:
 class BotThread:
     """``Deployment.serve_http`` on its own loop, started and stopped from a test."""
 
-    def __init__(self, slack: SlackSettings, config: Config, store: Store, port: int) -> None:
+    def __init__(
+        self,
+        slack: SlackSettings,
+        config: Config,
+        store: Store,
+        port: int,
+        *,
+        socket_mode: bool = False,
+    ) -> None:
         self.deployment_args = (slack, config, store)
         self.port = port
+        self.socket_mode = socket_mode
         self.url = f"http://127.0.0.1:{port}/slack/events"
         self._loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
@@ -69,8 +78,12 @@ class BotThread:
             lease=timedelta(seconds=5),
             poll=timedelta(seconds=0.1),
         )
-        task = asyncio.create_task(self.deployment.serve_http("127.0.0.1", self.port, self._stop))
-        while not _listening(self.port):
+        if self.socket_mode:
+            serving = self.deployment.serve_socket_mode(self._stop)
+        else:
+            serving = self.deployment.serve_http("127.0.0.1", self.port, self._stop)
+        task = asyncio.create_task(serving)
+        while not self.socket_mode and not _listening(self.port):
             await asyncio.sleep(0.02)
         self._ready.set()
         await task
@@ -102,10 +115,13 @@ def new_standin(**options: Any) -> SlackStandIn:
 
 @contextmanager
 def slack_and_bot(
-    config: Config, store: Store, **standin_options: Any
+    config: Config, store: Store, *, socket_mode: bool = False
 ) -> Iterator[tuple[StandInThread, BotThread]]:
     port = free_port()
-    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events", **standin_options)
+    standin = new_standin(
+        bot_endpoint=f"http://127.0.0.1:{port}/slack/events",
+        transport="socket" if socket_mode else "http",
+    )
     with StandInThread(standin) as slack:
         settings = SlackSettings(
             bot_token=standin.bot_token,
@@ -113,7 +129,9 @@ def slack_and_bot(
             app_token=standin.app_token,
             api_url=slack.api_url,
         )
-        with BotThread(settings, config, store, port) as bot:
+        with BotThread(settings, config, store, port, socket_mode=socket_mode) as bot:
+            if socket_mode:
+                slack.wait_for_socket(timeout=30)
             yield slack, bot
 
 

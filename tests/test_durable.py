@@ -150,7 +150,8 @@ def test_racing_decisions_from_two_processes(bench: Bench) -> None:
         )
         for kind, user in (("approve", "U_A"), ("reject", "U_B"))
     ]
-    results = [(p.wait(timeout=60), p.stderr.read() if p.stderr else "") for p in procs]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    results = [(p.returncode, err) for p, (_, err) in zip(procs, outputs, strict=True)]
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
     (late,) = [err for code, err in results if code == 2]

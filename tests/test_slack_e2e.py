@@ -158,9 +158,12 @@ def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store
         )
 
 
-def test_question_answered_by_a_thread_reply(setup: tuple[Config, Store]) -> None:
+@pytest.mark.parametrize("socket_mode", [False, True], ids=["http", "socket-mode"])
+def test_question_answered_by_a_thread_reply(
+    setup: tuple[Config, Store], socket_mode: bool
+) -> None:
     config, store = setup
-    with slack_and_bot(config, store) as (slack, _bot):
+    with slack_and_bot(config, store, socket_mode=socket_mode) as (slack, _bot):
         slack.slash_command(BOB, CHANNEL, "/crew", 'run research topic="sea otters"')
         root = root_of(slack)
         question = review_with_buttons(slack, root["ts"])

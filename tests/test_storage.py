@@ -128,7 +128,7 @@ def test_decision_requeues_the_run_once(store: Store) -> None:
 
 def test_decision_kind_must_fit_the_review(store: Store) -> None:
     _, review_id = _waiting_review(store, ReviewKind.QUESTION)
-    with pytest.raises(DecisionNotAllowed, match="use one of: answer, expire, reject"):
+    with pytest.raises(DecisionNotAllowed, match="use one of: answer, reject"):
         store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U1"))
     assert store.get_review(review_id).status == ReviewStatus.PENDING
 

@@ -1,0 +1,301 @@
+"""``countersign``: the admin command line, and the composition root of the commands.
+
+Commands::
+
+    countersign runs start NAME key=value...      queue a run; prints its id
+    countersign runs list [--status S] [--crew NAME] [--limit N] [--json]
+    countersign runs show RUN_ID [--json]
+    countersign runs cancel RUN_ID [--by USER]
+    countersign reviews list [--all] [--run RUN_ID] [--json]
+    countersign reviews show REVIEW_ID [--json]
+    countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
+    countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
+    countersign serve [--host H] [--port P] [--socket-mode] [--workers N]
+    countersign db upgrade
+    countersign crews list
+
+``--config PATH`` and ``--database-url URL`` go before or after the command and override
+``COUNTERSIGN_CONFIG`` and ``DATABASE_URL``. Every command brings the schema up to date.
+
+Exit codes: 0 done; 2 the request was wrong (one ``error: ...`` line on stderr, and nothing
+changed: validation happens before any write); 1 the database could not be opened.
+
+``import crewai`` takes seconds, so only ``worker`` imports it (the configuration and the
+runtime's service do not); ``tests/test_cli.py`` checks it in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from bot.render import iso
+from bot.settings import Settings, SettingsError, mask_url
+from crew_runtime.config import Config, ConfigError, load_config
+from crew_runtime.errors import UsageError
+from crew_runtime.service import Countersign
+from storage import AlreadyDecided, NotFound, RunStatus, Store, TransitionRejected
+
+__all__ = ["CliError", "Context", "build_parser", "main"]
+
+DECISIONS = "approve|edit|changes|reject|answer"
+
+
+class CliError(Exception):
+    """The request cannot be done as asked; the message is the whole explanation."""
+
+    exit_code = 2
+
+
+class DatabaseUnavailable(CliError):
+    """The database could not be opened: not the request's fault, so exit 1."""
+
+    exit_code = 1
+
+
+@dataclass
+class Context:
+    """What a command gets: its arguments, the settings, and lazily opened resources."""
+
+    args: argparse.Namespace
+    settings: Settings
+    _store: Store | None = field(default=None, init=False)
+
+    @property
+    def database_url(self) -> str:
+        url: str | None = getattr(self.args, "database_url", None)
+        return url or self.settings.database_url
+
+    def store(self, *, upgrade: bool = True) -> Store:
+        """Open the database once, bringing its schema up to date unless told not to."""
+        if self._store is None:
+            url = self.database_url
+            try:
+                self._store = Store.open(url, upgrade=upgrade)
+            except Exception as exc:  # any driver error: say which database, not the password
+                raise DatabaseUnavailable(
+                    f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}"
+                ) from exc
+        return self._store
+
+    def config(self) -> Config:
+        """Load the configuration (``--config``, else ``$COUNTERSIGN_CONFIG``, else ./).
+
+        The environment was read into the settings already, hence ``environ={}``.
+        """
+        path: Path | None = getattr(self.args, "config", None) or self.settings.config_path
+        return load_config(path, environ={})
+
+    def service(self, config: Config | None = None) -> Countersign:
+        """The runtime's front door. Deciding and cancelling need no crew specs, so by
+        default it gets an empty configuration instead of requiring the file."""
+        return Countersign(self.store(), config or Config(path=Path("(no configuration)")))
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+class _Handler(Protocol):
+    def __call__(self, ctx: Context) -> int: ...
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Run one command and return its exit code (the ``countersign`` entry point).
+
+    Args:
+        argv: The arguments after the program name; ``sys.argv[1:]`` when None.
+        environ: Where settings are read from; ``os.environ`` when None.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): argparse printed it
+        return exc.code if isinstance(exc.code, int) else 0
+    try:
+        ctx = Context(args, Settings.from_env(os.environ if environ is None else environ))
+        handler: _Handler = args.handler
+        try:
+            return handler(ctx)
+        finally:
+            ctx.close()
+    except BrokenPipeError:
+        # `countersign runs list | head`: the reader is gone, which is no error of ours.
+        _detach_stdout()
+        return 1
+    except CliError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except (SettingsError, ConfigError, UsageError) as exc:
+        return _fail(str(exc), 2)
+    except AlreadyDecided as exc:
+        return _fail(f"{exc} at {iso(exc.at)}" if exc.at else str(exc), 2)
+    except (NotFound, TransitionRejected) as exc:
+        return _fail(str(exc), 2)
+
+
+def _fail(message: str, code: int) -> int:
+    # One line, whatever the message holds, so scripts can show it as it is.
+    print("error: " + " ".join(message.splitlines()), file=sys.stderr)
+    return code
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null so flushing it at exit does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file (a test's capture): nothing will be flushed to a pipe
+
+
+def _scrub(exc: BaseException, url: str) -> str:
+    """The first line of a driver error, without the URL's password should it be quoted."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    return text.replace(password, "***") if password else text
+
+
+# --- the parser ---------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree. Handlers live in ``bot.cli_commands`` and ``bot.cli_worker``,
+    imported here because they import :class:`Context` from this module."""
+    from bot import cli_commands as c
+    from bot.cli_serve import run_serve
+    from bot.cli_worker import run_worker
+
+    # Global options are accepted before and after the command; SUPPRESS keeps a
+    # subcommand's unset copy from overwriting a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="countersign.toml to use (default: $COUNTERSIGN_CONFIG, else ./countersign.toml)",
+    )
+    common.add_argument(
+        "--database-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="database to use (default: $DATABASE_URL, else sqlite:///countersign.db)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="countersign",
+        description="Administer Countersign: runs, reviews, workers and the database.",
+        parents=[common],
+    )
+    groups = parser.add_subparsers(metavar="COMMAND", required=True)
+
+    def command(
+        parent: argparse._SubParsersAction[argparse.ArgumentParser],
+        name: str,
+        handler: _Handler,
+        text: str,
+    ) -> argparse.ArgumentParser:
+        sub = parent.add_parser(name, parents=[common], help=text, description=text)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def group(name: str, text: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        sub = groups.add_parser(name, help=text, description=text)
+        return sub.add_subparsers(metavar="COMMAND", required=True)
+
+    runs = group("runs", "start, list, show and cancel runs")
+    start = command(runs, "start", c.runs_start, "queue a run of a crew; prints the run id")
+    start.add_argument("crew", metavar="NAME", help="a crew or flow from the configuration")
+    start.add_argument("inputs", metavar="key=value", nargs="*", help="the run's inputs")
+    start.add_argument("--by", metavar="USER", help="who starts it (default: $USER)")
+
+    listing = command(runs, "list", c.runs_list, "list runs, newest first")
+    listing.add_argument("--status", choices=[s.value for s in RunStatus])
+    listing.add_argument("--crew", metavar="NAME")
+    listing.add_argument("--limit", metavar="N", type=_positive_int, default=50)
+    listing.add_argument("--json", action="store_true", help="print JSON")
+
+    show = command(runs, "show", c.runs_show, "a run with its reviews and their decisions")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print JSON")
+
+    cancel = command(runs, "cancel", c.runs_cancel, "cancel a run and its pending reviews")
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.add_argument("--by", metavar="USER", help="who cancels it (default: $USER)")
+
+    reviews = group("reviews", "list, show and decide reviews")
+    rlist = command(reviews, "list", c.reviews_list, "list pending reviews, oldest first")
+    rlist.add_argument("--all", action="store_true", help="also decided and closed reviews")
+    rlist.add_argument("--run", metavar="RUN_ID", help="only this run's reviews")
+    rlist.add_argument("--json", action="store_true", help="print JSON")
+
+    rshow = command(reviews, "show", c.reviews_show, "a review with its decision")
+    rshow.add_argument("review_id", metavar="REVIEW_ID")
+    rshow.add_argument("--json", action="store_true", help="print JSON")
+
+    decide = command(reviews, "decide", c.reviews_decide, "record a decision on a review")
+    decide.add_argument("review_id", metavar="REVIEW_ID")
+    decide.add_argument("decision", metavar=DECISIONS)
+    decide.add_argument(
+        "text",
+        metavar="TEXT",
+        nargs="?",
+        help="needed by edit, changes and answer; optional reason for reject; - reads stdin",
+    )
+    decide.add_argument("--by", metavar="USER", required=True, help="who decides")
+
+    worker = command(groups, "worker", run_worker, "execute runs until stopped")
+    worker.add_argument("--until-idle", action="store_true", help="exit when no run is left")
+    worker.add_argument("--concurrency", metavar="N", type=_positive_int, help="runs at once")
+    worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
+    worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
+
+    serve = command(
+        groups, "serve", run_serve, "the Slack bot with its dispatcher, scheduler and workers"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (HTTP mode)")
+    serve.add_argument("--port", type=_positive_int, default=3000, help="port (HTTP mode)")
+    serve.add_argument(
+        "--socket-mode", action="store_true", help="connect over Socket Mode (SLACK_APP_TOKEN)"
+    )
+    serve.add_argument("--workers", metavar="N", type=_positive_int, default=2)
+    serve.add_argument("--lease", metavar="SECONDS", type=_positive_seconds, default=30.0)
+
+    db = group("db", "the database schema")
+    command(db, "upgrade", c.db_upgrade, "apply pending migrations; prints the revision")
+
+    crews = group("crews", "the configured crews")
+    command(crews, "list", c.crews_list, "crews and flows in the configuration")
+    return parser
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m bot` is the supported way
+    sys.exit(main())

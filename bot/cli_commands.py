@@ -1,0 +1,168 @@
+"""The CLI's commands on runs, reviews, the database and the configuration.
+
+Each handler validates everything it can before the first write (the runtime's service
+does the rest, also before writing), prints its result to stdout and returns the exit
+code. Errors are raised, and :func:`bot.cli.main` turns them into one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from bot import render
+from bot.cli import CliError, Context
+from bot.settings import mask_url
+from storage import ReviewStatus, RunStatus
+from storage.migrate import current_revision
+
+# The names crewai interpolates as {placeholders} in task descriptions (same rule as the
+# configuration's ``inputs``): anything else could never be used by a crew.
+_INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_inputs(tokens: Sequence[str]) -> dict[str, str]:
+    """``["topic=durable agents", "q=a=b"]`` → ``{"topic": "durable agents", "q": "a=b"}``.
+
+    The value is everything after the first ``=`` and may be empty (``note=``); whether
+    an input is required is the crew's business, checked by the runtime.
+
+    Raises:
+        CliError: a token without ``=``, an empty or invalid name, or a name given twice.
+    """
+    inputs: dict[str, str] = {}
+    for token in tokens:
+        name, eq, value = token.partition("=")
+        if not eq:
+            raise CliError(f"malformed input {token!r}: expected key=value, e.g. topic=otters")
+        if not name:
+            raise CliError(f"malformed input {token!r}: the name before '=' is empty")
+        if not _INPUT_NAME_RE.fullmatch(name):
+            raise CliError(
+                f"malformed input {token!r}: a name is letters, digits and '_', "
+                "not starting with a digit"
+            )
+        if name in inputs:
+            raise CliError(f"input {name!r} is given twice")
+        inputs[name] = value
+    return inputs
+
+
+def _print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def runs_start(ctx: Context) -> int:
+    inputs = parse_inputs(ctx.args.inputs)
+    config = ctx.config()
+    by = (ctx.args.by or "").strip() or ctx.settings.default_user
+    config.get(ctx.args.crew)  # an unknown crew is reported before the database is opened
+    run = ctx.service(config).start_run(ctx.args.crew, inputs, started_by=by)
+    print(run.id)
+    return 0
+
+
+def runs_list(ctx: Context) -> int:
+    args = ctx.args
+    store = ctx.store()
+    status = RunStatus(args.status) if args.status else None
+    runs = store.list_runs(status=status, crew=args.crew, limit=args.limit)
+    if args.json:
+        _print_json(
+            [render.run_json(run, store.list_reviews(status=None, run_id=run.id)) for run in runs]
+        )
+        return 0
+    if not runs:
+        print("no runs")
+        return 0
+    pending = Counter(review.run_id for review in store.list_reviews())
+    print(render.runs_table(runs, dict(pending)))
+    return 0
+
+
+def runs_show(ctx: Context) -> int:
+    store = ctx.store()
+    run = store.get_run(ctx.args.run_id)
+    reviews = store.list_reviews(status=None, run_id=run.id)
+    if ctx.args.json:
+        _print_json(render.run_json(run, reviews))
+    else:
+        print(render.run_block(run, reviews))
+    return 0
+
+
+def runs_cancel(ctx: Context) -> int:
+    by = (ctx.args.by or "").strip() or ctx.settings.default_user
+    run = ctx.service().cancel(ctx.args.run_id, by=by)
+    print(f"{run.id}: {run.status.value} by {by}")
+    return 0
+
+
+# --- reviews ------------------------------------------------------------------------------
+
+
+def reviews_list(ctx: Context) -> int:
+    args = ctx.args
+    store = ctx.store()
+    if args.run is not None:
+        store.get_run(args.run)  # an unknown id is an error, not an empty list
+    status = None if args.all else ReviewStatus.PENDING
+    reviews = store.list_reviews(status=status, run_id=args.run)
+    if args.json:
+        _print_json([render.review_json(review) for review in reviews])
+    elif not reviews:
+        print("no reviews" if args.all else "no pending reviews")
+    else:
+        print(render.reviews_table(reviews))
+    return 0
+
+
+def reviews_show(ctx: Context) -> int:
+    store = ctx.store()
+    review = store.get_review(ctx.args.review_id)
+    if ctx.args.json:
+        _print_json(render.review_json(review))
+    else:
+        print(render.review_block(review, store.get_run(review.run_id)))
+    return 0
+
+
+def reviews_decide(ctx: Context) -> int:
+    args = ctx.args
+    text: str | None = args.text
+    if text == "-":
+        text = sys.stdin.read()
+    service = ctx.service()
+    review = service.decide(args.review_id, args.decision, text, by=args.by)
+    run = service.store.get_run(review.run_id)
+    decision = review.decision
+    how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
+    print(f"{review.id}: {how}; run {run.id} is {run.status.value}")
+    return 0
+
+
+# --- database and configuration -----------------------------------------------------------
+
+
+def db_upgrade(ctx: Context) -> int:
+    store = ctx.store(upgrade=False)
+    before = current_revision(store.engine)
+    store.upgrade()
+    after = current_revision(store.engine)
+    note = "already up to date" if before == after else f"upgraded from {before or 'empty'}"
+    print(f"{mask_url(ctx.database_url)}: {note}", file=sys.stderr)
+    print(after)
+    return 0
+
+
+def crews_list(ctx: Context) -> int:
+    specs = sorted(ctx.config().crews.values(), key=lambda spec: spec.name)
+    print(render.crews_table(specs) if specs else "no crews configured")
+    return 0

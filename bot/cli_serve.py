@@ -1,0 +1,60 @@
+"""``countersign serve``: the bot, the dispatcher, the scheduler and a worker pool in one process.
+
+HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz``), or Socket
+Mode with ``--socket-mode`` for development without a public URL. Missing Slack
+credentials stop it at start with one line saying which and where to find them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from bot.cli import CliError, Context
+from bot.cli_worker import stderr_logging
+from bot.settings import mask_url
+
+if TYPE_CHECKING:
+    from bot.server import Deployment
+
+log = logging.getLogger("countersign.serve")
+
+
+def run_serve(ctx: Context) -> int:
+    from bot.server import Deployment, SlackSettings, SlackSettingsError
+
+    args = ctx.args
+    try:
+        slack = SlackSettings.from_settings(ctx.settings, socket_mode=args.socket_mode)
+    except SlackSettingsError as exc:
+        raise CliError(str(exc)) from None
+    config = ctx.config()
+    store = ctx.store()
+    with stderr_logging(ctx.settings.log_level):
+        log.info(
+            "serving: database %s, config %s, %d worker(s), %s",
+            mask_url(ctx.database_url),
+            config.path,
+            args.workers,
+            "Socket Mode" if args.socket_mode else f"http://{args.host}:{args.port}/slack/events",
+        )
+        deployment = Deployment(
+            slack, config, store, workers=args.workers, lease=timedelta(seconds=args.lease)
+        )
+        asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
+    return 0
+
+
+async def _serve(deployment: Deployment, socket_mode: bool, host: str, port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if socket_mode:
+        await deployment.serve_socket_mode(stop)
+    else:
+        await deployment.serve_http(host, port, stop)
+    log.info("stopped")

@@ -1,0 +1,109 @@
+"""``countersign worker``: execute runs in this process until stopped.
+
+The only CLI command that imports the crew executor, and with it crewai (seconds, and
+~180 MB): a worker is long-lived, so it pays once. SIGTERM and SIGINT stop it the
+graceful way: runs in progress stop at their next call and go back to the queue, to be
+replayed from their journal by whichever worker claims them next. A second signal is
+not intercepted, for when the graceful way hangs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from bot.cli import Context
+from bot.settings import mask_url
+
+if TYPE_CHECKING:
+    from crew_runtime.worker import Worker
+
+log = logging.getLogger("countersign.worker")
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def run_worker(ctx: Context) -> int:
+    args = ctx.args
+    config = ctx.config()  # a bad file fails here, before crewai is imported
+    store = ctx.store()
+
+    from crew_runtime.worker import Worker, WorkerSettings
+
+    settings = WorkerSettings()
+    if args.concurrency is not None:
+        settings = dataclasses.replace(settings, concurrency=args.concurrency)
+    if args.lease is not None:
+        lease = timedelta(seconds=args.lease)
+        # Three beats per lease: one late heartbeat must not cost the run.
+        settings = dataclasses.replace(settings, lease=lease, heartbeat=lease / 3)
+    if args.poll is not None:
+        settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
+
+    worker = Worker(store, config, settings)
+    with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker):
+        log.info(
+            "worker %s started: database %s, config %s, %d run(s) at a time%s",
+            worker.worker_id,
+            mask_url(ctx.database_url),
+            config.path,
+            settings.concurrency,
+            ", until idle" if args.until_idle else "",
+        )
+        worker.run(until_idle=args.until_idle)
+        log.info("worker %s stopped after %d execution(s)", worker.worker_id, len(worker.finished))
+    return 0
+
+
+@contextmanager
+def stderr_logging(level: str) -> Iterator[None]:
+    """Log to stderr for the worker's lifetime, then leave logging as it was found.
+
+    A handler of its own rather than ``logging.basicConfig``, which does nothing when
+    the root logger already has handlers (as under pytest) and cannot be undone.
+    """
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+
+
+@contextmanager
+def _stop_on_signals(worker: Worker) -> Iterator[None]:
+    """On SIGTERM/SIGINT call ``worker.stop()`` once, then put the old handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    # getsignal() is None for a handler not set from Python; SIG_DFL is the best stand-in.
+    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in _STOP_SIGNALS}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s: stopping; runs in progress go back to the queue", signal.Signals(signum).name)
+        restore()
+        worker.stop()
+
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, on_signal)
+    try:
+        yield
+    finally:
+        restore()

@@ -1,0 +1,211 @@
+"""Runs and reviews as the CLI shows them: JSON documents, plain-text tables and blocks.
+
+Pure functions from storage records to strings or JSON-ready dicts, so the shapes are
+tested without a database and the CLI's commands stay a few lines each. Times are
+ISO 8601 in UTC with a ``Z``: storage holds naive UTC, and a reader should not have to
+know that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from crew_runtime.config import CrewSpec
+from storage import Decision, Review, ReviewStatus, Run
+
+__all__ = [
+    "crews_table",
+    "iso",
+    "review_block",
+    "review_json",
+    "reviews_table",
+    "run_block",
+    "run_json",
+    "runs_table",
+    "table",
+]
+
+# Prompts and drafts can be pages long; a table row shows the start of the first line.
+_CELL_WIDTH = 60
+
+
+def iso(moment: datetime | None) -> str | None:
+    """``2026-01-01T12:00:00Z`` for a naive-UTC or aware time; None stays None."""
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="seconds") + "Z"
+
+
+# --- JSON ---------------------------------------------------------------------------------
+
+
+def decision_json(decision: Decision | None) -> dict[str, Any] | None:
+    if decision is None:
+        return None
+    return {
+        "kind": decision.kind.value,
+        "text": decision.text,
+        "original": decision.original,
+        "by": decision.decided_by,
+        "at": iso(decision.created_at),
+    }
+
+
+def review_json(review: Review) -> dict[str, Any]:
+    return {
+        "id": review.id,
+        "run_id": review.run_id,
+        "kind": review.kind.value,
+        "status": review.status.value,
+        "prompt": review.prompt,
+        "details": review.details,
+        "created_at": iso(review.created_at),
+        "decision": decision_json(review.decision),
+    }
+
+
+def run_json(run: Run, reviews: Iterable[Review]) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "crew": run.crew,
+        "status": run.status.value,
+        "inputs": dict(run.inputs),
+        "output": run.output,
+        "error": run.error,
+        "started_by": run.started_by,
+        "created_at": iso(run.created_at),
+        "updated_at": iso(run.updated_at),
+        "reviews": [review_json(review) for review in reviews],
+    }
+
+
+# --- tables -------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces, without trailing blanks."""
+    body = [list(headers), *([cell for cell in row] for row in rows)]
+    widths = [max(len(line[i]) for line in body) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in body
+    )
+
+
+def runs_table(runs: Iterable[Run], pending: dict[str, int]) -> str:
+    """One line per run; ``pending`` counts each run's pending reviews."""
+    return table(
+        ["ID", "CREW", "STATUS", "PENDING", "CREATED", "STARTED BY"],
+        (
+            [
+                run.id,
+                run.crew,
+                run.status.value,
+                str(pending.get(run.id, 0)),
+                iso(run.created_at) or "",
+                run.started_by or "",
+            ]
+            for run in runs
+        ),
+    )
+
+
+def reviews_table(reviews: Iterable[Review]) -> str:
+    return table(
+        ["ID", "RUN", "KIND", "STATUS", "CREATED", "PROMPT"],
+        (
+            [
+                review.id,
+                review.run_id,
+                review.kind.value,
+                review.status.value,
+                iso(review.created_at) or "",
+                _excerpt(review.prompt),
+            ]
+            for review in reviews
+        ),
+    )
+
+
+def crews_table(specs: Iterable[CrewSpec]) -> str:
+    return table(
+        ["NAME", "KIND", "INPUTS", "DESCRIPTION"],
+        (
+            [spec.name, spec.kind, ",".join(spec.required_inputs), spec.description]
+            for spec in specs
+        ),
+    )
+
+
+# --- blocks -------------------------------------------------------------------------------
+
+
+def run_block(run: Run, reviews: Sequence[Review]) -> str:
+    """The run, its inputs and outcome, then each review with its decision."""
+    lines = [
+        f"run      {run.id}",
+        f"crew     {run.crew}",
+        f"status   {run.status.value}",
+        f"started  {iso(run.created_at)}" + (f" by {run.started_by}" if run.started_by else ""),
+        f"updated  {iso(run.updated_at)}",
+        "inputs   " + (" ".join(f"{k}={v}" for k, v in run.inputs.items()) or "(none)"),
+    ]
+    if run.output is not None:
+        lines += _field("output", run.output, 0)
+    if run.error is not None:
+        lines += _field("error", run.error, 0)
+    if run.divergence is not None:
+        lines += _field("diverged", run.divergence, 0)
+    lines.append("")
+    lines.append(f"reviews ({len(reviews)})" if reviews else "reviews  (none)")
+    for review in reviews:
+        lines.append("")
+        lines += _review_lines(review, indent=2)
+    return "\n".join(lines)
+
+
+def review_block(review: Review, run: Run) -> str:
+    return "\n".join(
+        [f"run      {run.id} ({run.crew}, {run.status.value})", *_review_lines(review)]
+    )
+
+
+def _review_lines(review: Review, indent: int = 0) -> list[str]:
+    pad = " " * indent
+    lines = [
+        f"{pad}review   {review.id}",
+        f"{pad}kind     {review.kind.value}",
+        f"{pad}status   {review.status.value}",
+        f"{pad}opened   {iso(review.created_at)}",
+    ]
+    lines += _field("prompt", review.prompt, indent)
+    decision = review.decision
+    if decision is not None:
+        lines.append(
+            f"{pad}decided  {decision.kind.value} by {decision.decided_by} "
+            f"at {iso(decision.created_at)}"
+        )
+        if decision.text is not None:
+            lines += _field("text", decision.text, indent)
+        if decision.original is not None:
+            lines += _field("original", decision.original, indent)
+    elif review.status != ReviewStatus.PENDING:
+        lines.append(f"{pad}closed   {iso(review.decided_at) or '-'} (no decision)")
+    return lines
+
+
+def _field(label: str, text: str, indent: int) -> list[str]:
+    """A labelled value; multi-line text continues under the value, not under the label."""
+    pad = " " * indent
+    first, *rest = text.splitlines() or [""]
+    return [f"{pad}{label:<8} {first}", *(f"{pad}{'':<8} {line}".rstrip() for line in rest)]
+
+
+def _excerpt(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = len(first) > _CELL_WIDTH or "\n" in text.strip()
+    return first[: _CELL_WIDTH - 1] + "…" if more else first

@@ -1,0 +1,124 @@
+"""``countersign serve`` as a real process: killed with a review pending, started again.
+
+Nothing about a pending review lives in the bot's memory: the thread, the review
+and its message are in the database, so a new process takes the click.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox import StandInThread
+from crew_runtime.scripted_llm import parse_draft
+from storage import RunStatus, Store
+from tests.harness import ROOT
+from tests.slack_harness import (
+    ALICE,
+    CHANNEL,
+    SECRET,
+    buttons,
+    free_port,
+    new_standin,
+    text_of,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+CONFIG = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+description = "Outline then article, both reviewed"
+channel = "{CHANNEL}"
+"""
+
+
+def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve", "--port", str(port), "--lease", "3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def healthy() -> bool:
+        assert proc.poll() is None, proc.communicate()[0]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                return bool(json.loads(r.read())["ok"])
+        except OSError:
+            return False
+
+    wait_until(healthy, timeout=60, what="the bot to answer /healthz")
+    return proc
+
+
+def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "countersign.toml").write_text(CONFIG)
+    store = Store.open(db_url)
+    port = free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
+    with StandInThread(standin) as slack:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            DATABASE_URL=db_url,
+            COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
+            SLACK_BOT_TOKEN=standin.bot_token,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=slack.api_url,
+        )
+        first = _serve(env, port)
+        try:
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+            root = wait_until(
+                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+                what="the root message",
+            )
+            review = wait_until(
+                lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
+                what="the outline review",
+            )
+        finally:
+            os.kill(first.pid, signal.SIGKILL)
+            first.communicate(timeout=30)
+
+        second = _serve(env, port)
+        try:
+            click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+            assert click.status == 200
+            article = wait_until(
+                lambda: next(
+                    (
+                        m
+                        for m in slack.thread(CHANNEL, root["ts"])
+                        if buttons(m) and "Article v0" in text_of(m)
+                    ),
+                    None,
+                ),
+                what="the article review after the restart",
+            )
+            assert parse_draft(
+                next(line for line in text_of(article).splitlines() if "Article v0" in line)
+            ).context
+            slack.click_button(ALICE, CHANNEL, article["ts"], "countersign:approve")
+            wait_until(
+                lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
+                what="the run to succeed",
+            )
+        finally:
+            second.send_signal(signal.SIGTERM)
+            out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0, out
+    store.close()
