@@ -491,3 +491,15 @@ def modal(
         "close": _plain(t.MODAL_CLOSE, 24),
         "blocks": blocks,
     }
+
+
+def reminder_message(review: Review, reviewers: tuple[str, ...]) -> Message:
+    """Said in the run's thread when a review has waited ``remind_after``."""
+    words = t.reminder(review, reviewers)
+    return Message(words, [_section(words)])
+
+
+def escalation_message(review: Review, escalate_to: tuple[str, ...]) -> Message:
+    """Said in the run's thread when a review has waited ``escalate_after``."""
+    words = t.escalation(review, escalate_to)
+    return Message(words, [_section(words)])

@@ -26,6 +26,7 @@ from storage import OutboxKind, OutboxMessage, Review, ReviewStatus, Run, Store
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF = timedelta(minutes=5)
+_NUDGES = (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED)
 
 
 class NotYet(Exception):
@@ -96,6 +97,13 @@ class Dispatcher:
             review = await sync(self.store.get_review, message.review_id)
             await self._replace(review)
             await self._update_root(run)
+            await sync(self.store.mark_sent, message.id)
+        elif (
+            kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and message.review_id
+        ):
+            review = await sync(self.store.get_review, message.review_id)
+            if review.status == ReviewStatus.PENDING:
+                await self._post_thread(run, [self._nudge(kind, review, run)])
             await sync(self.store.mark_sent, message.id)
         elif kind == OutboxKind.RUN_DIVERGED:
             note = str(message.payload.get("note", ""))
@@ -171,6 +179,15 @@ class Dispatcher:
         await self.client.chat_update(
             channel=fresh.channel, ts=fresh.thread_ts, text=root.text, blocks=root.blocks
         )
+
+    def _nudge(self, kind: OutboxKind, review: Review, run: Run) -> blocks.Message:
+        try:
+            spec = self.config.get(run.crew)
+        except UnknownCrewError:
+            return blocks.reminder_message(review, ())
+        if kind == OutboxKind.REVIEW_ESCALATED:
+            return blocks.escalation_message(review, spec.escalate_to or spec.reviewers)
+        return blocks.reminder_message(review, spec.reviewers)
 
     def _description(self, run: Run) -> str:
         try:

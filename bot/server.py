@@ -114,6 +114,7 @@ class Deployment:
         workers: int = 2,
         lease: timedelta = timedelta(seconds=30),
         poll: timedelta = timedelta(seconds=0.5),
+        sweep_every: float = 15.0,
     ) -> None:
         from crew_runtime.worker import Worker, WorkerSettings  # imports crewai: seconds
 
@@ -130,6 +131,7 @@ class Deployment:
         self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
         self.listeners.register(self.app)
         self.slack = slack
+        self.sweep_every = sweep_every
         self._worker_thread: threading.Thread | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -162,9 +164,19 @@ class Deployment:
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
         self._scheduler = AsyncIOScheduler()
         self._scheduler.add_job(
+            self._sweep, "interval", seconds=self.sweep_every, max_instances=1, coalesce=True
+        )
+        self._scheduler.add_job(
             self._forget_deliveries, "interval", minutes=10, max_instances=1, coalesce=True
         )
         self._scheduler.start()
+
+    async def _sweep(self) -> None:
+        """Reminders, escalations and expiries that are due (compare-and-set: safe twice)."""
+        done = await sync(self.store.sweep_reviews)
+        if any(done.values()):
+            log.info("review sweep: %s", done)
+            self.wake()
 
     async def _forget_deliveries(self) -> None:
         await sync(self.store.forget_deliveries, timedelta(hours=1))

@@ -479,3 +479,23 @@ MODAL_PLACEHOLDER = {
     "reject": "Optional: why the run should stop",
     "answer": "Your answer goes back to the agent.",
 }
+
+
+def mention(ref: str) -> str:
+    """A reviewer reference from the config: a user (``<@U…>``) or a user group."""
+    if ref.startswith("S"):
+        return f"<!subteam^{escape(ref)}>"
+    return user_ref(ref)
+
+
+def reminder(review: Review, reviewers: tuple[str, ...]) -> str:
+    who = " ".join(mention(r) for r in reviewers) or "Reviewers"
+    return f"⏰ {who}: this {REVIEW_NOUN[review.kind]} is still waiting for a decision."
+
+
+def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
+    who = " ".join(mention(r) for r in escalate_to) or "Reviewers"
+    return (
+        f"🚨 {who}: this {REVIEW_NOUN[review.kind]} has waited past its escalation time; "
+        "please decide or pass it on."
+    )

@@ -77,6 +77,7 @@ class BotThread:
             workers=2,
             lease=timedelta(seconds=5),
             poll=timedelta(seconds=0.1),
+            sweep_every=0.2,
         )
         if self.socket_mode:
             serving = self.deployment.serve_socket_mode(self._stop)

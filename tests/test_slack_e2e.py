@@ -45,6 +45,15 @@ reviewers = ["{ALICE}", "{BOB}"]
 factory = "tests.crews:research"
 description = "Searches, asks a human, publishes"
 
+[crews.slowpoke]
+factory = "tests.crews:writer"
+description = "Reviews that remind, escalate and expire quickly"
+reviewers = ["{ALICE}"]
+remind_after = "1s"
+escalate_after = "2s"
+escalate_to = ["{BOB}"]
+expire_after = "3s"
+
 [crews.longform]
 factory = "tests.crews:longform"
 description = "One very long draft"
@@ -373,3 +382,38 @@ def test_any_command_text_gets_a_helpful_answer(setup: tuple[Config, Store]) -> 
         answered()
         for run in store.list_runs():
             assert run.crew == "writer"
+
+
+def test_reminder_escalation_and_expiry(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run slowpoke topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+
+        def said(needle: str) -> Json | None:
+            return next(
+                (m for m in slack.thread(CHANNEL, root["ts"]) if needle in text_of(m)), None
+            )
+
+        reminder = wait_until(lambda: said("⏰"), what="a reminder")
+        assert f"<@{ALICE}>" in text_of(reminder)
+        escalation = wait_until(lambda: said("🚨"), what="an escalation")
+        assert f"<@{BOB}>" in text_of(escalation)
+        run = wait_until(
+            lambda: next((r for r in store.list_runs() if r.status == RunStatus.REJECTED), None),
+            what="the run to end when its review expires",
+        )
+        assert run.error == "the review expired before anyone decided"
+        wait_until(
+            lambda: next(
+                (
+                    m
+                    for m in slack.thread(CHANNEL, root["ts"])
+                    if m["ts"] == review["ts"] and not buttons(m)
+                ),
+                None,
+            ),
+            what="the expired review to lose its buttons",
+        )
+        assert len([m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)]) == 1
