@@ -77,12 +77,18 @@ class Worker:
         with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
             while not self.stopping.is_set():
                 self._reap()
-                claimed = self._fill(pool)
-                if time.monotonic() >= next_beat:
-                    self._heartbeat()
-                    next_beat = time.monotonic() + settings.heartbeat.total_seconds()
-                if until_idle and not self._active and not claimed and self._system_idle():
-                    break
+                try:
+                    claimed = self._fill(pool)
+                    if time.monotonic() >= next_beat:
+                        self._heartbeat()
+                        next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+                    if until_idle and not self._active and not claimed and self._system_idle():
+                        break
+                except Exception:
+                    # The database blinked (restart, failover, network): the leases
+                    # outlive a few polls, so keep going rather than drop every run.
+                    log.exception("worker %s: storage error; retrying", self.worker_id)
+                    claimed = False
                 if self._active:
                     wait(
                         list(self._active),
