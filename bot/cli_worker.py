@@ -59,7 +59,7 @@ def run_worker(ctx: Context) -> int:
             ", until idle" if args.until_idle else "",
         )
         worker.run(until_idle=args.until_idle)
-        log.info("worker %s stopped after %d execution(s)", worker.worker_id, len(worker.finished))
+        log.info("worker %s stopped after %d execution(s)", worker.worker_id, worker.executions)
     return 0
 
 

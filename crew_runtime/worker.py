@@ -8,11 +8,13 @@ a run that needs one is suspended and its thread is freed.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -60,7 +62,9 @@ class Worker:
         self.stopping = threading.Event()
         self._wake = threading.Event()
         self._active: dict[Future[Outcome], RunContext] = {}
-        self.finished: list[tuple[str, Outcome]] = []
+        self.executions = 0
+        # The latest outcomes, for logs and tests; bounded, as a serve worker lives long.
+        self.finished: deque[tuple[str, Outcome]] = deque(maxlen=1000)
         self._on_settled = on_settled
 
     def wake(self) -> None:
@@ -114,7 +118,12 @@ class Worker:
                 continue
             ctx = RunContext(run, self.store, self.worker_id, spec)
             log.info("run %s (%s): executing, attempt %d", run.id, run.crew, run.attempts + 1)
-            self._active[pool.submit(execute, self.store, self.config, ctx)] = ctx
+            # A fresh context per execution: pool threads are reused, and CrewAI keeps
+            # state in ContextVars (its event-scope stack gains an entry at every pause
+            # and raises past depth 100), which must not leak from one run to the next.
+            isolated = contextvars.Context()
+            future = pool.submit(isolated.run, execute, self.store, self.config, ctx)
+            self._active[future] = ctx
         return claimed
 
     def _reap(self) -> None:
@@ -127,6 +136,7 @@ class Worker:
                 continue
             log.info("run %s: %s %s", ctx.run.id, outcome.status, outcome.stats)
             self.finished.append((ctx.run.id, outcome))
+            self.executions += 1
             if self._on_settled is not None:
                 self._on_settled()
 

@@ -98,3 +98,11 @@ def test_cancel_a_waiting_run(bench: Bench) -> None:
     bench.work_here()
     assert bench.run(run.id).status == RunStatus.CANCELLED
     assert bench.store.get_review(review.id).status == ReviewStatus.CANCELLED
+
+
+def test_a_long_lived_worker_thread_pauses_any_number_of_runs(bench: Bench) -> None:
+    """CrewAI leaves an event scope open at every pause; it must not build up across runs."""
+    runs = [bench.start("writer", topic=f"topic {n}") for n in range(110)]
+    worker = bench.work_here(concurrency=1)
+    assert worker.executions == 110
+    assert {bench.run(run.id).status for run in runs} == {RunStatus.WAITING}
