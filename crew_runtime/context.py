@@ -17,7 +17,7 @@ from typing import Any
 
 from crew_runtime.config import CrewSpec
 from crew_runtime.signals import RunAborted
-from storage import JournalEntry, NewReview, Review, ReviewKind, Run, Store
+from storage import JournalEntry, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
 
@@ -77,6 +77,13 @@ class RunContext:
         self._lock = threading.Lock()
         self._counters: Counter[tuple[str, str]] = Counter()
         self._recorded = {(e.stream, e.kind, e.seq): e for e in store.load_journal(run.id)}
+        # Decisions cannot change while the run executes (it is not waiting), so one
+        # read serves every replayed pause point instead of a query per review round.
+        self._reviews = {
+            (r.kind, r.stream, r.seq): r
+            for r in store.list_reviews(status=None, run_id=run.id)
+            if r.status != ReviewStatus.SUPERSEDED
+        }
         self._task_index: dict[int, int] = {}
         self._tool_call = threading.local()
 
@@ -146,12 +153,15 @@ class RunContext:
         self.store.record_divergence(self.run.id, self.worker_id, entry.pos, note)
         with self._lock:
             self._recorded = {k: e for k, e in self._recorded.items() if e.pos < entry.pos}
+            self._reviews = {k: r for k, r in self._reviews.items() if r.journal_pos <= entry.pos}
         self.divergences.append(note)
 
     # -- reviews
 
     def find_review(self, kind: ReviewKind, stream: str, seq: int) -> Review | None:
-        return self.store.find_review(self.run.id, kind, stream, seq)
+        """The review opened at this pause point, as it stood when the execution began."""
+        with self._lock:
+            return self._reviews.get((kind, stream, seq))
 
     def ask(self, review: NewReview) -> None:
         """Queue a review to open when the run suspends, with the crew's due times."""

@@ -330,22 +330,6 @@ class Store:
             found = _decisions_by_review(conn, [row.id for row in rows])
             return [_review(row, found.get(row.id)) for row in rows]
 
-    def find_review(self, run_id: str, kind: ReviewKind, stream: str, seq: int) -> Review | None:
-        """The live (not superseded) review opened at one pause point, if any."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(reviews).where(
-                    reviews.c.run_id == run_id,
-                    reviews.c.kind == kind,
-                    reviews.c.stream == stream,
-                    reviews.c.seq == seq,
-                    reviews.c.status != ReviewStatus.SUPERSEDED,
-                )
-            ).first()
-            if row is None:
-                return None
-            return _review(row, _decisions_by_review(conn, [row.id]).get(row.id))
-
     def decide(self, review_id: str, decision: NewDecision) -> Review:
         """Record a decision exactly once: pending → decided, and the run back in the queue.
 
