@@ -29,6 +29,7 @@ test: lint types unit
 bench: $(STAMP)
 	$(BIN)/python bench/waiting.py
 	$(BIN)/python bench/resume.py
+	$(BIN)/python bench/ack_latency.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
