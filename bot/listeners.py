@@ -182,26 +182,54 @@ class Listeners:
         except PayloadError as exc:
             log.warning("ignoring a malformed button payload: %s", exc)
             return
+        view_id = None
+        if click.action != "approve":
+            # The trigger id dies 3 s after the click: open the modal before any
+            # database read, which can queue behind busy crews, and fill it after.
+            view_id = await self._open_loading_view(client, click.trigger_id)
+            if view_id is None:
+                await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
+                return
         found = await self._review_and_run(click.review_id)
+        refusal = None
         if found is None:
-            return
-        review, run = found
-        channel = click.channel_id or run.channel
-        if review.status != ReviewStatus.PENDING:
-            await self._ephemeral_via_api(channel, click.user_id, text.already_decided(review))
-            return
-        if not await self._may_act(click.user_id, run):
-            await self._ephemeral_via_api(channel, click.user_id, text.NOT_A_REVIEWER)
-            return
-        if click.action == "approve":
-            await self._decide(review, "approve", None, click.user_id, channel)
-            return
-        view = blocks.modal(click.action, review, channel, click.message_ts)
+            refusal = text.REVIEW_GONE
+        elif found[0].status != ReviewStatus.PENDING:
+            refusal = text.already_decided(found[0])
+        elif not await self._may_act(click.user_id, found[1]):
+            refusal = text.NOT_A_REVIEWER
+        channel = click.channel_id or (found[1].channel if found else None)
+        if view_id is not None:
+            if refusal is None and found is not None:
+                view = blocks.modal(click.action, found[0], channel, click.message_ts)
+            else:
+                view = blocks.notice_view(refusal or text.REVIEW_GONE)
+            await self._update_view(client, view_id, view)
+        elif refusal is not None:
+            await self._ephemeral_via_api(channel, click.user_id, refusal)
+        elif found is not None:
+            await self._decide(found[0], "approve", None, click.user_id, channel)
+
+    async def _open_loading_view(
+        self, client: AsyncWebClient, trigger_id: str | None
+    ) -> str | None:
         try:
-            await client.views_open(trigger_id=click.trigger_id, view=view)
+            response = await client.views_open(
+                trigger_id=trigger_id, view=blocks.notice_view(text.LOADING)
+            )
         except SlackApiError as exc:
-            log.warning("views.open failed for review %s: %s", review.id, api_error(exc))
-            await self._ephemeral_via_api(channel, click.user_id, text.MODAL_FAILED)
+            log.warning("views.open failed: %s", api_error(exc))
+            return None
+        view = response.get("view") or {}
+        return str(view.get("id")) if view.get("id") else None
+
+    async def _update_view(
+        self, client: AsyncWebClient, view_id: str, view: dict[str, Any]
+    ) -> None:
+        try:
+            await client.views_update(view_id=view_id, view=view)
+        except SlackApiError as exc:
+            log.warning("views.update failed for %s: %s", view_id, api_error(exc))
 
     # ------------------------------------------------------------ modals
 

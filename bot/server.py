@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
-from aiohttp import web
+from aiohttp import ClientSession, web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -157,6 +157,9 @@ class Deployment:
     async def start_background(self) -> None:
         """Worker threads, the dispatcher and the housekeeping jobs."""
         self._stop.clear()
+        # One pooled HTTP session for every Web API call (slack_sdk opens a new
+        # connection per call otherwise). It belongs to this loop, hence made here.
+        self.client.session = ClientSession()
         self._worker_thread = threading.Thread(
             target=self.worker.run, name="countersign-worker", daemon=True
         )
@@ -192,9 +195,13 @@ class Deployment:
         self.worker.stop()
         if self._worker_thread is not None:
             await asyncio.to_thread(self._worker_thread.join, 60)
+        if self.client.session is not None:
+            await self.client.session.close()
+            self.client.session = None
 
     async def serve_http(self, host: str, port: int, stop: asyncio.Event) -> None:
-        runner = web.AppRunner(self.web_app(), handle_signals=False)
+        # No access log: a line per request on the event loop, and nothing an operator needs.
+        runner = web.AppRunner(self.web_app(), handle_signals=False, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         log.info("listening on http://%s:%d/slack/events", host, port)

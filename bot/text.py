@@ -499,3 +499,7 @@ def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
         f"🚨 {who}: this {REVIEW_NOUN[review.kind]} has waited past its escalation time; "
         "please decide or pass it on."
     )
+
+
+LOADING_TITLE = "Countersign"
+LOADING = "Loading the review…"

@@ -539,3 +539,20 @@ def test_every_run_status_has_a_word_with_emoji(status: RunStatus) -> None:
 def test_truncate_never_cuts_an_entity() -> None:
     assert text.truncate("&&&&", 12) == "&amp;&amp;…"
     assert text.truncate("ok", 2) == "ok"
+
+
+@pytest.mark.parametrize("words", [text.LOADING, text.NOT_A_REVIEWER, "<!channel> & co"])
+def test_notice_view_is_a_valid_modal_and_escapes(words: str) -> None:
+    view = blocks.notice_view(words)
+    assert validate_view(view) == []
+    assert "<!channel>" not in json.dumps(view)
+
+
+def test_reminder_and_escalation_mention_people() -> None:
+    review = make_review()
+    reminder = blocks.reminder_message(review, ("U1", "S2"))
+    assert "<@U1>" in reminder.text and "<!subteam^S2>" in reminder.text
+    assert validate_blocks(reminder.blocks) == []
+    escalation = blocks.escalation_message(review, ("U9",))
+    assert "<@U9>" in escalation.text
+    assert validate_blocks(escalation.blocks) == []
