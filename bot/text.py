@@ -490,14 +490,14 @@ def mention(ref: str) -> str:
 
 def reminder(review: Review, reviewers: tuple[str, ...]) -> str:
     who = " ".join(mention(r) for r in reviewers) or "Reviewers"
-    return f"⏰ {who}: this {REVIEW_NOUN[review.kind]} is still waiting for a decision."
+    return f"⏰ {who}: {REVIEW_NOUN[review.kind]} in this thread is still waiting for a decision."
 
 
 def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
     who = " ".join(mention(r) for r in escalate_to) or "Reviewers"
     return (
-        f"🚨 {who}: this {REVIEW_NOUN[review.kind]} has waited past its escalation time; "
-        "please decide or pass it on."
+        f"🚨 {who}: {REVIEW_NOUN[review.kind]} in this thread has waited past its escalation "
+        "time; please decide or pass it on."
     )
 
 

@@ -550,9 +550,9 @@ def test_notice_view_is_a_valid_modal_and_escapes(words: str) -> None:
 
 def test_reminder_and_escalation_mention_people() -> None:
     review = make_review()
-    reminder = blocks.reminder_message(review, ("U1", "S2"))
-    assert "<@U1>" in reminder.text and "<!subteam^S2>" in reminder.text
+    reminder = blocks.reminder_message(review, ("U0ALICE", "S0TEAM"))
+    assert "<@U0ALICE>" in reminder.text and "<!subteam^S0TEAM>" in reminder.text
     assert validate_blocks(reminder.blocks) == []
-    escalation = blocks.escalation_message(review, ("U9",))
-    assert "<@U9>" in escalation.text
+    escalation = blocks.escalation_message(review, ("U0BOSS",))
+    assert "<@U0BOSS>" in escalation.text
     assert validate_blocks(escalation.blocks) == []
