@@ -89,43 +89,39 @@ class Listeners:
     # ------------------------------------------------------------ /crew
 
     async def on_command(self, ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        # The ack is empty and immediate (bot.http may even send it before Bolt runs);
+        # every answer goes by response_url, as an ephemeral message.
+        await ack()
+        await respond(**_ephemeral(await self._answer(body)))
+
+    async def _answer(self, body: dict[str, Any]) -> blocks.Message:
         try:
             slash = parse_slash(body)
             command = parse_command(slash.text)
         except (PayloadError, CommandError) as exc:
-            await ack(text=str(getattr(exc, "message", exc)))
-            return
+            return _words(str(getattr(exc, "message", exc)))
         if isinstance(command, HelpCommand):
-            await ack(text=USAGE)
-        elif isinstance(command, ListCommand):
-            crews = [(s.name, s.description) for s in self.config.crews.values()]
-            await ack(**_message_kwargs(blocks.crews_message(crews)))
-        elif isinstance(command, RunCommand):
-            await self._start(ack, command, slash.user_id, slash.channel_id, body)
-        else:
-            await ack()
-            await respond(**_ephemeral(await self._lookup(command, slash.user_id)))
+            return _words(USAGE)
+        if isinstance(command, ListCommand):
+            return blocks.crews_message(
+                [(s.name, s.description) for s in self.config.crews.values()]
+            )
+        if isinstance(command, RunCommand):
+            return _words(await self._start(command, slash.user_id, slash.channel_id, body))
+        return await self._lookup(command, slash.user_id)
 
     async def _start(
-        self,
-        ack: AsyncAck,
-        command: RunCommand,
-        user_id: str,
-        channel_id: str,
-        body: dict[str, Any],
-    ) -> None:
+        self, command: RunCommand, user_id: str, channel_id: str, body: dict[str, Any]
+    ) -> str:
         try:
             spec = self.config.get(command.crew)
         except UnknownCrewError:
-            await ack(text=text.unknown_crew(command.crew, sorted(self.config.crews)))
-            return
+            return text.unknown_crew(command.crew, sorted(self.config.crews))
         if spec.channel and spec.channel.lstrip("#") not in (
             channel_id,
             str(body.get("channel_name", "")),
         ):
-            await ack(text=text.wrong_channel(spec.name, spec.channel))
-            return
-        await ack(text=text.starting(spec.name))
+            return text.wrong_channel(spec.name, spec.channel)
         try:
             run = await sync(
                 self.service.start_run,
@@ -135,10 +131,10 @@ class Listeners:
                 channel=channel_id,
             )
         except (UsageError, ConfigError) as exc:
-            await self._ephemeral_via_api(channel_id, user_id, str(exc))
-            return
+            return str(exc)
         log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
         self.wake()
+        return text.starting(spec.name)
 
     async def _lookup(
         self, command: StatusCommand | CancelCommand | PendingCommand, user_id: str
@@ -351,14 +347,10 @@ def _words(words: str) -> blocks.Message:
     return blocks.Message(text=words, blocks=[])
 
 
-def _message_kwargs(message: blocks.Message) -> dict[str, Any]:
-    if message.blocks:
-        return {"text": message.text, "blocks": message.blocks}
-    return {"text": message.text}
-
-
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:
-    return {"response_type": "ephemeral", **_message_kwargs(message)}
+    if message.blocks:
+        return {"response_type": "ephemeral", "text": message.text, "blocks": message.blocks}
+    return {"response_type": "ephemeral", "text": message.text}
 
 
 def api_error(exc: SlackApiError) -> str:

@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.authz import Reviewers
 from bot.dispatcher import Dispatcher
+from bot.http import SlackEndpoint
 from bot.listeners import Listeners, sync
 from bot.settings import Settings
 from crew_runtime.config import Config
@@ -130,6 +131,7 @@ class Deployment:
         self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
         self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
         self.listeners.register(self.app)
+        self.endpoint = SlackEndpoint(self.app, slack.signing_secret)
         self.slack = slack
         self.sweep_every = sweep_every
         self._worker_thread: threading.Thread | None = None
@@ -142,7 +144,8 @@ class Deployment:
         self.dispatcher.wake()
 
     def web_app(self) -> web.Application:
-        app = self.app.web_app(path="/slack/events")
+        app = web.Application()
+        app.router.add_post("/slack/events", self.endpoint.handle)
         app.router.add_get("/healthz", self._healthz)
         return app
 
@@ -209,6 +212,7 @@ class Deployment:
         try:
             await stop.wait()
         finally:
+            await self.endpoint.drain()
             await self.stop_background()
             await runner.cleanup()
 
