@@ -277,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", metavar="N", type=_positive_int, help="runs at once")
     worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
+    worker.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the parent process dies (how serve runs its worker pool)",
+    )
 
     serve = command(
         groups, "serve", run_serve, "the Slack bot with its dispatcher, scheduler and workers"
@@ -287,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--socket-mode", action="store_true", help="connect over Socket Mode (SLACK_APP_TOKEN)"
     )
     serve.add_argument("--workers", metavar="N", type=_positive_int, default=2)
+    serve.add_argument(
+        "--workers-in-process",
+        action="store_true",
+        help="run the worker pool on threads of this process instead of a child process",
+    )
     serve.add_argument("--lease", metavar="SECONDS", type=_positive_seconds, default=30.0)
 
     db = group("db", "the database schema")

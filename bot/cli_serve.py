@@ -42,7 +42,12 @@ def run_serve(ctx: Context) -> int:
             "Socket Mode" if args.socket_mode else f"http://{args.host}:{args.port}/slack/events",
         )
         deployment = Deployment(
-            slack, config, store, workers=args.workers, lease=timedelta(seconds=args.lease)
+            slack,
+            config,
+            store,
+            workers=args.workers,
+            lease=timedelta(seconds=args.lease),
+            workers_in_process=args.workers_in_process,
         )
         asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0

@@ -9,8 +9,10 @@ not intercepted, for when the graceful way hangs.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -49,6 +51,8 @@ def run_worker(ctx: Context) -> int:
         settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
 
     worker = Worker(store, config, settings)
+    if args.exit_with_parent:
+        _exit_with_parent()
     with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker):
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",
@@ -107,3 +111,23 @@ def _stop_on_signals(worker: Worker) -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+def _exit_with_parent() -> None:
+    """Get SIGTERM when the parent (``countersign serve``) dies, even by SIGKILL.
+
+    Linux's ``PR_SET_PDEATHSIG``; elsewhere the worker simply outlives its parent
+    (it is a complete worker on its own, so nothing is lost, only a process left).
+    """
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        log.info("cannot ask to be stopped with the parent on this system")
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1

@@ -1,16 +1,16 @@
-"""``countersign serve``: one process is a whole deployment.
+"""``countersign serve``: one command is a whole deployment.
 
 The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode),
 the outbox dispatcher, APScheduler's housekeeping jobs and an embedded worker pool
-(threads: CrewAI is synchronous) share one store. Nothing here blocks the event
-loop, so Slack's 3-second ack holds whatever the crews are doing.
+(a child ``countersign worker`` process by default, see ``bot.pool``) share one
+store. Nothing here blocks the event loop, so Slack's acks stay fast whatever the
+crews are doing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -29,6 +29,7 @@ from bot.authz import Reviewers
 from bot.dispatcher import Dispatcher
 from bot.http import SlackEndpoint
 from bot.listeners import Listeners, sync
+from bot.pool import ProcessPool, ThreadPool, WorkerPool
 from bot.settings import Settings
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
@@ -116,31 +117,38 @@ class Deployment:
         lease: timedelta = timedelta(seconds=30),
         poll: timedelta = timedelta(seconds=0.5),
         sweep_every: float = 15.0,
+        workers_in_process: bool = False,
     ) -> None:
-        from crew_runtime.worker import Worker, WorkerSettings  # imports crewai: seconds
-
         self.store = store
         self.client = slack_client(slack)
         self.dispatcher = Dispatcher(self.client, store, config)
-        self.worker = Worker(
-            store,
-            config,
-            WorkerSettings(concurrency=workers, lease=lease, poll=poll),
-            on_settled=self.dispatcher.wake,
-        )
+        self.pool: WorkerPool
+        if workers_in_process:
+            self.pool = ThreadPool(
+                store,
+                config,
+                concurrency=workers,
+                lease=lease,
+                poll=poll,
+                on_settled=self.dispatcher.wake,
+            )
+        else:
+            database_url = store.engine.url.render_as_string(hide_password=False)
+            self.pool = ProcessPool(
+                database_url, config, concurrency=workers, lease=lease, poll=poll
+            )
         self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
         self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
         self.listeners.register(self.app)
         self.endpoint = SlackEndpoint(self.app, slack.signing_secret)
         self.slack = slack
         self.sweep_every = sweep_every
-        self._worker_thread: threading.Thread | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
 
     def wake(self) -> None:
-        self.worker.wake()
+        self.pool.wake()
         self.dispatcher.wake()
 
     def web_app(self) -> web.Application:
@@ -154,8 +162,7 @@ class Deployment:
             await sync(self.store.count_runs, RunStatus.QUEUED)
         except Exception as exc:
             return web.json_response({"ok": False, "database": type(exc).__name__}, status=503)
-        alive = self._worker_thread is not None and self._worker_thread.is_alive()
-        return web.json_response({"ok": True, "worker": alive})
+        return web.json_response({"ok": True, "worker": self.pool.alive()})
 
     async def start_background(self) -> None:
         """Worker threads, the dispatcher and the housekeeping jobs."""
@@ -163,10 +170,7 @@ class Deployment:
         # One pooled HTTP session for every Web API call (slack_sdk opens a new
         # connection per call otherwise). It belongs to this loop, hence made here.
         self.client.session = ClientSession()
-        self._worker_thread = threading.Thread(
-            target=self.worker.run, name="countersign-worker", daemon=True
-        )
-        self._worker_thread.start()
+        self.pool.start()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
         self._scheduler = AsyncIOScheduler()
         self._scheduler.add_job(
@@ -195,9 +199,7 @@ class Deployment:
         for task in self._tasks:
             await task
         self._tasks.clear()
-        self.worker.stop()
-        if self._worker_thread is not None:
-            await asyncio.to_thread(self._worker_thread.join, 60)
+        await self.pool.stop()
         if self.client.session is not None:
             await self.client.session.close()
             self.client.session = None
@@ -206,13 +208,14 @@ class Deployment:
         # No access log: a line per request on the event loop, and nothing an operator needs.
         runner = web.AppRunner(self.web_app(), handle_signals=False, access_log=None)
         await runner.setup()
+        self.endpoint.start()
         await web.TCPSite(runner, host, port).start()
         log.info("listening on http://%s:%d/slack/events", host, port)
         await self.start_background()
         try:
             await stop.wait()
         finally:
-            await self.endpoint.drain()
+            await self.endpoint.stop()
             await self.stop_background()
             await runner.cleanup()
 

@@ -78,6 +78,7 @@ class BotThread:
             lease=timedelta(seconds=5),
             poll=timedelta(seconds=0.1),
             sweep_every=0.2,
+            workers_in_process=True,
         )
         if self.socket_mode:
             serving = self.deployment.serve_socket_mode(self._stop)

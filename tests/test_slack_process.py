@@ -92,6 +92,8 @@ def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
             )
         finally:
             os.kill(first.pid, signal.SIGKILL)
+            # The worker child shares the output pipe: this returns only once it is
+            # gone too (it is told to exit with its parent).
             first.communicate(timeout=30)
 
         second = _serve(env, port)

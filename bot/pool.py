@@ -1,0 +1,155 @@
+"""The worker pool ``countersign serve`` embeds: in a child process (the default) or in threads.
+
+CrewAI's agent loop is CPU-bound Python that holds the GIL for long stretches. In the
+bot's own process, four busy crews slowed a burst of Slack acks several times over
+(docs/benchmarks.md); in a child process they cannot touch the event loop, and a crew
+that crashes or leaks cannot take the Slack endpoint with it. Threads remain for tests
+and small setups that want a single process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol
+
+from crew_runtime.config import Config
+from storage import Store
+
+log = logging.getLogger(__name__)
+
+
+class WorkerPool(Protocol):
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+
+class ThreadPool:
+    """A ``Worker`` on a thread of this process."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        *,
+        concurrency: int,
+        lease: timedelta,
+        poll: timedelta,
+        on_settled: Callable[[], None],
+    ) -> None:
+        from crew_runtime.worker import Worker, WorkerSettings  # imports crewai: seconds
+
+        self.worker = Worker(
+            store,
+            config,
+            WorkerSettings(concurrency=concurrency, lease=lease, poll=poll),
+            on_settled=on_settled,
+        )
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.worker.run, name="countersign-worker", daemon=True
+        )
+        self._thread.start()
+
+    async def stop(self) -> None:
+        self.worker.stop()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 60)
+
+    def wake(self) -> None:
+        self.worker.wake()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class ProcessPool:
+    """``countersign worker`` as a child process, restarted if it dies.
+
+    The database URL and the configuration go through the environment, never the
+    command line (where ``ps`` would show a password). The child finds work by
+    polling, so it needs no wake-up from the bot.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        config: Config,
+        *,
+        concurrency: int,
+        lease: timedelta,
+        poll: timedelta,
+    ) -> None:
+        self.command = [
+            sys.executable,
+            "-m",
+            "bot",
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            "--lease",
+            str(lease.total_seconds()),
+            "--poll",
+            str(poll.total_seconds()),
+            "--exit-with-parent",
+        ]
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "COUNTERSIGN_CONFIG": str(config.path),
+        }
+        self._process: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        while not self._stopping.is_set():
+            self._process = await asyncio.create_subprocess_exec(*self.command, env=self.env)
+            log.info("worker process %d started", self._process.pid)
+            stopping = asyncio.create_task(self._stopping.wait())
+            exited = asyncio.create_task(self._process.wait())
+            await asyncio.wait({stopping, exited}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if self._stopping.is_set():
+                exited.cancel()
+                return
+            log.warning("worker process exited with %s; restarting", self._process.returncode)
+            await asyncio.sleep(1)
+
+    async def stop(self) -> None:
+        """SIGTERM: runs in progress go back to the queue (the worker's graceful stop)."""
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 60)
+            except TimeoutError:
+                process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    await process.wait()
+
+    def wake(self) -> None:
+        """The child polls; nothing to do."""
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
