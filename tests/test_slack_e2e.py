@@ -86,6 +86,21 @@ def review_with_buttons(slack: StandInThread, root_ts: str, after: str = "0") ->
     return wait_until(find, what=f"a review message with buttons after {after}")
 
 
+def modal_for(slack: StandInThread, user: str) -> Json:
+    """The modal a click opened, once it shows its form (it opens as "Loading…" first)."""
+    return wait_until(
+        lambda: next(
+            (
+                v
+                for v in slack.open_views(user)
+                if any(b.get("block_id") == "text" for b in v.get("blocks", []))
+            ),
+            None,
+        ),
+        what=f"the form modal of {user}",
+    )
+
+
 def draft_in(message: Json) -> str:
     """The scripted draft shown in a review message (one line starting with its label)."""
     for line in text_of(message).splitlines():
@@ -113,7 +128,7 @@ def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store
         assert all(b["value"].startswith("rev_") for b in buttons(first).values())
 
         slack.click_button(ALICE, CHANNEL, first["ts"], "countersign:changes")
-        (view,) = wait_until(lambda: slack.open_views(ALICE), what="the feedback modal")
+        view = modal_for(slack, ALICE)
         assert slack.submit_view(ALICE, view["id"], {"text": "make it shorter"}).status == 200
 
         second = review_with_buttons(slack, root["ts"], after=first["ts"])
@@ -133,7 +148,7 @@ def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store
         assert ALICE in text_of(decided)
 
         slack.click_button(BOB, CHANNEL, second["ts"], "countersign:edit")
-        (edit_view,) = wait_until(lambda: slack.open_views(BOB), what="the edit modal")
+        edit_view = modal_for(slack, BOB)
         (field,) = [b for b in edit_view["blocks"] if b.get("block_id") == "text"]
         prefilled = field["element"].get("initial_value", "")
         assert prefilled.startswith("Outline v1")
@@ -247,7 +262,7 @@ def test_two_reviewers_race_one_decision_wins(setup: tuple[Config, Store]) -> No
         root = root_of(slack)
         review = review_with_buttons(slack, root["ts"])
         slack.click_button(BOB, CHANNEL, review["ts"], "countersign:reject")
-        (reject_view,) = wait_until(lambda: slack.open_views(BOB), what="the reason modal")
+        reject_view = modal_for(slack, BOB)
         told_before = len(slack.ephemerals(ALICE))
         results: dict[str, Any] = {}
 
