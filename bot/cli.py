@@ -278,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument(
+        "--nice",
+        metavar="N",
+        type=_positive_int,
+        help="lower this process's CPU priority by N (serve uses 10, to keep acks fast)",
+    )
+    worker.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop when the parent process dies (how serve runs its worker pool)",

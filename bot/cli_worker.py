@@ -53,6 +53,8 @@ def run_worker(ctx: Context) -> int:
     worker = Worker(store, config, settings)
     if args.exit_with_parent:
         _exit_with_parent()
+    if args.nice:
+        os.nice(args.nice)
     with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker):
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",

@@ -105,6 +105,9 @@ class ProcessPool:
             "--poll",
             str(poll.total_seconds()),
             "--exit-with-parent",
+            # Slack's acks have a 3 s deadline and crews have none: the bot goes first.
+            "--nice",
+            "10",
         ]
         self.env = {
             **os.environ,
