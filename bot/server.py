@@ -10,6 +10,7 @@ crews are doing.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -209,6 +210,9 @@ class Deployment:
         runner = web.AppRunner(self.web_app(), handle_signals=False, access_log=None)
         await runner.setup()
         self.endpoint.start()
+        # Everything built so far lives as long as the process: keep it out of the
+        # collector's full passes, which otherwise stall the loop (and a burst of acks).
+        gc.freeze()
         await web.TCPSite(runner, host, port).start()
         log.info("listening on http://%s:%d/slack/events", host, port)
         await self.start_background()
