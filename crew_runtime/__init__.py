@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from crew_runtime.config import Config, ConfigError, CrewSpec, UnknownCrewError, load_config
     from crew_runtime.context import idempotency_key
     from crew_runtime.errors import CountersignError, CrewBuildError, UsageError
+    from crew_runtime.gates import GatedTool, requires_approval
     from crew_runtime.questions import AskHumanTool, ask_human
     from crew_runtime.service import Countersign
     from crew_runtime.worker import Worker, WorkerSettings
@@ -37,6 +38,8 @@ _WHERE = {
     "CountersignError": "crew_runtime.errors",
     "CrewBuildError": "crew_runtime.errors",
     "UsageError": "crew_runtime.errors",
+    "GatedTool": "crew_runtime.gates",
+    "requires_approval": "crew_runtime.gates",
     "Countersign": "crew_runtime.service",
     "Worker": "crew_runtime.worker",
     "WorkerSettings": "crew_runtime.worker",
@@ -50,6 +53,7 @@ __all__ = [
     "CountersignError",
     "CrewBuildError",
     "CrewSpec",
+    "GatedTool",
     "UnknownCrewError",
     "UsageError",
     "Worker",
@@ -57,6 +61,7 @@ __all__ = [
     "ask_human",
     "idempotency_key",
     "load_config",
+    "requires_approval",
 ]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from crew_runtime.config import CrewSpec
+from crew_runtime.gates import Gate
 from crew_runtime.signals import RunAborted
 from storage import JournalEntry, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
 
@@ -34,12 +35,16 @@ class CallKey:
         return f"{self.run_id}/{self.stream}/{self.seq}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class ToolSlot:
-    """The tool call in progress on this thread, and its recorded result if replayed."""
+    """The tool call in progress on this thread: its place, its recorded result if
+    replayed, and what a gate decided (wait, replace the result, or add a note)."""
 
     key: CallKey
     recorded: str | None
+    awaiting_approval: bool = False
+    override: str | None = None
+    note: str | None = None
 
 
 def current_run() -> RunContext | None:
@@ -85,6 +90,7 @@ class RunContext:
             if r.status != ReviewStatus.SUPERSEDED
         }
         self._task_index: dict[int, int] = {}
+        self.gates: dict[str, Gate] = {}
         self._tool_call = threading.local()
 
     # -- identity of calls

@@ -25,6 +25,7 @@ from crewai.llms.base_llm import BaseLLM
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
+from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.tool_journal import register_tool_journal
@@ -72,6 +73,7 @@ def prepare(crew: Crew, ctx: RunContext) -> None:
     the store (notes/crewai-internals.md §5 "non-deterministic sources").
     """
     ctx.index_tasks(list(crew.tasks))
+    ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
     crew.memory = False
     crew.planning = False
     for agent in crew.agents:

@@ -6,9 +6,12 @@ Validation happens here, before anything is written; a bad request raises
 
 from __future__ import annotations
 
+import json
+
+from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
-from storage import DecisionKind, NewDecision, Review, Run, Store
+from storage import DecisionKind, NewDecision, Review, ReviewKind, Run, Store
 
 
 class Countersign:
@@ -56,7 +59,22 @@ class Countersign:
             raise UsageError(f"{decision.value!r} needs text: {_TEXT_HINTS[decision]}")
         if not by.strip():
             raise UsageError("a decision needs the reviewer's name (--by USER)")
+        if decision == DecisionKind.EDIT and text is not None:
+            text = self._checked_args(review_id, text)
         return self.store.decide(review_id, NewDecision(decision, by.strip(), text))
+
+    def _checked_args(self, review_id: str, text: str) -> str:
+        """An edit of a tool call is its new arguments: a JSON object fitting the schema."""
+        review = self.store.get_review(review_id)
+        if review.kind != ReviewKind.TOOL_APPROVAL:
+            return text
+        try:
+            args = parse_edited_args(text, review.details.get("schema") or {})
+        except ValueError as exc:
+            raise UsageError(
+                f"the edited arguments of {review.details.get('tool')}: {exc}"
+            ) from None
+        return json.dumps(args, ensure_ascii=False)
 
     def cancel(self, run_id: str, *, by: str) -> Run:
         return self.store.cancel_run(run_id, by)

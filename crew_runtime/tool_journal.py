@@ -16,6 +16,9 @@ from crewai.hooks.dispatch import InterceptionPoint, register_scoped
 from crewai.tools.tool_failure import ToolFailure
 
 from crew_runtime.context import RunContext, ToolSlot
+from crew_runtime.gates import Gate
+from crew_runtime.signals import PauseRun
+from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
 
@@ -28,11 +31,15 @@ def register_tool_journal(ctx: RunContext) -> None:
         seq = ctx.next_seq(stream, "tool")
         entry = ctx.recorded(stream, "tool", seq)
         recorded = None if entry is None else str(entry.payload["result"])
-        ctx.set_tool_slot(ToolSlot(ctx.key(stream, seq), recorded))
+        slot = ToolSlot(ctx.key(stream, seq), recorded)
+        ctx.set_tool_slot(slot)
         if recorded is not None:
             ctx.stats["tool_replayed"] += 1
             return False
         ctx.check_alive()
+        gate = ctx.gates.get(hook.tool_name)
+        if gate is not None and gate.applies(dict(hook.tool_input)):
+            return check_gate(ctx, gate, hook, slot)
         return None
 
     def after(hook: Any) -> str | None:
@@ -42,14 +49,67 @@ def register_tool_journal(ctx: RunContext) -> None:
             return None
         if slot.recorded is not None:
             return slot.recorded
+        if slot.awaiting_approval:
+            # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
+            raise PauseRun(f"waiting for approval of {hook.tool_name} ({slot.key})")
         raw = hook.raw_tool_result
         if isinstance(raw, ToolFailure) and raw.code == AWAITING_HUMAN:
             return None  # not an answer: the run pauses and the call runs again on resume
+        result = slot.override if slot.override is not None else hook.tool_result
+        if slot.note:
+            result = f"{result}\n\n{slot.note}"
         ctx.stats["tool_live"] += 1
         args = json.loads(json.dumps(hook.tool_input, default=str))
-        payload = {"tool": hook.tool_name, "args": args, "result": hook.tool_result}
+        payload = {"tool": hook.tool_name, "args": args, "result": result}
         ctx.record(slot.key.stream, "tool", slot.key.seq, payload)
-        return None
+        return str(result) if (slot.override is not None or slot.note) else None
 
     register_scoped(InterceptionPoint.PRE_TOOL_CALL, before)
     register_scoped(InterceptionPoint.POST_TOOL_CALL, after)
+
+
+def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool | None:
+    """Hold, run, run with edited arguments, or deny a gated call, as its review says.
+
+    Returns False to block the call (CrewAI then runs the after-hook, which pauses the
+    run or hands the denial to the model), None to let it run.
+    """
+    key = slot.key
+    proposed = json.loads(json.dumps(hook.tool_input, default=str))
+    review = ctx.find_review(ReviewKind.TOOL_APPROVAL, key.stream, key.seq)
+    if review is None or review.status == ReviewStatus.PENDING:
+        if review is None:
+            ctx.ask(
+                NewReview(
+                    kind=ReviewKind.TOOL_APPROVAL,
+                    stream=key.stream,
+                    seq=key.seq,
+                    prompt=f"{hook.tool_name}({json.dumps(proposed, ensure_ascii=False)})",
+                    details={
+                        "tool": hook.tool_name,
+                        "description": gate.description,
+                        "args": proposed,
+                        "schema": gate.schema,
+                    },
+                )
+            )
+        slot.awaiting_approval = True
+        return False
+    decision = review.decision
+    if decision is None or decision.kind in (DecisionKind.REJECT, DecisionKind.EXPIRE):
+        who = decision.decided_by if decision else "nobody"
+        reason = (decision.text if decision else None) or "no reason given"
+        if decision is not None and decision.kind == DecisionKind.EXPIRE:
+            reason = "nobody approved it in time"
+        slot.override = f"{hook.tool_name} was denied by {who}: {reason}. It was not run."
+        return False
+    if decision.kind == DecisionKind.EDIT and decision.text:
+        edited = json.loads(decision.text)
+        hook.tool_input.clear()  # in place: CrewAI calls the tool with this very dict
+        hook.tool_input.update(edited)
+        slot.note = (
+            f"Note: reviewer {decision.decided_by} changed the arguments of {hook.tool_name} "
+            f"from {json.dumps(proposed, ensure_ascii=False)} to "
+            f"{json.dumps(edited, ensure_ascii=False)}; the call was made with the new values."
+        )
+    return None

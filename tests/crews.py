@@ -18,7 +18,7 @@ from crewai import Agent, Crew, Process, Task
 from crewai.tools import BaseTool
 from pydantic import BaseModel
 
-from crew_runtime import ask_human, idempotency_key
+from crew_runtime import ask_human, idempotency_key, requires_approval
 from crew_runtime.scripted_llm import ScriptedLLM
 
 
@@ -206,3 +206,34 @@ def longform(inputs: dict[str, str]) -> Crew:
         human_input=True,
     )
     return Crew(agents=[agent], tasks=[task], process=Process.sequential)
+
+
+class PayInput(BaseModel):
+    amount: int
+    to: str
+
+
+class PayTool(BaseTool):
+    name: str = "pay"
+    description: str = "Pay an amount to a supplier. Moves money."
+    args_schema: type[BaseModel] = PayInput
+
+    def _run(self, amount: int, to: str) -> str:
+        _append({"kind": "paid", "amount": amount, "to": to, "key": idempotency_key()})
+        return f"paid {amount} to {to}"
+
+
+def payments(inputs: dict[str, str]) -> Crew:
+    """Pays a supplier; payments of 1000 or more wait for a reviewer's approval."""
+    amount = int(inputs.get("amount", "1500"))
+    _pause_point("factory")
+    clerk = Agent(
+        role="Clerk",
+        goal="Pay suppliers",
+        backstory="Careful with money.",
+        llm=_llm("Receipt", [("pay", {"amount": amount, "to": "ACME"})]),
+        tools=[requires_approval(PayTool(), when=lambda args: args["amount"] >= 1000)],
+        verbose=False,
+    )
+    task = Task(description="Pay ACME", expected_output="A receipt", agent=clerk)
+    return Crew(agents=[clerk], tasks=[task], process=Process.sequential)

@@ -39,6 +39,15 @@ description = "One task, one tool, no human"
 
 [crews.broken]
 factory = "tests.crews:broken"
+
+[crews.payments]
+factory = "tests.crews:payments"
+description = "Pays a supplier; large payments are gated"
+
+[crews.gated_research]
+factory = "tests.crews:research"
+description = "The research crew with publish gated by configuration"
+approval_tools = ["publish"]
 """
 
 
