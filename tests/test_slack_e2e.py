@@ -54,6 +54,11 @@ escalate_after = "2s"
 escalate_to = ["{BOB}"]
 expire_after = "3s"
 
+[crews.payments]
+factory = "tests.crews:payments"
+description = "Pays a supplier; large payments are gated"
+reviewers = ["{ALICE}"]
+
 [crews.longform]
 factory = "tests.crews:longform"
 description = "One very long draft"
@@ -438,3 +443,28 @@ def test_reminder_escalation_and_expiry(setup: tuple[Config, Store]) -> None:
             what="the expired review to lose its buttons",
         )
         assert len([m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)]) == 1
+
+
+def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run payments amount=1500")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        shown = text_of(review)
+        assert "pay" in shown and "1500" in shown and "ACME" in shown
+        assert set(buttons(review)) == {
+            "countersign:approve",
+            "countersign:edit",
+            "countersign:reject",
+        }
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:edit")
+        view = modal_for(slack, ALICE)
+        refused = slack.submit_view(ALICE, view["id"], {"text": '{"amount": "lots", "to": "ACME"}'})
+        assert "amount: expected integer" in refused.json["errors"]["text"]
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
+        accepted = slack.submit_view(ALICE, view["id"], {"text": '{"amount": 900, "to": "ACME"}'})
+        assert accepted.status == 200
+        run = _succeeded(store)
+        assert "paid 900 to ACME" in (run.output or "")
