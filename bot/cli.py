@@ -6,6 +6,7 @@ Commands::
     countersign runs list [--status S] [--crew NAME] [--limit N] [--json]
     countersign runs show RUN_ID [--json]
     countersign runs cancel RUN_ID [--by USER]
+    countersign runs revise RUN_ID TASK "feedback" [--by USER]
     countersign reviews list [--all] [--run RUN_ID] [--json]
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
@@ -250,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = command(runs, "cancel", c.runs_cancel, "cancel a run and its pending reviews")
     cancel.add_argument("run_id", metavar="RUN_ID")
     cancel.add_argument("--by", metavar="USER", help="who cancels it (default: $USER)")
+
+    revise = command(
+        runs, "revise", c.runs_revise, "reopen an approved task of a waiting run with feedback"
+    )
+    revise.add_argument("run_id", metavar="RUN_ID")
+    revise.add_argument("task", metavar="TASK", type=_positive_int, help="task number, from 1")
+    revise.add_argument("feedback", metavar="FEEDBACK", help="for the task's agent; - reads stdin")
+    revise.add_argument("--by", metavar="USER", help="who reopens it (default: $USER)")
 
     reviews = group("reviews", "list, show and decide reviews")
     rlist = command(reviews, "list", c.reviews_list, "list pending reviews, oldest first")

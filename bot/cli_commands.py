@@ -105,6 +105,16 @@ def runs_cancel(ctx: Context) -> int:
     return 0
 
 
+def runs_revise(ctx: Context) -> int:
+    """Reopen an approved task (numbered from 1, as people count) with new feedback."""
+    args = ctx.args
+    feedback: str = sys.stdin.read() if args.feedback == "-" else args.feedback
+    by = (args.by or "").strip() or ctx.settings.default_user
+    review = ctx.service().revise(args.run_id, args.task - 1, feedback, by=by)
+    print(f"{review.run_id}: task {args.task} reopened by {by}; later tasks will run again")
+    return 0
+
+
 # --- reviews ------------------------------------------------------------------------------
 
 

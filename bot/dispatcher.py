@@ -105,6 +105,16 @@ class Dispatcher:
             if review.status == ReviewStatus.PENDING:
                 await self._post_thread(run, [self._nudge(kind, review, run)])
             await sync(self.store.mark_sent, message.id)
+        elif kind == OutboxKind.TASK_REOPENED and message.review_id:
+            reopened = await sync(self.store.get_review, message.review_id)
+            superseded = await sync(
+                self.store.list_reviews, status=ReviewStatus.SUPERSEDED, run_id=run.id
+            )
+            for review in superseded:
+                if review.decision is None:  # it was still waiting: take its buttons away
+                    await self._replace(review)
+            await self._post_thread(run, [blocks.reopened_message(reopened)])
+            await sync(self.store.mark_sent, message.id)
         elif kind == OutboxKind.RUN_DIVERGED:
             note = str(message.payload.get("note", ""))
             await self._post_thread(run, [blocks.divergence_message(note)])

@@ -11,7 +11,17 @@ import json
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
-from storage import DecisionKind, NewDecision, Review, ReviewKind, Run, Store
+from storage import (
+    DecisionKind,
+    NewDecision,
+    NotWaiting,
+    Review,
+    ReviewKind,
+    ReviewStatus,
+    Run,
+    RunStatus,
+    Store,
+)
 
 
 class Countersign:
@@ -76,6 +86,61 @@ class Countersign:
             ) from None
         return json.dumps(args, ensure_ascii=False)
 
+    def revisable_tasks(self, run_id: str) -> list[tuple[int, str]]:
+        """The tasks of a waiting run that a reviewer approved and may reopen:
+        ``(task index from 0, label)``, in task order."""
+        if self.store.get_run(run_id).status != RunStatus.WAITING:
+            return []
+        return [
+            (index, _task_label(index, review))
+            for index, review in sorted(self._approved_tasks(run_id).items())
+        ]
+
+    def revise(self, run_id: str, task_index: int, feedback: str, *, by: str) -> Review:
+        """Reopen an approved task of a waiting run with new feedback.
+
+        The task is revised with the feedback (its agent sees its draft and every
+        feedback so far); every later task runs again with the new context and is
+        reviewed again. What the tasks did before stays in the audit trail.
+
+        Raises:
+            UsageError: no feedback, or the task has no approved review to reopen.
+            RunNotFound, NotWaiting: from storage.
+        """
+        feedback = feedback.strip()
+        if not feedback:
+            raise UsageError("revising a task needs feedback for its agent")
+        if not by.strip():
+            raise UsageError("a decision needs the reviewer's name (--by USER)")
+        run = self.store.get_run(run_id)
+        if run.status != RunStatus.WAITING:
+            raise NotWaiting(run.id, run.status)
+        approved = self._approved_tasks(run_id)
+        if task_index not in approved:
+            choices = ", ".join(str(i + 1) for i in sorted(approved)) or "none yet"
+            raise UsageError(
+                f"task {task_index + 1} of run {run_id} has no approved review to reopen "
+                f"(approved tasks: {choices})"
+            )
+        decision = NewDecision(DecisionKind.CHANGES, by.strip(), feedback)
+        return self.store.reopen_review(approved[task_index].id, decision)
+
+    def _approved_tasks(self, run_id: str) -> dict[int, Review]:
+        """The latest live task review of each task, where it approved (or edited) the draft."""
+        latest: dict[int, Review] = {}
+        for review in self.store.list_reviews(status=None, run_id=run_id):
+            index = _task_index(review)
+            if index is None or review.status == ReviewStatus.SUPERSEDED:
+                continue
+            if index not in latest or review.seq > latest[index].seq:
+                latest[index] = review
+        return {
+            index: review
+            for index, review in latest.items()
+            if review.decision is not None
+            and review.decision.kind in (DecisionKind.APPROVE, DecisionKind.EDIT)
+        }
+
     def cancel(self, run_id: str, *, by: str) -> Run:
         return self.store.cancel_run(run_id, by)
 
@@ -98,3 +163,17 @@ def parse_decision(word: str) -> DecisionKind:
         choices = "|".join(k.value for k in _HUMAN_DECISIONS)
         raise UsageError(f"unknown decision {word!r}: use one of {choices}")
     return decision
+
+
+def _task_index(review: Review) -> int | None:
+    """The task a task review belongs to, from its stream ``task{n}:{role}``."""
+    if review.kind != ReviewKind.TASK_REVIEW or not review.stream.startswith("task"):
+        return None
+    number = review.stream[4:].split(":", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
+def _task_label(index: int, review: Review) -> str:
+    description = str(review.details.get("description") or "").strip().splitlines()
+    summary = description[0][:60] if description else str(review.details.get("agent") or "")
+    return f"Task {index + 1}: {summary}" if summary else f"Task {index + 1}"

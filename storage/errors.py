@@ -87,3 +87,10 @@ class DecisionNotAllowed(TransitionRejected):
         self.review_kind = review_kind
         self.decision = decision
         self.allowed = allowed
+
+
+class NotWaiting(TransitionRejected):
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id} is {status}, not waiting for a review")
+        self.run_id = run_id
+        self.status = status

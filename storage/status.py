@@ -117,4 +117,5 @@ class OutboxKind(StrEnum):
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
     RUN_DIVERGED = "run_diverged"
+    TASK_REOPENED = "task_reopened"
     RUN_FINISHED = "run_finished"

@@ -22,8 +22,10 @@ from storage.errors import (
     AlreadyFinal,
     DecisionNotAllowed,
     LeaseLost,
+    NotWaiting,
     ReviewNotFound,
     RunNotFound,
+    TransitionRejected,
 )
 from storage.records import (
     JSON,
@@ -431,6 +433,75 @@ class Store:
             except AlreadyDecided:
                 pass
         return counts
+
+    def reopen_review(self, review_id: str, decision: NewDecision) -> Review:
+        """Decide an earlier, already decided review again, and rewind the run to it.
+
+        The old review is superseded (it keeps its decision: the audit trail loses
+        nothing), a new decided review takes its place at the same pause point, the
+        journal recorded after that point is dropped and the reviews opened after it
+        are superseded. The run must be waiting; it is queued again.
+
+        Raises:
+            ReviewNotFound: no such review.
+            NotWaiting: the run is not waiting for a review.
+            TransitionRejected: the review is not a decided one.
+        """
+        now = self.clock()
+        with self._tx() as conn:
+            old = self._get_review(conn, review_id, lock=True)
+            run = self._get_run(conn, old.run_id, lock=True)
+            if run.status != RunStatus.WAITING:
+                raise NotWaiting(run.id, run.status)
+            if old.status != ReviewStatus.DECIDED:
+                raise TransitionRejected(f"review {review_id} is {old.status}, not decided")
+            point = old.journal_pos
+            conn.execute(
+                update(reviews)
+                .where(
+                    reviews.c.run_id == run.id,
+                    reviews.c.status != ReviewStatus.SUPERSEDED,
+                    (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
+                )
+                .values(status=ReviewStatus.SUPERSEDED)
+            )
+            conn.execute(delete(journal).where(journal.c.run_id == run.id, journal.c.pos >= point))
+            new_review_id = new_id("rev")
+            conn.execute(
+                insert(reviews).values(
+                    id=new_review_id,
+                    run_id=run.id,
+                    kind=old.kind,
+                    status=ReviewStatus.DECIDED,
+                    stream=old.stream,
+                    seq=old.seq,
+                    prompt=old.prompt,
+                    details=old.details,
+                    journal_pos=point,
+                    channel=old.channel,
+                    created_at=now,
+                    decided_at=now,
+                )
+            )
+            conn.execute(
+                insert(decisions).values(
+                    review_id=new_review_id,
+                    run_id=run.id,
+                    kind=decision.kind,
+                    text=decision.text,
+                    original=None,
+                    details={**decision.details, "replaces": old.id},
+                    decided_by=decision.decided_by,
+                    created_at=now,
+                )
+            )
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run.id, runs.c.status == RunStatus.WAITING)
+                .values(status=RunStatus.QUEUED, updated_at=now)
+            )
+            self._enqueue(conn, run.id, OutboxKind.TASK_REOPENED, new_review_id)
+            return self._get_review(conn, new_review_id)
 
     # --------------------------------------------------------------- journal
 

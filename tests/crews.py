@@ -237,3 +237,18 @@ def payments(inputs: dict[str, str]) -> Crew:
     )
     task = Task(description="Pay ACME", expected_output="A receipt", agent=clerk)
     return Crew(agents=[clerk], tasks=[task], process=Process.sequential)
+
+
+def trilogy(inputs: dict[str, str]) -> Crew:
+    """Three reviewed tasks, each built on the one before."""
+    agents = [
+        Agent(role=role, goal="Write", backstory="Writes.", llm=_llm(label), verbose=False)
+        for role, label in (("Planner", "Plan"), ("Drafter", "Draft"), ("Editor", "Final"))
+    ]
+    plan = Task(description="Plan {topic}", expected_output="A plan", agent=agents[0])
+    draft = Task(description="Draft {topic}", expected_output="A draft", agent=agents[1])
+    final = Task(description="Finish {topic}", expected_output="A text", agent=agents[2])
+    plan.human_input = draft.human_input = final.human_input = True
+    draft.context = [plan]
+    final.context = [draft]
+    return Crew(agents=agents, tasks=[plan, draft, final], process=Process.sequential)

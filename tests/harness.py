@@ -40,6 +40,10 @@ description = "One task, one tool, no human"
 [crews.broken]
 factory = "tests.crews:broken"
 
+[crews.trilogy]
+factory = "tests.crews:trilogy"
+description = "Three reviewed tasks, each on the one before"
+
 [crews.payments]
 factory = "tests.crews:payments"
 description = "Pays a supplier; large payments are gated"
