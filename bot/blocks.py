@@ -514,3 +514,9 @@ def notice_view(words: str) -> dict[str, Any]:
         "close": _plain("Close", 24),
         "blocks": [_section(escape(words))],
     }
+
+
+def reopened_message(review: Review) -> Message:
+    """Said in the run's thread when an approved task is sent back to its agent."""
+    words = t.task_reopened(review)
+    return Message(words, [_section(words)])
