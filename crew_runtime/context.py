@@ -164,6 +164,17 @@ class RunContext:
 
     # -- reviews
 
+    def reviews(self) -> list[Review]:
+        with self._lock:
+            return list(self._reviews.values())
+
+    def next_review_seq(self, kind: ReviewKind, stream: str) -> int:
+        """The next free pause point of a stream (flows pause by method, not by turn)."""
+        with self._lock:
+            taken = [s for (k, st, s) in self._reviews if k == kind and st == stream]
+            queued = [a.seq for a in self.asks if a.kind == kind and a.stream == stream]
+        return max([*taken, *queued], default=-1) + 1
+
     def find_review(self, kind: ReviewKind, stream: str, seq: int) -> Review | None:
         """The review opened at this pause point, as it stood when the execution began."""
         with self._lock:

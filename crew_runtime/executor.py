@@ -10,7 +10,7 @@ import logging
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from crewai import Agent, Crew, CrewOutput
 from crewai.core.providers.human_input import reset_provider, set_provider
@@ -19,19 +19,31 @@ from crewai.events.event_context import (
     MismatchBehavior,
     _event_context_config,
 )
+from crewai.flow import Flow
+from crewai.flow.async_feedback import HumanFeedbackPending
+from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
+from crew_runtime.flows import (
+    ReviewFeedbackProvider,
+    StoredFlowPersistence,
+    feedback_text,
+    resume_point,
+    route_by_decision,
+)
 from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.tool_journal import register_tool_journal
-from storage import LeaseLost, Review, Run, RunStatus, Store
+from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _QUIET_EVENTS = EventContextConfig(
     mismatch_behavior=MismatchBehavior.SILENT, empty_pop_behavior=MismatchBehavior.SILENT
@@ -49,6 +61,11 @@ class Outcome:
 
 def build_crew(config: Config, run: Run) -> Crew:
     """Call the crew's factory with the run's inputs."""
+    return _build(config, run, Crew)
+
+
+def _build(config: Config, run: Run, kind: type[T]) -> T:
+    """Call the factory of the run's crew (or flow) and check what it returns."""
     spec = config.get(run.crew)
     # Crew modules usually sit next to countersign.toml; appended, so installed code wins.
     crew_dir = str(config.path.parent)
@@ -59,9 +76,10 @@ def build_crew(config: Config, run: Run) -> Crew:
         crew = factory(dict(run.inputs))
     except Exception as exc:
         raise CrewBuildError(f"the factory of crew {run.crew!r} raised {exc!r}") from exc
-    if not isinstance(crew, Crew):
+    if not isinstance(crew, kind):
         raise CrewBuildError(
-            f"the factory of crew {run.crew!r} returned {type(crew).__name__}, not a crewai.Crew"
+            f"the factory of {run.crew!r} returned {type(crew).__name__}, "
+            f"not a crewai.{kind.__name__}"
         )
     return crew
 
@@ -93,7 +111,9 @@ def _wrap(llm: Any, ctx: RunContext) -> Any:
 
 
 def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
-    """Run the crew under ``ctx`` and record how it ended."""
+    """Run the crew (or flow) under ``ctx`` and record how it ended."""
+    if ctx.spec.kind == "flow":
+        return _execute_flow(store, config, ctx)
     run = ctx.run
     try:
         crew = build_crew(config, run)
@@ -118,6 +138,41 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         return Outcome(None, stats=dict(ctx.stats))
     output = result.raw if isinstance(result, CrewOutput) else str(result)
     return _settle(store, ctx, RunStatus.SUCCEEDED, output=output)
+
+
+def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
+    """Start a flow, or resume the paused one with the reviewer's decision."""
+    run = ctx.run
+    try:
+        flow = _build(config, run, Flow)
+    except Exception as exc:
+        return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
+    flows = FlowStore(store)
+    persistence = StoredFlowPersistence(flows=flows)
+    # CrewAI reads the provider of an undecorated @human_feedback from this global.
+    flow_config.hitl_provider = ReviewFeedbackProvider()
+    started = ctx.recorded("flow", "flow", 0)
+    try:
+        with ctx.active():
+            if started is None:
+                flow.persistence = persistence
+                result = flow.kickoff(inputs=dict(run.inputs))
+            else:
+                decision = resume_point(ctx)
+                if decision is None:
+                    raise CrewBuildError("the flow is paused but no decision was found")
+                resumed = type(flow).from_pending(started.payload["flow_id"], persistence)
+                route_by_decision(resumed, decision)
+                result = resumed.resume(feedback_text(decision))
+    except Exception as exc:
+        return _stopped(store, ctx, exc)
+    if isinstance(result, HumanFeedbackPending):
+        if started is None:
+            ctx.record("flow", "flow", 0, {"flow_id": result.context.flow_id})
+        return _stopped(store, ctx, result)
+    if started is not None:
+        flows.clear_pending(str(started.payload["flow_id"]))
+    return _settle(store, ctx, RunStatus.SUCCEEDED, output=str(result))
 
 
 def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:

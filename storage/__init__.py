@@ -17,6 +17,7 @@ from storage.errors import (
     StorageError,
     TransitionRejected,
 )
+from storage.flows import FlowStore
 from storage.records import (
     Decision,
     JournalEntry,
@@ -44,6 +45,7 @@ __all__ = [
     "Decision",
     "DecisionKind",
     "DecisionNotAllowed",
+    "FlowStore",
     "JournalEntry",
     "LeaseLost",
     "NewDecision",

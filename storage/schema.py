@@ -143,3 +143,23 @@ slack_events = Table(
     Column("created_at", DateTime, nullable=False),
     Index("ix_slack_events_created", "created_at"),
 )
+
+# CrewAI Flow persistence (crew_runtime.flows): the latest state of each flow, and the
+# feedback a paused flow waits for. Plain JSON, as CrewAI's own SQLite backend stores it.
+flow_states = Table(
+    "flow_states",
+    metadata,
+    Column("flow_uuid", String(64), primary_key=True),
+    Column("method_name", String(200), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+)
+
+flow_pending = Table(
+    "flow_pending",
+    metadata,
+    Column("flow_uuid", String(64), primary_key=True),
+    Column("context", JSON, nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)

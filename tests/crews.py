@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crewai import Agent, Crew, Process, Task
+from crewai.flow import Flow, human_feedback, listen, start
 from crewai.tools import BaseTool
 from pydantic import BaseModel
 
@@ -252,3 +253,38 @@ def trilogy(inputs: dict[str, str]) -> Crew:
     draft.context = [plan]
     final.context = [draft]
     return Crew(agents=agents, tasks=[plan, draft, final], process=Process.sequential)
+
+
+class ArticleState(BaseModel):
+    topic: str = ""
+    draft: str = ""
+    feedback: list[str] = []
+
+
+class ArticleFlow(Flow[ArticleState]):
+    """Two steps: draft (reviewed with CrewAI's own @human_feedback), then publish or shelve.
+
+    ``llm`` is left unset on purpose: CrewAI would call a default OpenAI model to read the
+    reviewer's words; Countersign routes by the clicked button, so no model is needed.
+    """
+
+    @start()
+    @human_feedback(message="Publish this draft?", emit=["approved", "rejected"])
+    def draft_article(self) -> str:
+        self.state.draft = f"Draft on {self.state.topic} (round {len(self.state.feedback)})"
+        return self.state.draft
+
+    @listen("approved")
+    def publish(self) -> str:
+        _pause_point("publish")
+        _append({"kind": "flow_published", "draft": self.state.draft, "pid": os.getpid()})
+        return f"PUBLISHED: {self.state.draft}"
+
+    @listen("rejected")
+    def shelve(self) -> str:
+        feedback = self.last_human_feedback.feedback if self.last_human_feedback else ""
+        return f"SHELVED: {self.state.draft} ({feedback})"
+
+
+def article_flow(inputs: dict[str, str]) -> ArticleFlow:
+    return ArticleFlow()

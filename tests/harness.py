@@ -44,6 +44,10 @@ factory = "tests.crews:broken"
 factory = "tests.crews:trilogy"
 description = "Three reviewed tasks, each on the one before"
 
+[flows.article]
+factory = "tests.crews:article_flow"
+description = "A CrewAI Flow reviewed with @human_feedback"
+
 [crews.payments]
 factory = "tests.crews:payments"
 description = "Pays a supplier; large payments are gated"
