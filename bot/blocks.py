@@ -13,7 +13,8 @@ Pure functions returning plain dicts, so each one is checked against Slack's lim
   Past :data:`FILE_THRESHOLD` the dispatcher posts :func:`review_file_summary` and uploads
   the draft as a file instead.
 - Buttons carry the review id as their value, never text; their ``action_id`` is
-  ``countersign:<action>`` (``bot.payloads`` parses them back).
+  ``countersign:<action>`` (``bot.payloads`` parses them back). "Revise an earlier task"
+  belongs to the run, so its value is the run id.
 
 The layout of a review's last message depends on the review alone, not on the run, so
 :func:`decided_message` can rebuild it with the decision in place of the buttons.
@@ -22,13 +23,22 @@ The layout of a review's last message depends on the review alone, not on the ru
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
 from bot import text as t
-from bot.payloads import action_id, callback_id
+from bot.payloads import (
+    MAX_ARG_NAME,
+    MODAL_ACTIONS,
+    REVISE,
+    action_id,
+    arg_block_id,
+    callback_id,
+    schema_types,
+)
 from bot.text import escape, truncate
 from storage.records import Review, Run
 from storage.status import DecisionKind, ReviewKind, RunStatus
@@ -48,6 +58,7 @@ __all__ = [
     "result_messages",
     "review_file_summary",
     "review_messages",
+    "revise_modal",
     "run_root",
     "split_text",
     "status_message",
@@ -67,6 +78,9 @@ SUMMARY_CHARS = 500
 DECISION_TEXT_LIMIT = 1000  # doubled at worst by quoting each line
 MAX_RESULT_MESSAGES = 5
 MAX_LISTED = 20  # reviews in /crew pending, one section each
+MAX_ARG_INPUTS = 90  # a modal holds 100 blocks; past this many arguments, one JSON box
+MAX_OPTIONS = 100  # static_select, Slack's limit
+OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
 LISTING_BUDGET = 9000  # chars of a list in one message
 
 BUTTONS: dict[ReviewKind, tuple[str, ...]] = {
@@ -220,6 +234,24 @@ def _button(action: str, review_id: str) -> Block:
     return button
 
 
+def _revise_button(run_id: str) -> Block:
+    return {
+        "type": "button",
+        "action_id": action_id(REVISE),
+        "text": _plain(t.REVISE_BUTTON, 75),
+        "value": run_id,
+    }
+
+
+# The runtime names a task review's stream ``task<index>:<agent role>``
+# (crew_runtime/context.py, Context.stream_for); the first task has nothing before it.
+_LATER_TASK = re.compile(r"task[1-9][0-9]*:")
+
+
+def _after_first_task(review: Review) -> bool:
+    return review.kind is ReviewKind.TASK_REVIEW and bool(_LATER_TASK.match(review.stream))
+
+
 def _args(review: Review) -> list[Block]:
     """A tool call's arguments, as the reviewer must see them before approving."""
     if review.kind is not ReviewKind.TOOL_APPROVAL or "args" not in review.details:
@@ -233,6 +265,8 @@ def _review_tail(review: Review, *, decided: bool) -> list[Block]:
     ref = t.review_ref(review.id, review.run_id)
     if not decided:
         buttons = [_button(a, review.id) for a in BUTTONS[review.kind]]
+        if _after_first_task(review):
+            buttons.append(_revise_button(review.run_id))
         blocks.append(
             {"type": "actions", "block_id": f"countersign:{review.id}", "elements": buttons}
         )
@@ -370,8 +404,11 @@ def _review_line(review: Review) -> str:
     return f"• {t.REVIEW_NOUN[review.kind]} {t.code(review.id)}: {status}"
 
 
-def status_message(run: Run, reviews: list[Review]) -> Message:
-    """``/crew status``: the run, its inputs, its reviews and how each ended."""
+def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) -> Message:
+    """``/crew status``: the run, its inputs, its reviews and how each ended.
+
+    With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
+    """
     head = f"{t.run_title(run.crew, run.status)} · run {t.code(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs)]
     blocks.append(_context(t.started_by(run.started_by, run.created_at)))
@@ -380,6 +417,10 @@ def status_message(run: Run, reviews: list[Review]) -> Message:
     if run.divergence:
         blocks.append(_context(t.divergence_fallback()))
     blocks += _listing([_review_line(r) for r in reviews], budget=5000)
+    if revisable:
+        blocks.append(
+            {"type": "actions", "block_id": "countersign:run", "elements": [_revise_button(run.id)]}
+        )
     return Message(t.run_fallback(run.crew, run.status), blocks)
 
 
@@ -450,8 +491,11 @@ def modal(
     Raises:
         ValueError: for an action that has no modal (``approve``) or is unknown.
     """
-    if action not in t.MODAL_TITLE:
+    if action not in MODAL_ACTIONS:
         raise ValueError(f"no modal for action {action!r}")
+    metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
+    if action == "edit" and (fields := _arg_inputs(review)):
+        return _view(callback_id(action), metadata, action, [*_tool_head(review), *fields])
     blocks: list[Block] = [_context(t.review_ref(review.id, review.run_id))]
     element: Block = {
         "type": "plain_text_input",
@@ -481,16 +525,173 @@ def modal(
             "optional": action == "reject",
         }
     )
-    metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
+    return _view(callback_id(action), metadata, action, blocks)
+
+
+def _view(
+    callback: str, metadata: dict[str, Any], action: str, blocks: list[Block]
+) -> dict[str, Any]:
     return {
         "type": "modal",
-        "callback_id": callback_id(action),
+        "callback_id": callback,
         "private_metadata": json.dumps(metadata),
         "title": _plain(t.MODAL_TITLE[action], 24),
         "submit": _plain(t.MODAL_SUBMIT[action], 24),
         "close": _plain(t.MODAL_CLOSE, 24),
         "blocks": blocks,
     }
+
+
+# --- a tool call's arguments, one input each ----------------------------------------------
+
+
+def _tool_head(review: Review) -> list[Block]:
+    blocks = [_context(t.review_ref(review.id, review.run_id))]
+    line = f"*{t.TOOL}:* {t.code(_detail(review, 'tool'))}"
+    if description := _detail(review, "description"):
+        line += f"\n{truncate(description, 600)}"
+    return [*blocks, _section(line)]
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _arg_names(properties: dict[str, Any], args: dict[str, Any]) -> list[str] | None:
+    """The arguments to show: the schema's, in its order, then any other the call has.
+
+    ``None`` when they cannot be one input each (none, too many, a name too long for a
+    block_id); the modal is then one JSON box, which the service also accepts.
+    """
+    names = [*properties, *(name for name in args if name not in properties)]
+    if not 0 < len(names) <= MAX_ARG_INPUTS:
+        return None
+    if not all(isinstance(n, str) and 0 < len(n) <= MAX_ARG_NAME for n in names):
+        return None
+    return names
+
+
+def _arg_inputs(review: Review) -> list[Block]:
+    """One input per argument of a tool call, prefilled with what the agent proposed.
+
+    Block and action ids are both ``arg:<name>``: action ids must be unique in a view.
+    """
+    if review.kind is not ReviewKind.TOOL_APPROVAL:
+        return []
+    schema = _as_dict(review.details.get("schema"))
+    properties = _as_dict(schema.get("properties"))
+    required = schema.get("required")
+    args = _as_dict(review.details.get("args"))
+    names = _arg_names(properties, args)
+    if names is None:
+        return []
+    return [
+        _arg_input(
+            name,
+            _as_dict(properties.get(name)),
+            args,
+            required=isinstance(required, list) and name in required,
+        )
+        for name in names
+    ]
+
+
+def _arg_input(name: str, prop: dict[str, Any], args: dict[str, Any], *, required: bool) -> Block:
+    kinds = schema_types(prop)
+    title, description = (prop.get(key) for key in ("title", "description"))
+    title = title if isinstance(title, str) else ""
+    notes = [t.arg_hint(kinds, description if isinstance(description, str) else "")]
+    element: Block
+    if kinds and set(kinds) <= {"boolean", "null"} and "boolean" in kinds:
+        element = {
+            "type": "static_select",
+            "action_id": arg_block_id(name),
+            "options": [_option(t.BOOLEAN[v], v) for v in ("true", "false")],
+        }
+        proposed = args.get(name)
+        if isinstance(proposed, bool):
+            word = json.dumps(proposed)
+            element["initial_option"] = _option(t.BOOLEAN[word], word)
+    else:
+        element = {
+            "type": "plain_text_input",
+            "action_id": arg_block_id(name),
+            "multiline": not (kinds and set(kinds) <= {"integer", "number", "null"}),
+            "max_length": INPUT_LIMIT,
+        }
+        shown = _arg_text(args[name]) if name in args else ""
+        initial = _utf16_prefix(shown, INPUT_LIMIT)
+        if initial:
+            element["initial_value"] = initial
+        if len(initial) < len(shown):
+            notes.append(t.arg_cut_note(len(shown), INPUT_LIMIT))
+    return {
+        "type": "input",
+        "block_id": arg_block_id(name),
+        "label": _plain(title or name, 2000),
+        "hint": _plain(" ".join(notes), 2000),
+        "element": element,
+        "optional": not required,
+    }
+
+
+def _arg_text(value: Any) -> str:
+    """A proposed value as a person edits it: text as is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    indent = 2 if isinstance(value, list | dict) and value else None
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
+def _option(label: str, value: str) -> Block:
+    return {"text": _plain(label, OPTION_TEXT_LIMIT), "value": value}
+
+
+# --- re-opening an earlier task -------------------------------------------------------------
+
+
+def revise_modal(
+    run_id: str,
+    tasks: list[tuple[int, str]],
+    channel_id: str | None,
+    message_ts: str | None,
+) -> dict[str, Any]:
+    """The modal of "Revise an earlier task": which approved task, and the feedback.
+
+    ``tasks`` are ``(index, label)`` pairs of the run's revisable tasks (at least one);
+    the chosen index comes back as ``state.values["task"]["task"]`` (action ids are
+    unique in a view), the feedback as ``state.values["text"]["value"]``.
+    """
+    options = [_option(t.task_option(i, label), str(i)) for i, label in tasks[:MAX_OPTIONS]]
+    blocks: list[Block] = [
+        _context(t.run_ref(run_id)),
+        _section(t.REVISE_EXPLAINED),
+        {
+            "type": "input",
+            "block_id": "task",
+            "label": _plain(t.REVISE_TASK_LABEL, 2000),
+            "element": {
+                "type": "static_select",
+                "action_id": "task",
+                "placeholder": _plain(t.REVISE_TASK_PLACEHOLDER, 150),
+                "options": options,
+            },
+        },
+        {
+            "type": "input",
+            "block_id": "text",
+            "label": _plain(t.MODAL_LABEL[REVISE], 2000),
+            "element": {
+                "type": "plain_text_input",
+                "action_id": "value",
+                "multiline": True,
+                "max_length": INPUT_LIMIT,
+                "placeholder": _plain(t.MODAL_PLACEHOLDER[REVISE], 150),
+            },
+        },
+    ]
+    metadata = {"run_id": run_id, "channel_id": channel_id, "message_ts": message_ts}
+    return _view(callback_id(REVISE), metadata, REVISE, blocks)
 
 
 def reminder_message(review: Review, reviewers: tuple[str, ...]) -> Message:

@@ -10,6 +10,7 @@ in storage, and events are deduplicated by event id and by channel+ts.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -33,13 +34,25 @@ from bot.commands import (
     parse_command,
 )
 from bot.payloads import (
+    MODAL_ACTIONS,
+    REVISE,
+    ArgumentErrors,
+    ModalSubmission,
     PayloadError,
+    ReviseClick,
+    action_id,
+    arg_block_id,
+    callback_id,
+    coerce_args,
     parse_button,
     parse_message_event,
+    parse_revise_click,
+    parse_revise_submission,
     parse_slash,
     parse_submission,
 )
 from bot.replies import interpret_reply
+from crew_runtime.arguments import field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
@@ -48,8 +61,10 @@ from storage import (
     AlreadyFinal,
     NotFound,
     Review,
+    ReviewKind,
     ReviewStatus,
     Run,
+    RunStatus,
     StorageError,
 )
 
@@ -59,7 +74,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
-MODAL = re.compile(r"^countersign:modal:")
+MODAL = re.compile(rf"^countersign:modal:({'|'.join(MODAL_ACTIONS)})$")
 
 
 async def sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -83,6 +98,8 @@ class Listeners:
         app.command("/crew")(self.on_command)
         app.action(BUTTON)(self.on_button)
         app.view(MODAL)(self.on_submission)
+        app.action(action_id(REVISE))(self.on_revise)
+        app.view(callback_id(REVISE))(self.on_revise_submission)
         app.event("message")(self.on_message)
         app.event("app_mention")(self.on_message)
 
@@ -143,7 +160,9 @@ class Listeners:
             if isinstance(command, StatusCommand):
                 run = await sync(self.store.get_run, command.run_id)
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
-                return blocks.status_message(run, reviews)
+                # The button only for someone who may use it.
+                revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
+                return blocks.status_message(run, reviews, revisable=revisable)
             if isinstance(command, CancelCommand):
                 run = await sync(self.store.get_run, command.run_id)
                 if not await self._may_act(user_id, run):
@@ -207,11 +226,11 @@ class Listeners:
             await self._decide(found[0], "approve", None, click.user_id, channel)
 
     async def _open_loading_view(
-        self, client: AsyncWebClient, trigger_id: str | None
+        self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
     ) -> str | None:
         try:
             response = await client.views_open(
-                trigger_id=trigger_id, view=blocks.notice_view(text.LOADING)
+                trigger_id=trigger_id, view=blocks.notice_view(words)
             )
         except SlackApiError as exc:
             log.warning("views.open failed: %s", api_error(exc))
@@ -236,31 +255,118 @@ class Listeners:
             log.warning("ignoring a malformed view submission: %s", exc)
             await ack()
             return
-        if not submission.text.strip():
+        # Errors must name an input of the modal: the text box, or a tool call's first argument.
+        where = arg_block_id(next(iter(submission.fields))) if submission.fields else "text"
+        if not submission.fields and not submission.text.strip():
             await ack(response_action="errors", errors={"text": text.EMPTY_TEXT})
             return
         found = await self._review_and_run(submission.review_id)
         if found is None:
-            await ack(response_action="errors", errors={"text": text.REVIEW_GONE})
+            await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
         if not await self._may_act(submission.user_id, run):
-            await ack(response_action="errors", errors={"text": text.NOT_A_REVIEWER})
+            await ack(response_action="errors", errors={where: text.NOT_A_REVIEWER})
+            return
+        words = submission.text
+        if submission.fields and review.kind is ReviewKind.TOOL_APPROVAL:
+            args, errors = _edited_args(review, submission)
+            if errors:
+                await ack(response_action="errors", errors=errors)
+                return
+            words = json.dumps(args, ensure_ascii=False)
+        try:
+            await sync(
+                self.service.decide, review.id, submission.action, words, by=submission.user_id
+            )
+        except AlreadyDecided as exc:
+            await ack(response_action="errors", errors={where: text.too_late(exc)})
+            return
+        except (UsageError, StorageError) as exc:
+            await ack(response_action="errors", errors={where: str(exc)[:150]})
+            return
+        await ack()
+        self.wake()
+
+    # ------------------------------------------------------------ revising an earlier task
+
+    async def on_revise(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        try:
+            click = parse_revise_click(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed revise click: %s", exc)
+            return
+        # As in on_button: open the modal within the trigger id's 3 s, fill it after.
+        view_id = await self._open_loading_view(client, click.trigger_id, text.LOADING_RUN)
+        if view_id is None:
+            await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
+            return
+        await self._update_view(client, view_id, await self._revise_view(click))
+
+    async def _revise_view(self, click: ReviseClick) -> dict[str, Any]:
+        try:
+            run = await sync(self.store.get_run, click.run_id)
+        except NotFound:
+            return blocks.notice_view(text.RUN_GONE)
+        if not await self._may_act(click.user_id, run):
+            return blocks.notice_view(text.NOT_A_REVIEWER)
+        tasks = await self._revisable(run)
+        if not tasks:
+            return blocks.notice_view(text.NOTHING_TO_REVISE)
+        channel = click.channel_id or run.channel
+        return blocks.revise_modal(run.id, tasks, channel, click.message_ts)
+
+    async def _revisable(self, run: Run) -> list[tuple[int, str]]:
+        if run.status is not RunStatus.WAITING:
+            return []
+        try:
+            return await sync(self.service.revisable_tasks, run.id)
+        except (UsageError, StorageError) as exc:
+            log.warning("revisable tasks of %s: %s", run.id, exc)
+            return []
+
+    async def on_revise_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            submission = parse_revise_submission(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed revise submission: %s", exc)
+            await ack()
+            return
+        if submission.task_index is None:
+            await ack(response_action="errors", errors={"task": text.CHOOSE_TASK})
+            return
+        if not submission.feedback.strip():
+            await ack(response_action="errors", errors={"text": text.EMPTY_TEXT})
+            return
+        try:
+            run = await sync(self.store.get_run, submission.run_id)
+        except NotFound:
+            await ack(response_action="errors", errors={"task": text.RUN_GONE})
+            return
+        if not await self._may_act(submission.user_id, run):
+            await ack(response_action="errors", errors={"task": text.NOT_A_REVIEWER})
             return
         try:
             await sync(
-                self.service.decide,
-                review.id,
-                submission.action,
-                submission.text,
+                self.service.revise,
+                run.id,
+                submission.task_index,
+                submission.feedback,
                 by=submission.user_id,
             )
         except AlreadyDecided as exc:
-            await ack(response_action="errors", errors={"text": text.too_late(exc)})
+            await ack(response_action="errors", errors={"task": text.too_late(exc)})
+            return
+        except AlreadyFinal as exc:
+            words = text.already_final(exc.run_id, exc.status)
+            await ack(response_action="errors", errors={"task": words})
             return
         except (UsageError, StorageError) as exc:
-            await ack(response_action="errors", errors={"text": str(exc)[:150]})
+            await ack(response_action="errors", errors={"task": str(exc)[:150]})
             return
+        by = submission.user_id
+        log.info("run %s: task %s re-opened by %s", run.id, submission.task_index, by)
         await ack()
         self.wake()
 
@@ -341,6 +447,32 @@ class Listeners:
             )
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", user_id, api_error(exc))
+
+
+def _edited_args(
+    review: Review, submission: ModalSubmission
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A tool call's arguments from its edit modal, and the errors by input (empty if none).
+
+    Each field is typed by the tool's schema, then the whole checked against it, so a
+    reviewer sees every problem next to its field; the service checks them again.
+    """
+    schema = review.details.get("schema")
+    schema = schema if isinstance(schema, dict) else {}
+    try:
+        args = coerce_args(submission.fields, schema)
+    except ArgumentErrors as exc:
+        args = {}
+        problems = {name: text.arg_problem(kinds) for name, kinds in exc.problems.items()}
+    else:
+        problems = field_errors(schema, args)
+    first = next(iter(submission.fields))
+    errors: dict[str, str] = {}
+    for name, problem in problems.items():
+        # A problem with an argument the modal has no input for goes on the first input.
+        where = arg_block_id(name if name in submission.fields else first)
+        errors[where] = (errors[where] + " " if where in errors else "") + problem[:150]
+    return args, errors
 
 
 def _words(words: str) -> blocks.Message:

@@ -5,6 +5,11 @@ arrives over the network. Every field a listener uses is checked here once, the 
 bolt's ``request/payload_utils.py`` reads payloads without I/O. Shapes follow
 notes/slack-platform.md §3.
 
+A tool call's edit modal has one input per argument (block and action ``arg:<name>``, as
+action ids must be unique in a view): its texts come
+back as :attr:`ModalSubmission.fields` and :func:`coerce_args` types them by the tool's
+argument schema, reporting each field that does not parse.
+
 Ids (users, channels, timestamps, trigger ids, review ids) must be 1-64 characters of
 ``[A-Za-z0-9_.:-]``: every real one is, and anything else is refused before it reaches
 storage, a log line or a message. Optional fields may be absent or ``null``; when present
@@ -14,27 +19,39 @@ they are checked like required ones.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "ACTIONS",
     "ACTION_PREFIX",
+    "ARG_PREFIX",
+    "MAX_ARG_NAME",
     "MODAL_ACTIONS",
     "MODAL_PREFIX",
+    "REVISE",
+    "ArgumentErrors",
     "ButtonClick",
     "ModalSubmission",
     "PayloadError",
+    "ReviseClick",
+    "ReviseSubmission",
     "SlashCommand",
     "ThreadMessage",
     "action_id",
+    "arg_block_id",
     "callback_id",
+    "coerce_args",
     "parse_button",
     "parse_message_event",
+    "parse_revise_click",
+    "parse_revise_submission",
     "parse_slash",
     "parse_submission",
+    "schema_types",
 ]
 
 ACTIONS = ("approve", "edit", "changes", "reject", "answer")
@@ -43,12 +60,19 @@ ACTIONS = ("approve", "edit", "changes", "reject", "answer")
 MODAL_ACTIONS = ("edit", "changes", "reject", "answer")
 """The buttons that open a modal (approving needs no words)."""
 
+REVISE = "revise"
+"""The button (and modal) that re-opens an earlier task of a run; its value is the run id."""
+
 ACTION_PREFIX = "countersign:"
 MODAL_PREFIX = "countersign:modal:"
+ARG_PREFIX = "arg:"
+"""The ``block_id`` prefix of a tool argument's input in the edit modal: ``arg:amount``."""
+MAX_ARG_NAME = 255 - len(ARG_PREFIX)  # a block_id holds at most 255 chars
 
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _COMMAND = re.compile(r"/[^\s/]{1,31}")
 _URL = re.compile(r"https?://[^\s]{1,2000}")
+_TASK_INDEX = re.compile(r"\d{1,6}")
 _MESSAGE_EVENTS = frozenset({"message", "app_mention"})
 # Slack caps private_metadata at 3000 chars; longer cannot be ours.
 _MAX_METADATA = 3000
@@ -68,6 +92,11 @@ def callback_id(action: str) -> str:
     return MODAL_PREFIX + action
 
 
+def arg_block_id(name: str) -> str:
+    """The ``block_id`` of a tool argument's input in the edit modal, e.g. ``arg:amount``."""
+    return ARG_PREFIX + name
+
+
 @dataclass(frozen=True)
 class ButtonClick:
     """A click on one of a review's buttons (``block_actions``)."""
@@ -82,12 +111,44 @@ class ButtonClick:
 
 @dataclass(frozen=True)
 class ModalSubmission:
-    """A submitted review modal (``view_submission``); ``text`` is ``""`` when left empty."""
+    """A submitted review modal (``view_submission``); ``text`` is ``""`` when left empty.
+
+    ``fields`` holds the texts of a tool call's edit modal by argument name (``""`` for an
+    input left empty); it is empty for every other modal, whose words are in ``text``.
+    """
 
     action: str
     review_id: str
     user_id: str
     text: str
+    view_id: str
+    channel_id: str | None
+    message_ts: str | None
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReviseClick:
+    """A click on "Revise an earlier task" (a review message, or ``/crew status``)."""
+
+    run_id: str
+    user_id: str
+    channel_id: str | None
+    message_ts: str | None
+    trigger_id: str | None
+
+
+@dataclass(frozen=True)
+class ReviseSubmission:
+    """The submitted "Revise an earlier task" modal.
+
+    ``task_index`` is ``None`` when no task was chosen; ``feedback`` is ``""`` when empty.
+    """
+
+    run_id: str
+    user_id: str
+    task_index: int | None
+    feedback: str
     view_id: str
     channel_id: str | None
     message_ts: str | None
@@ -125,23 +186,32 @@ def parse_button(body: Mapping[str, Any]) -> ButtonClick:
     The button's ``value`` is the review id, never text (notes §0.4). The message to
     update comes from ``container`` (falling back to ``channel``/``message``).
     """
-    body = _mapping(body, "payload")
-    _expect(body, "type", "block_actions")
-    actions = body.get("actions")
-    if not isinstance(actions, list) or not actions:
-        raise PayloadError("block_actions: 'actions' must be a non-empty list")
-    clicked = _mapping(actions[0], "actions[0]")
-    clicked_id = _str(clicked, "action_id", "actions[0]")
-    action = _suffix(clicked_id, ACTION_PREFIX, ACTIONS, "action_id")
-    container = _optional_mapping(body, "container")
-    channel = _optional_mapping(body, "channel")
-    message = _optional_mapping(body, "message")
+    body, clicked = _click(body)
+    action = _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id")
+    channel_id, message_ts = _clicked_message(body)
     return ButtonClick(
         action=action,
         review_id=_id(clicked, "value", "actions[0]"),
         user_id=_user(body),
-        channel_id=_first_id((container, "channel_id"), (channel, "id")),
-        message_ts=_first_id((container, "message_ts"), (message, "ts")),
+        channel_id=channel_id,
+        message_ts=message_ts,
+        trigger_id=_optional_id(body, "trigger_id", "payload"),
+    )
+
+
+def parse_revise_click(body: Mapping[str, Any]) -> ReviseClick:
+    """A ``block_actions`` payload of a click on ``countersign:revise``.
+
+    Unlike a review's buttons, this one belongs to the run: its ``value`` is the run id.
+    """
+    body, clicked = _click(body)
+    _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (REVISE,), "action_id")
+    channel_id, message_ts = _clicked_message(body)
+    return ReviseClick(
+        run_id=_id(clicked, "value", "actions[0]"),
+        user_id=_user(body),
+        channel_id=channel_id,
+        message_ts=message_ts,
         trigger_id=_optional_id(body, "trigger_id", "payload"),
     )
 
@@ -151,33 +221,48 @@ def parse_submission(body: Mapping[str, Any]) -> ModalSubmission:
 
     The modal carries no channel of its own, so the review id and the message to update
     travel in ``private_metadata`` as JSON; the text is ``state.values.text.value.value``.
+    A tool call's edit modal has ``arg:<name>`` inputs instead, read into ``fields``.
     """
-    body = _mapping(body, "payload")
-    _expect(body, "type", "view_submission")
-    view = _mapping(body.get("view"), "view")
+    body, view, meta = _view(body)
     action = _suffix(_str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id")
-    raw = _str(view, "private_metadata", "view")
-    if len(raw) > _MAX_METADATA:
-        raise PayloadError("view.private_metadata is longer than Slack allows")
-    try:
-        decoded = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise PayloadError("view.private_metadata is not JSON") from exc
-    meta = _mapping(decoded, "view.private_metadata")
-    state = _mapping(view.get("state"), "view.state")
-    values = _mapping(state.get("values"), "view.state.values")
-    entry = _mapping(
-        _mapping(values.get("text"), "view.state.values.text").get("value"),
-        "view.state.values.text.value",
-    )
-    text = entry.get("value")
-    if text is not None and not isinstance(text, str):
-        raise PayloadError("view.state.values.text.value.value must be a string")
+    values = _state_values(view)
+    fields = {
+        key[len(ARG_PREFIX) :]: _input_text(values, key, key)
+        for key in values
+        if isinstance(key, str) and key.startswith(ARG_PREFIX)
+    }
+    if any(not 0 < len(name) <= MAX_ARG_NAME for name in fields):
+        raise PayloadError("view.state.values has an argument with no name or a too long one")
+    text = "" if fields and "text" not in values else _input_text(values, "text")
     return ModalSubmission(
         action=action,
         review_id=_id(meta, "review_id", "private_metadata"),
         user_id=_user(body),
-        text=text or "",
+        text=text,
+        view_id=_id(view, "id", "view"),
+        channel_id=_optional_id(meta, "channel_id", "private_metadata"),
+        message_ts=_optional_id(meta, "message_ts", "private_metadata"),
+        fields=fields,
+    )
+
+
+def parse_revise_submission(body: Mapping[str, Any]) -> ReviseSubmission:
+    """A ``view_submission`` of the "Revise an earlier task" modal.
+
+    ``private_metadata`` carries the run id; the chosen task is the option value (its
+    index) of ``state.values.task.task``, the feedback ``state.values.text.value``.
+    """
+    body, view, meta = _view(body)
+    _suffix(_str(view, "callback_id", "view"), MODAL_PREFIX, (REVISE,), "callback_id")
+    values = _state_values(view)
+    chosen = _input_text(values, "task", "task")
+    if chosen and not _TASK_INDEX.fullmatch(chosen):
+        raise PayloadError(f"the chosen task is not a task index: {_show(chosen)}")
+    return ReviseSubmission(
+        run_id=_id(meta, "run_id", "private_metadata"),
+        user_id=_user(body),
+        task_index=int(chosen) if chosen else None,
+        feedback=_input_text(values, "text"),
         view_id=_id(view, "id", "view"),
         channel_id=_optional_id(meta, "channel_id", "private_metadata"),
         message_ts=_optional_id(meta, "message_ts", "private_metadata"),
@@ -236,6 +321,116 @@ def parse_slash(body: Mapping[str, Any]) -> SlashCommand:
         trigger_id=_optional_id(body, "trigger_id", "command"),
         response_url=response_url,
     )
+
+
+# --- typed tool arguments -------------------------------------------------------------------
+
+# Tried in this order, so "900" is a number before it is text; text comes last.
+_COERCION_ORDER = ("null", "boolean", "integer", "number", "array", "object", "string")
+
+
+class ArgumentErrors(ValueError):
+    """Fields of a tool call's edit modal that do not hold what the schema wants.
+
+    ``problems`` maps each such argument to the JSON types it should hold; an empty tuple
+    means a required argument was left empty.
+    """
+
+    def __init__(self, problems: dict[str, tuple[str, ...]]) -> None:
+        super().__init__(", ".join(problems))
+        self.problems = problems
+
+
+def schema_types(prop: Mapping[str, Any]) -> tuple[str, ...]:
+    """The JSON types a schema property allows (``anyOf``/``oneOf`` flattened).
+
+    Empty when the schema does not say (a ``$ref``, ``{}``).
+
+    >>> schema_types({"anyOf": [{"type": "integer"}, {"type": "null"}]})
+    ('integer', 'null')
+    """
+    kinds = prop.get("type")
+    if isinstance(kinds, str):
+        return (kinds,)
+    if isinstance(kinds, list):
+        return tuple(k for k in kinds if isinstance(k, str))
+    options = prop.get("anyOf") or prop.get("oneOf")
+    if not isinstance(options, list):
+        return ()
+    return tuple(k for o in options if isinstance(o, Mapping) for k in schema_types(o))
+
+
+def coerce_args(fields: Mapping[str, str], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The texts of a tool call's edit modal, typed by the tool's JSON schema.
+
+    A field of a type the schema gives is read as JSON (``900``, ``true``, ``[1, 2]``),
+    except text, taken as typed. A field whose type the schema does not state is JSON
+    when it parses, else text. An optional field left empty is left out, so the tool's
+    default applies. Whether the arguments fit the schema otherwise (unknown or missing
+    ones) is for ``crew_runtime.arguments.field_errors``.
+
+    Raises:
+        ArgumentErrors: the fields that do not hold their type, all at once.
+    """
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
+    args: dict[str, Any] = {}
+    problems: dict[str, tuple[str, ...]] = {}
+    for name, raw in fields.items():
+        prop = properties.get(name)
+        kinds = schema_types(prop if isinstance(prop, Mapping) else {})
+        if not raw.strip():
+            if name not in required:
+                continue
+            if "string" in kinds:
+                args[name] = raw
+            elif "null" in kinds:
+                args[name] = None
+            else:
+                problems[name] = ()
+            continue
+        try:
+            args[name] = _coerce(raw, kinds)
+        except ValueError:
+            problems[name] = kinds
+    if problems:
+        raise ArgumentErrors(problems)
+    return args
+
+
+def _coerce(raw: str, kinds: tuple[str, ...]) -> Any:
+    if not kinds:
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            return raw
+    for kind in _COERCION_ORDER:
+        if kind not in kinds:
+            continue
+        if kind == "string":
+            return raw
+        word = raw.strip()
+        try:
+            value = json.loads(word.lower() if kind in ("null", "boolean") else word)
+        except (ValueError, RecursionError):
+            continue
+        if _is(value, kind):
+            return value
+    raise ValueError(f"not {' or '.join(kinds)}")
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == "null":
+        return value is None
+    if isinstance(value, bool):
+        return kind == "boolean"
+    if kind == "integer":
+        return isinstance(value, int)
+    if kind == "number":
+        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    return isinstance(value, {"array": list, "object": dict}.get(kind, type(None)))
 
 
 # --- checked access ---------------------------------------------------------------------------
@@ -301,3 +496,63 @@ def _suffix(value: str, prefix: str, allowed: tuple[str, ...], what: str) -> str
     if action is None or action not in allowed:
         raise PayloadError(f"{what} {_show(value)} is not one of ours")
     return action
+
+
+def _click(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The ``block_actions`` payload and the element that was clicked."""
+    body = _mapping(body, "payload")
+    _expect(body, "type", "block_actions")
+    actions = body.get("actions")
+    if not isinstance(actions, list) or not actions:
+        raise PayloadError("block_actions: 'actions' must be a non-empty list")
+    return body, _mapping(actions[0], "actions[0]")
+
+
+def _clicked_message(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The channel and ts of the message clicked in, from ``container`` or the older keys."""
+    container = _optional_mapping(body, "container")
+    channel = _optional_mapping(body, "channel")
+    message = _optional_mapping(body, "message")
+    return (
+        _first_id((container, "channel_id"), (channel, "id")),
+        _first_id((container, "message_ts"), (message, "ts")),
+    )
+
+
+def _view(
+    body: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """A ``view_submission`` payload, its view and its decoded ``private_metadata``."""
+    body = _mapping(body, "payload")
+    _expect(body, "type", "view_submission")
+    view = _mapping(body.get("view"), "view")
+    raw = _str(view, "private_metadata", "view")
+    if len(raw) > _MAX_METADATA:
+        raise PayloadError("view.private_metadata is longer than Slack allows")
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError("view.private_metadata is not JSON") from exc
+    return body, view, _mapping(decoded, "view.private_metadata")
+
+
+def _state_values(view: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = _mapping(view.get("state"), "view.state")
+    return _mapping(state.get("values"), "view.state.values")
+
+
+def _input_text(values: Mapping[str, Any], block_id: str, action: str = "value") -> str:
+    """What a person entered in the input ``block_id``'s element ``action``; ``""`` if nothing.
+
+    A text input's ``value``, or a menu's chosen option value.
+    """
+    block = f"view.state.values.{block_id[:80]}"
+    where = f"{block}.{action[:80]}"
+    entry = _mapping(_mapping(values.get(block_id), block).get(action), where)
+    if "selected_option" in entry:
+        option = entry["selected_option"]
+        return "" if option is None else _str(_mapping(option, where), "value", where)
+    text = entry.get("value")
+    if text is not None and not isinstance(text, str):
+        raise PayloadError(f"{where}.value must be a string")
+    return text or ""

@@ -175,6 +175,7 @@ NOT_ALLOWED_TO_CANCEL = (
 TEXT_REQUIRED = "Please write something here."
 EMPTY_TEXT = TEXT_REQUIRED
 REVIEW_GONE = "This review no longer exists."
+RUN_GONE = "This run no longer exists."
 MODAL_FAILED = "I couldn't open the form. Please try again, or reply in the review's thread."
 SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
 NO_PENDING = "Nothing is waiting for a review. :tada:"
@@ -346,6 +347,7 @@ BUTTON = {
     "reject": "Reject",
     "answer": "Answer",
 }
+REVISE_BUTTON = "Revise an earlier task"
 
 REJECT_CONFIRM_TITLE = "Reject?"
 REJECT_CONFIRM_TEXT = "Rejecting stops this run."
@@ -394,6 +396,10 @@ def edit_truncated_note(length: int, limit: int) -> str:
 
 def review_ref(review_id: str, run_id: str) -> str:
     return f"Review {code(review_id)} · run {code(run_id)}"
+
+
+def run_ref(run_id: str) -> str:
+    return f"Run {code(run_id)}"
 
 
 def run_title(crew: str, status: RunStatus) -> str:
@@ -458,12 +464,14 @@ MODAL_TITLE = {
     "changes": "Request changes",
     "reject": "Reject",
     "answer": "Answer",
+    "revise": "Revise an earlier task",
 }
 MODAL_SUBMIT = {
     "edit": "Approve edit",
     "changes": "Send",
     "reject": "Reject",
     "answer": "Send answer",
+    "revise": "Revise",
 }
 MODAL_CLOSE = "Cancel"
 MODAL_LABEL = {
@@ -471,6 +479,7 @@ MODAL_LABEL = {
     "changes": "What should change?",
     "reject": "Reason",
     "answer": "Your answer",
+    "revise": "What should change in it?",
 }
 MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
 MODAL_PLACEHOLDER = {
@@ -478,7 +487,62 @@ MODAL_PLACEHOLDER = {
     "changes": "Say what to change; the agent revises its draft.",
     "reject": "Optional: why the run should stop",
     "answer": "Your answer goes back to the agent.",
+    "revise": "Your feedback goes to the agent with the draft you approved.",
 }
+
+# A tool call's edit modal: one input per argument.
+TOOL = "Tool"
+BOOLEAN = {"true": "true", "false": "false"}
+ARG_REQUIRED = "Required."
+_ARG_TYPE = {
+    "string": "text",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a JSON array, like [1, 2]",
+    "object": 'a JSON object, like {"key": 1}',
+    "null": "null",
+}
+
+
+def _arg_types(kinds: tuple[str, ...]) -> str:
+    words = [_ARG_TYPE.get(kind, escape(kind)) for kind in dict.fromkeys(kinds)]
+    return " or ".join(words) if words else "JSON, or text"
+
+
+def arg_hint(kinds: tuple[str, ...], description: str = "") -> str:
+    """Under an argument's input (plain text): what it is for and what it must hold."""
+    hint = f"Expected: {_arg_types(kinds)}."
+    return f"{' '.join(description.split())} · {hint}" if description.strip() else hint
+
+
+def arg_problem(kinds: tuple[str, ...]) -> str:
+    """Why an argument was refused; ``()`` means it is required and was left empty."""
+    return f"Expected {_arg_types(kinds)}." if kinds else ARG_REQUIRED
+
+
+def arg_cut_note(length: int, limit: int) -> str:
+    return f"This value has {length:,} characters; only the first {limit:,} fit in this box."
+
+
+# Re-opening an earlier task.
+REVISE_EXPLAINED = (
+    "The run goes back to the task you choose: its agent revises the draft you approved "
+    "with your feedback, you review it again, and every later task runs again after it."
+)
+REVISE_TASK_LABEL = "Task to revise"
+REVISE_TASK_PLACEHOLDER = "Choose an approved task"
+CHOOSE_TASK = "Choose the task to revise."
+NOTHING_TO_REVISE = (
+    "No task of this run can be revised now: only tasks already approved can, and only "
+    "while the run waits for a review."
+)
+LOADING_RUN = "Loading the run…"
+
+
+def task_option(index: int, label: str) -> str:
+    """A task in the list of revisable ones (plain text); the runtime's label names it."""
+    return " ".join(label.split()) or f"Task {index + 1}"
 
 
 def mention(ref: str) -> str:

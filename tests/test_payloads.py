@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -20,15 +21,22 @@ from hypothesis import strategies as st
 from bot import blocks
 from bot.payloads import (
     ACTIONS,
+    ArgumentErrors,
     ButtonClick,
     ModalSubmission,
     PayloadError,
+    ReviseClick,
+    ReviseSubmission,
     SlashCommand,
     ThreadMessage,
+    coerce_args,
     parse_button,
     parse_message_event,
+    parse_revise_click,
+    parse_revise_submission,
     parse_slash,
     parse_submission,
+    schema_types,
 )
 from bot.sandbox import payloads as slack
 from storage.records import Review, Run
@@ -119,6 +127,56 @@ def submission(action: str, typed: str | None = "Please cite sources") -> Json:
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
 
 
+PAY_SCHEMA: Json = {
+    "properties": {
+        "amount": {"title": "Amount", "type": "integer"},
+        "to": {"title": "To", "type": "string"},
+        "urgent": {"title": "Urgent", "type": "boolean", "default": False},
+    },
+    "required": ["amount", "to"],
+}
+
+
+def tool_edit_submission(typed: dict[str, Any]) -> Json:
+    """A view_submission of the edit modal of a tool call, one input per argument."""
+    proposed = replace(
+        review(ReviewKind.TOOL_APPROVAL),
+        details={"tool": "pay", "args": {"amount": 1500, "to": "ACME"}, "schema": PAY_SCHEMA},
+    )
+    view = blocks.modal("edit", proposed, "C0DRAFTS", "1700000250.000400")
+    view = {**view, "id": "V0002", "team_id": "T0TEST", "hash": "1.abc"}
+    view["state"] = slack.view_state(view, typed)
+    return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
+
+
+def revise_click() -> Json:
+    """A click on "Revise an earlier task" in a later task's review message."""
+    later = replace(review(), stream="task1:Editor")
+    posted = blocks.review_messages(later, run())[-1].blocks
+    block, element = slack.find_element(posted, "countersign:revise")
+    body = click("approve")
+    body["message"]["blocks"] = posted
+    body["actions"] = [slack.action(block, element, "1700000400.123456", None)]
+    return body
+
+
+def revise_submission(chosen: str | None = "2", feedback: str | None = "add otters facts") -> Json:
+    view = blocks.revise_modal(
+        "run_0a1b2c3d4e5f", [(0, "Task 1: Outline"), (2, "Task 3")], "C0DRAFTS", None
+    )
+    view = {**view, "id": "V0003", "team_id": "T0TEST", "hash": "1.abc"}
+    if chosen is not None and feedback:
+        view["state"] = slack.view_state(view, {"task": chosen, "text": feedback})
+    else:  # Slack's client would refuse this; a lax or forged one may send it
+        view["state"] = {
+            "values": {
+                "task": {"task": {"type": "static_select", "selected_option": None}},
+                "text": {"value": {"type": "plain_text_input", "value": feedback or None}},
+            }
+        }
+    return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
+
+
 def message_event(**event: Any) -> Json:
     base = {
         "type": "message",
@@ -188,6 +246,130 @@ def test_submission_of_a_rendered_modal(action: str) -> None:
 
 def test_reject_reason_may_be_left_empty() -> None:
     assert parse_submission(submission("reject", None)).text == ""
+
+
+def test_submission_of_a_tool_calls_edit_modal_has_its_fields() -> None:
+    parsed = parse_submission(
+        tool_edit_submission({"arg:amount": "900", "arg:to": "ACME Ltd", "arg:urgent": "true"})
+    )
+    assert (parsed.action, parsed.review_id, parsed.text) == ("edit", "rev_0a1b2c3d4e5f", "")
+    assert parsed.fields == {"amount": "900", "to": "ACME Ltd", "urgent": "true"}
+
+
+def test_an_unchanged_tool_edit_sends_the_prefilled_values() -> None:
+    parsed = parse_submission(tool_edit_submission({}))
+    assert parsed.fields == {"amount": "1500", "to": "ACME", "urgent": ""}
+
+
+def test_other_modals_have_no_fields() -> None:
+    assert parse_submission(submission("edit")).fields == {}
+
+
+def test_click_on_revise_an_earlier_task() -> None:
+    assert parse_revise_click(revise_click()) == ReviseClick(
+        run_id="run_0a1b2c3d4e5f",
+        user_id="U0ALICE",
+        channel_id="C0DRAFTS",
+        message_ts="1700000250.000400",
+        trigger_id="123.456.abcdef",
+    )
+    with pytest.raises(PayloadError):
+        parse_button(revise_click())
+    with pytest.raises(PayloadError):
+        parse_revise_click(click("approve"))
+
+
+def test_submission_of_the_revise_modal() -> None:
+    assert parse_revise_submission(revise_submission()) == ReviseSubmission(
+        run_id="run_0a1b2c3d4e5f",
+        user_id="U0ALICE",
+        task_index=2,
+        feedback="add otters facts",
+        view_id="V0003",
+        channel_id="C0DRAFTS",
+        message_ts=None,
+    )
+    nothing = parse_revise_submission(revise_submission(None, ""))
+    assert (nothing.task_index, nothing.feedback) == (None, "")
+    with pytest.raises(PayloadError):
+        parse_submission(revise_submission())
+    with pytest.raises(PayloadError):
+        parse_revise_submission(submission("changes"))
+
+
+def test_arguments_are_typed_by_the_schema() -> None:
+    schema = {
+        "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "ok": {"type": "boolean"},
+            "tags": {"type": "array"},
+            "opts": {"type": "object"},
+            "name": {"type": "string"},
+            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "free": {},
+        },
+        "required": ["n", "name", "maybe"],
+    }
+    fields = {
+        "n": " 900 ",
+        "x": "2.5",
+        "ok": "True",
+        "tags": '["a", 1]',
+        "opts": '{"k": null}',
+        "name": " 12 ",
+        "maybe": "",
+        "free": "plain words",
+    }
+    assert coerce_args(fields, schema) == {
+        "n": 900,
+        "x": 2.5,
+        "ok": True,
+        "tags": ["a", 1],
+        "opts": {"k": None},
+        "name": " 12 ",
+        "maybe": None,
+        "free": "plain words",
+    }
+    assert coerce_args({"free": "[1]", "x": "", "ok": ""}, schema) == {"free": [1]}
+
+
+def test_every_field_that_does_not_parse_is_reported() -> None:
+    schema = {
+        "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "ok": {"type": "boolean"},
+            "tags": {"type": "array"},
+            "to": {"type": "string"},
+        },
+        "required": ["to", "n"],
+    }
+    bad = {"n": "lots", "x": "NaN", "ok": "yes", "tags": "a, b", "to": "ACME"}
+    with pytest.raises(ArgumentErrors) as caught:
+        coerce_args(bad, schema)
+    assert caught.value.problems == {
+        "n": ("integer",),
+        "x": ("number",),
+        "ok": ("boolean",),
+        "tags": ("array",),
+    }
+    with pytest.raises(ArgumentErrors) as caught:
+        coerce_args({"n": "1.5", "to": ""}, {**schema, "required": ["n"]})
+    assert caught.value.problems == {"n": ("integer",)}
+    with pytest.raises(ArgumentErrors) as caught:
+        coerce_args({"n": " "}, schema)
+    assert caught.value.problems == {"n": ()}
+
+
+def test_schema_types() -> None:
+    assert schema_types({"type": "integer"}) == ("integer",)
+    assert schema_types({"type": ["string", "null"]}) == ("string", "null")
+    assert schema_types({"oneOf": [{"type": "array"}, {"anyOf": [{"type": "null"}]}]}) == (
+        "array",
+        "null",
+    )
+    assert schema_types({"$ref": "#/$defs/X"}) == ()
 
 
 def test_message_event() -> None:
@@ -313,6 +495,26 @@ def test_broken_submissions_are_refused(name: str) -> None:
         parse_submission(body)
 
 
+REVISE_BREAKS = {
+    "metadata without run": _set(("view", "private_metadata"), '{"review_id": "rev_1"}'),
+    "task not an index": _set(
+        ("view", "state", "values", "task", "task", "selected_option", "value"), "-1"
+    ),
+    "task option not an object": _set(
+        ("view", "state", "values", "task", "task", "selected_option"), "2"
+    ),
+    "no task block": _drop(("view", "state", "values", "task")),
+}
+
+
+@pytest.mark.parametrize("name", REVISE_BREAKS)
+def test_broken_revise_submissions_are_refused(name: str) -> None:
+    body = revise_submission()
+    REVISE_BREAKS[name](body)
+    with pytest.raises(PayloadError):
+        parse_revise_submission(body)
+
+
 EVENT_BREAKS = {
     "not a callback": _set(("type",), "url_verification"),
     "no event": _drop(("event",)),
@@ -380,6 +582,8 @@ PARSERS: list[Callable[[Any], object]] = [
     parse_submission,
     parse_message_event,
     parse_slash,
+    parse_revise_click,
+    parse_revise_submission,
 ]
 
 
@@ -415,6 +619,9 @@ VALID: list[tuple[Callable[[], Json], Callable[[Any], object]]] = [
     (lambda: submission("changes"), parse_submission),
     (message_event, parse_message_event),
     (slash, parse_slash),
+    (lambda: tool_edit_submission({"arg:amount": "900"}), parse_submission),
+    (revise_click, parse_revise_click),
+    (revise_submission, parse_revise_submission),
 ]
 
 
@@ -442,3 +649,16 @@ def test_metadata_text_only_ever_raises_payload_error(raw: str) -> None:
     except PayloadError:
         return
     assert parsed.review_id == json.loads(raw)["review_id"]
+
+
+@FAST
+@given(st.dictionaries(st.text(max_size=5), st.text(max_size=30), max_size=5), JSONISH)
+def test_coercion_only_ever_raises_argument_errors(fields: dict[str, str], schema: Any) -> None:
+    schema = schema if isinstance(schema, dict) else {"properties": {"a": schema}}
+    try:
+        coerce_args(fields, schema)
+    except ArgumentErrors as exc:
+        problems = exc.problems
+    else:
+        problems = {}
+    assert set(problems) <= set(fields)

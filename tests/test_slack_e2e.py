@@ -91,14 +91,17 @@ def review_with_buttons(slack: StandInThread, root_ts: str, after: str = "0") ->
     return wait_until(find, what=f"a review message with buttons after {after}")
 
 
-def modal_for(slack: StandInThread, user: str) -> Json:
-    """The modal a click opened, once it shows its form (it opens as "Loading…" first)."""
+def modal_for(slack: StandInThread, user: str, block_id: str = "text") -> Json:
+    """The modal a click opened, once it shows its form (it opens as "Loading…" first).
+
+    The form is recognised by one of its inputs, ``block_id``.
+    """
     return wait_until(
         lambda: next(
             (
                 v
                 for v in slack.open_views(user)
-                if any(b.get("block_id") == "text" for b in v.get("blocks", []))
+                if any(b.get("block_id") == block_id for b in v.get("blocks", []))
             ),
             None,
         ),
@@ -459,12 +462,108 @@ def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store
             "countersign:reject",
         }
         slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:edit")
-        view = modal_for(slack, ALICE)
-        refused = slack.submit_view(ALICE, view["id"], {"text": '{"amount": "lots", "to": "ACME"}'})
-        assert "amount: expected integer" in refused.json["errors"]["text"]
+        view = modal_for(slack, ALICE, "arg:amount")
+        fields = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+        assert set(fields) == {"arg:amount", "arg:to"}
+        assert fields["arg:amount"]["element"]["initial_value"] == "1500"
+        assert fields["arg:to"]["element"]["initial_value"] == "ACME"
+        refused = slack.submit_view(ALICE, view["id"], {"arg:amount": "lots", "arg:to": "ACME"})
+        assert refused.problems == []
+        assert "integer" in refused.json["errors"]["arg:amount"]
         (pending,) = store.list_reviews()
         assert pending.decision is None
-        accepted = slack.submit_view(ALICE, view["id"], {"text": '{"amount": 900, "to": "ACME"}'})
-        assert accepted.status == 200
+        accepted = slack.submit_view(ALICE, view["id"], {"arg:amount": "900", "arg:to": "ACME"})
+        assert accepted.status == 200 and not (accepted.json or {}).get("errors")
         run = _succeeded(store)
         assert "paid 900 to ACME" in (run.output or "")
+
+
+def test_an_approved_task_is_revised_and_later_tasks_run_again(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        outline = review_with_buttons(slack, root["ts"])
+        assert "countersign:revise" not in buttons(outline)  # nothing before the first task
+        slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
+
+        article = review_with_buttons(slack, root["ts"], after=outline["ts"])
+        assert draft_in(article).startswith("Article v0")
+        (run,) = store.list_runs()
+        assert buttons(article)["countersign:revise"]["value"] == run.id
+        slack.click_button(BOB, CHANNEL, article["ts"], "countersign:revise")
+        view = modal_for(slack, BOB, "task")
+        (task,) = [b for b in view["blocks"] if b.get("block_id") == "task"]
+        assert [o["value"] for o in task["element"]["options"]] == ["0"]
+        refused = slack.submit_view(BOB, view["id"], {"task": "0", "text": " "})
+        assert "text" in refused.json["errors"]
+        revised = slack.submit_view(BOB, view["id"], {"task": "0", "text": "add otters facts"})
+        assert revised.status == 200 and not (revised.json or {}).get("errors")
+
+        again = review_with_buttons(slack, root["ts"], after=article["ts"])
+        wait_until(
+            lambda: next(
+                (
+                    m
+                    for m in slack.thread(CHANNEL, root["ts"])
+                    if m["ts"] == article["ts"] and not buttons(m)
+                ),
+                None,
+            ),
+            what="the superseded article review to lose its buttons",
+        )
+        redraft = parse_draft(draft_in(again))
+        assert redraft.label == "Outline"
+        assert "add otters facts" in redraft.feedback and redraft.saw_previous_draft
+        slack.click_button(ALICE, CHANNEL, again["ts"], "countersign:approve")
+
+        rewritten = review_with_buttons(slack, root["ts"], after=again["ts"])
+        assert parse_draft(draft_in(rewritten)).context == draft_in(again)
+        slack.click_button(ALICE, CHANNEL, rewritten["ts"], "countersign:approve")
+        run = _succeeded(store)
+        assert parse_draft(run.output or "").context == draft_in(again)
+
+
+def test_revising_is_refused_to_non_reviewers(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        outline = review_with_buttons(slack, root["ts"])
+        slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
+        article = review_with_buttons(slack, root["ts"], after=outline["ts"])
+        slack.click_button(MALLORY, CHANNEL, article["ts"], "countersign:revise")
+        wait_until(
+            lambda: any("not a reviewer" in text_of(v).lower() for v in slack.open_views(MALLORY)),
+            what="Mallory told she may not revise",
+        )
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
+        assert len(store.list_reviews(status=None)) == 2
+
+
+def test_crew_status_offers_to_revise_while_the_run_waits(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        outline = review_with_buttons(slack, root["ts"])
+        (run,) = store.list_runs()
+
+        def status() -> Any:
+            before = len(slack.ephemerals(ALICE))
+            slack.slash_command(ALICE, CHANNEL, "/crew", f"status {run.id}")
+            return wait_until(lambda: slack.ephemerals(ALICE)[before:], what="the status")[0]
+
+        assert "countersign:revise" not in buttons({"blocks": status().blocks})
+        slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
+        article = review_with_buttons(slack, root["ts"], after=outline["ts"])
+        shown = status()
+        assert buttons({"blocks": shown.blocks})["countersign:revise"]["value"] == run.id
+        slack.click_button(ALICE, CHANNEL, shown.ts, "countersign:revise")
+        view = modal_for(slack, ALICE, "task")
+        slack.submit_view(ALICE, view["id"], {"task": "0", "text": "shorter, please"})
+        again = review_with_buttons(slack, root["ts"], after=article["ts"])
+        assert "shorter, please" in parse_draft(draft_in(again)).feedback
