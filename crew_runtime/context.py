@@ -7,18 +7,21 @@ through a ContextVar, which CrewAI copies into its worker threads.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn
+
+from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 
 from crew_runtime.config import CrewSpec
 from crew_runtime.gates import Gate
 from crew_runtime.signals import RunAborted
-from storage import JournalEntry, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
+from storage import JournalEntry, LeaseLost, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
 
@@ -36,6 +39,23 @@ class CallKey:
 
 
 @dataclass
+class ToolBatch:
+    """The native tool calls of one LLM turn, which CrewAI may run in parallel threads.
+
+    Their seqs are reserved in the order of the response (``base + position``), so a call
+    keeps its seq, and its review, whichever thread reaches the hooks first. ``expected``
+    counts the calls whose hooks will run (CrewAI skips the hooks of unparsable arguments).
+    """
+
+    base: int
+    calls: list[tuple[str, Any]]  # (tool name, parsed arguments or None if unparsable)
+    expected: int
+    claimed: set[int] = field(default_factory=set)
+    finished: int = 0
+    held: int = 0
+
+
+@dataclass
 class ToolSlot:
     """The tool call in progress on this thread: its place, its recorded result if
     replayed, and what a gate decided (wait, replace the result, or add a note)."""
@@ -45,6 +65,7 @@ class ToolSlot:
     awaiting_approval: bool = False
     override: str | None = None
     note: str | None = None
+    batch: ToolBatch | None = None
 
 
 def current_run() -> RunContext | None:
@@ -92,6 +113,8 @@ class RunContext:
         self._task_index: dict[int, int] = {}
         self.gates: dict[str, Gate] = {}
         self._tool_call = threading.local()
+        self._batches: dict[str, ToolBatch] = {}
+        self._holding = False
 
     # -- identity of calls
 
@@ -110,6 +133,59 @@ class RunContext:
             seq = self._counters[(stream, kind)]
             self._counters[(stream, kind)] += 1
             return seq
+
+    def note_llm_response(self, stream: str, response: Any) -> None:
+        """An LLM turn of ``stream`` answered: reserve the seqs of its native tool calls.
+
+        Called for live and replayed turns alike, so the reservation is the same on resume.
+        A text answer (ReAct) clears the batch; its tool call then takes :meth:`next_seq`.
+        """
+        batch = None
+        if isinstance(response, list) and response and is_tool_call_list(response):
+            calls = [_call_of(info) for info in map(extract_tool_call_info, response) if info]
+            with self._lock:
+                base = self._counters[(stream, "tool")]
+                self._counters[(stream, "tool")] += len(calls)
+            expected = sum(1 for _, args in calls if args is not None)
+            batch = ToolBatch(base, calls, expected)
+        with self._lock:
+            if batch is None:
+                self._batches.pop(stream, None)
+            else:
+                self._batches[stream] = batch
+
+    def tool_seq(self, stream: str, name: str, args: Any) -> tuple[int, ToolBatch | None]:
+        """The seq of a tool call: its place in the turn's batch, else the next free one."""
+        with self._lock:
+            batch = self._batches.get(stream)
+            if batch is not None:
+                free = [i for i in range(len(batch.calls)) if i not in batch.claimed]
+                same = [i for i in free if batch.calls[i] == (name, args)]
+                named = [i for i in free if batch.calls[i][0] == name]
+                for i in same or named:
+                    batch.claimed.add(i)
+                    return batch.base + i, batch
+        return self.next_seq(stream, "tool"), None
+
+    def finish_tool_call(self, slot: ToolSlot) -> bool:
+        """Count a call of a batch as done; True when the run must pause now: a call is
+        held for approval and every call of its turn has been through the hooks (so all
+        their reviews are open). Outside a batch, a held call pauses at once."""
+        with self._lock:
+            if slot.awaiting_approval:
+                self._holding = True
+            batch = slot.batch
+            if batch is None:
+                return slot.awaiting_approval
+            batch.finished += 1
+            batch.held += slot.awaiting_approval
+            return batch.held > 0 and batch.finished >= batch.expected
+
+    @property
+    def holding(self) -> bool:
+        """A gated call of this execution is waiting: no model may see its placeholder."""
+        with self._lock:
+            return self._holding
 
     def key(self, stream: str, seq: int) -> CallKey:
         return CallKey(self.run.id, stream, seq)
@@ -140,15 +216,18 @@ class RunContext:
         prompt_hash: str | None = None,
     ) -> None:
         self.check_alive()
-        pos = self.store.append_journal(
-            self.run.id,
-            self.worker_id,
-            stream=stream,
-            kind=kind,
-            seq=seq,
-            payload=payload,
-            prompt_hash=prompt_hash,
-        )
+        try:
+            pos = self.store.append_journal(
+                self.run.id,
+                self.worker_id,
+                stream=stream,
+                kind=kind,
+                seq=seq,
+                payload=payload,
+                prompt_hash=prompt_hash,
+            )
+        except LeaseLost:
+            self._lost()
         with self._lock:
             self._recorded[(stream, kind, seq)] = JournalEntry(
                 pos, stream, kind, seq, payload, prompt_hash
@@ -156,7 +235,10 @@ class RunContext:
 
     def diverge(self, entry: JournalEntry, note: str) -> None:
         """The crew no longer matches its recording: drop the rest and go on live."""
-        self.store.record_divergence(self.run.id, self.worker_id, entry.pos, note)
+        try:
+            self.store.record_divergence(self.run.id, self.worker_id, entry.pos, note)
+        except LeaseLost:
+            self._lost()
         with self._lock:
             self._recorded = {k: e for k, e in self._recorded.items() if e.pos < entry.pos}
             self._reviews = {k: r for k, r in self._reviews.items() if r.journal_pos <= entry.pos}
@@ -206,6 +288,15 @@ class RunContext:
     def aborted(self) -> bool:
         return self._aborted.is_set()
 
+    def _lost(self) -> NoReturn:
+        """Another worker owns the run now (or it was cancelled): stop at once.
+
+        Raised as a ``RunAborted`` (a ``HookAborted``) because CrewAI swallows or
+        retries other exceptions from LLM calls and hooks.
+        """
+        self.abort()
+        raise RunAborted(f"run {self.run.id}: lease lost")
+
     def check_alive(self) -> None:
         if self._aborted.is_set():
             raise RunAborted(f"run {self.run.id}: lease lost")
@@ -217,3 +308,14 @@ class RunContext:
             yield self
         finally:
             _current.reset(token)
+
+
+def _call_of(info: tuple[str, str, Any]) -> tuple[str, Any]:
+    """(name, arguments as the hooks will see them, or None when CrewAI cannot parse them)."""
+    _, name, args = info
+    if isinstance(args, str):
+        try:
+            return name, json.loads(args)
+        except json.JSONDecodeError:
+            return name, None
+    return name, args

@@ -15,6 +15,7 @@ from crewai.llms.base_llm import BaseLLM, call_stop_override
 from pydantic import ConfigDict, Field
 
 from crew_runtime.context import RunContext
+from crew_runtime.signals import PauseRun
 
 
 def prompt_hash(messages: Any, tools: Any) -> str:
@@ -64,6 +65,8 @@ class JournalLLM(BaseLLM):
         response_model: Any = None,
     ) -> Any:
         ctx = self.run_context
+        if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
+            raise PauseRun("waiting for approval of a held tool call")
         stream = ctx.stream_for(from_task, from_agent)
         seq = ctx.next_seq(stream, "llm")
         digest = prompt_hash(messages, tools)
@@ -71,7 +74,9 @@ class JournalLLM(BaseLLM):
         if entry is not None:
             if entry.prompt_hash == digest:
                 ctx.stats["llm_replayed"] += 1
-                return decode_response(entry.payload)
+                replayed = decode_response(entry.payload)
+                ctx.note_llm_response(stream, replayed)
+                return replayed
             ctx.diverge(
                 entry, f"the prompt of LLM turn {seq} of {stream} changed since it was recorded"
             )
@@ -90,6 +95,7 @@ class JournalLLM(BaseLLM):
             )
         ctx.stats["llm_live"] += 1
         ctx.record(stream, "llm", seq, encode_response(response), digest)
+        ctx.note_llm_response(stream, response)
         return response
 
     def supports_function_calling(self) -> bool:

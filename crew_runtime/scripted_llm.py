@@ -35,6 +35,21 @@ parser never mistakes quoted feedback for a step.
 
 Given a ``response_model`` whose required fields are plain (str, int, float, bool, lists), the
 reply is an instance's JSON, its strings holding the draft; other models are ignored.
+
+Native function calling (``native=True``): :meth:`ScriptedLLM.supports_function_calling` is
+True, and when CrewAI passes ``tools`` (it does for agents with tools) a planned turn is answered
+the way a provider answers, with a list of OpenAI-style tool calls::
+
+    [{"id": "call_<hash>_0", "type": "function",
+      "function": {"name": "pay", "arguments": "{\"amount\": 1500, \"to\": \"ACME\"}"}}]
+
+A plan item that is a list is one turn with several calls (CrewAI runs them in parallel); a
+single call is a turn of its own. Turns done are the assistant ``tool_calls`` messages of the
+round; the ``role: tool`` results become the draft's notes; the final answer is the bare draft
+(no ``Final Answer:``). Ids hash the conversation and the call's place, never a random number,
+and the calls are plain JSON, so a journal's JSON round trip returns them unchanged. Without
+``tools`` (an agent with none) CrewAI stays on ReAct and so does the script; in ReAct mode a
+list item is simply its calls one per turn.
 """
 
 from __future__ import annotations
@@ -70,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOG_ENV_VAR",
     "PLACEHOLDERS",
+    "PlanItem",
     "PlannedToolCall",
     "ScriptedDraft",
     "ScriptedLLM",
@@ -122,7 +138,10 @@ class PlannedToolCall(BaseModel):
 
 
 ToolStep = PlannedToolCall | str | tuple[str, Mapping[str, Any]] | Mapping[str, Any]
-"""A plan item: a :class:`PlannedToolCall`, a tool name, ``(tool, args)`` or a dict."""
+"""One planned call: a :class:`PlannedToolCall`, a tool name, ``(tool, args)`` or a dict."""
+
+PlanItem = ToolStep | Sequence[ToolStep]
+"""A plan item: one call, or a list of calls made in one native turn."""
 
 
 def _step_data(item: Any) -> Any:
@@ -130,24 +149,29 @@ def _step_data(item: Any) -> Any:
         return {"tool": item}
     if isinstance(item, tuple) and len(item) == 2:
         return {"tool": item[0], "args": item[1]}
+    if isinstance(item, list):
+        return [_step_data(call) for call in item]
     return item
 
 
-def _steps(plan: Sequence[ToolStep]) -> list[PlannedToolCall]:
-    return [
-        step
-        if isinstance(step, PlannedToolCall)
-        else PlannedToolCall.model_validate(_step_data(step))
-        for step in plan
-    ]
+def _call(step: Any) -> PlannedToolCall:
+    if isinstance(step, PlannedToolCall):
+        return step
+    return PlannedToolCall.model_validate(_step_data(step))
+
+
+def _turns(plan: Sequence[Any]) -> list[list[PlannedToolCall]]:
+    """The plan as turns: a list item is one turn, any other item a turn of one call."""
+    return [[_call(c) for c in item] if isinstance(item, list) else [_call(item)] for item in plan]
 
 
 @dataclass(frozen=True)
 class ScriptedReply:
     """What :func:`script_reply` answers: the text and whether it calls a tool or finishes."""
 
-    kind: Literal["action", "final"]
+    kind: Literal["action", "tool_calls", "final"]
     text: str
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +195,7 @@ class ScriptedLLM(BaseLLM):
             ``"scripted/default"``).
         tool_plan: Tool calls to make, in order, in each round; items may be
             :class:`PlannedToolCall`, ``{"tool": ..., "args": {...}}``, ``(tool, args)`` or a
-            bare tool name.
+            bare tool name, or a list of those: one native turn with several calls.
         label: The draft's first word, e.g. ``"Outline"`` or ``"Article"``.
         delay: Seconds to sleep before each reply, to stand in for a provider's latency.
         replan_after_feedback: Run the plan again after each ``User feedback:`` message
@@ -179,6 +203,7 @@ class ScriptedLLM(BaseLLM):
         context_window: Reported context window in tokens. Large by default so CrewAI never
             summarises the conversation or spills tool results to temp files (both would
             make prompts differ between runs).
+        native: Speak native function calling (see the module docstring) instead of ReAct.
 
     Example:
         >>> llm = ScriptedLLM(model="scripted/writer", label="Outline",
@@ -186,11 +211,12 @@ class ScriptedLLM(BaseLLM):
         >>> agent = Agent(role="Writer", goal="...", backstory="...", llm=llm)
     """
 
-    tool_plan: list[PlannedToolCall] = Field(default_factory=list)
+    tool_plan: list[PlannedToolCall | list[PlannedToolCall]] = Field(default_factory=list)
     label: str = "Draft"
     delay: float = Field(default=0.0, ge=0.0)
     replan_after_feedback: bool = True
     context_window: int = Field(default=1_000_000, gt=0)
+    native: bool = False
 
     _calls: int = PrivateAttr(default=0)
 
@@ -211,9 +237,11 @@ class ScriptedLLM(BaseLLM):
 
     @field_validator("tool_plan")
     @classmethod
-    def _check_placeholders(cls, plan: list[PlannedToolCall]) -> list[PlannedToolCall]:
+    def _check_placeholders(
+        cls, plan: list[PlannedToolCall | list[PlannedToolCall]]
+    ) -> list[PlannedToolCall | list[PlannedToolCall]]:
         probe = dict.fromkeys(PLACEHOLDERS, "")
-        for step in plan:
+        for step in (call for turn in _turns(plan) for call in turn):
             try:
                 _fill(step.args, probe)
             except (KeyError, IndexError, ValueError) as exc:
@@ -237,7 +265,10 @@ class ScriptedLLM(BaseLLM):
             return self._calls
 
     def reply(
-        self, messages: str | list[LLMMessage], response_model: type[BaseModel] | None = None
+        self,
+        messages: str | list[LLMMessage],
+        response_model: type[BaseModel] | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> ScriptedReply:
         """The reply :meth:`call` would give, without counting, logging or sleeping."""
         return script_reply(
@@ -246,6 +277,7 @@ class ScriptedLLM(BaseLLM):
             label=self.label,
             replan_after_feedback=self.replan_after_feedback,
             response_model=response_model,
+            tools=tools if self.native else None,
         )
 
     def call(
@@ -257,14 +289,14 @@ class ScriptedLLM(BaseLLM):
         from_task: Task | None = None,
         from_agent: BaseAgent | None = None,
         response_model: type[BaseModel] | None = None,
-    ) -> str:
+    ) -> str | list[dict[str, Any]]:
         """Answer from the script; see the module docstring for the rules."""
         self._count()
-        result = self.reply(messages, response_model)
+        result = self.reply(messages, response_model, tools)
         if self.delay:
             time.sleep(self.delay)
         self._log(messages, result)
-        return result.text
+        return _answer(result)
 
     async def acall(
         self,
@@ -275,18 +307,19 @@ class ScriptedLLM(BaseLLM):
         from_task: Task | None = None,
         from_agent: BaseAgent | None = None,
         response_model: type[BaseModel] | None = None,
-    ) -> str:
+    ) -> str | list[dict[str, Any]]:
         """Async twin of :meth:`call` (CrewAI 1.15.30 itself only calls ``call``)."""
         self._count()
-        result = self.reply(messages, response_model)
+        result = self.reply(messages, response_model, tools)
         if self.delay:
             await asyncio.sleep(self.delay)
         self._log(messages, result)
-        return result.text
+        return _answer(result)
 
     def supports_function_calling(self) -> bool:
-        """False: CrewAI then uses the text ReAct format, which the script speaks."""
-        return False
+        """``native``: CrewAI then passes tool schemas and expects tool calls back; otherwise
+        it uses the text ReAct format."""
+        return self.native
 
     def supports_stop_words(self) -> bool:
         """True; the script never writes past ``Action Input``, so stop words never cut it."""
@@ -335,50 +368,149 @@ class ScriptedLLM(BaseLLM):
             os.close(fd)
 
 
+def _answer(result: ScriptedReply) -> str | list[dict[str, Any]]:
+    if result.kind == "tool_calls":  # fresh plain dicts: CrewAI may keep or change them
+        copied: list[dict[str, Any]] = json.loads(json.dumps(list(result.tool_calls)))
+        return copied
+    return result.text
+
+
 def prompt_sha256(messages: str | list[LLMMessage]) -> str:
-    """Hash of the conversation's roles and texts, stable across processes."""
-    canonical = json.dumps(
-        [{"role": role, "content": text} for role, text in _normalise(messages)],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """Hash of the conversation's roles and texts (and native tool calls), stable across
+    processes. Messages without native tool fields hash as before they existed."""
+    canonical: list[dict[str, Any]] = [
+        {"role": role, "content": text} for role, text in _normalise(messages)
+    ]
+    if not isinstance(messages, str):
+        for entry, message in zip(canonical, messages, strict=True):
+            entry.update(_native_fields(message))
+    blob = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _native_fields(message: LLMMessage) -> dict[str, Any]:
+    raw: Mapping[str, Any] = message
+    fields: dict[str, Any] = {}
+    calls = raw.get("tool_calls")
+    if calls:
+        fields["tool_calls"] = [_call_info(call) for call in calls]
+    for key in ("tool_call_id", "name"):
+        if raw.get("role") == "tool" and raw.get(key) is not None:
+            fields[key] = str(raw[key])
+    return fields
+
+
+def _call_info(call: Any) -> list[str]:
+    """``[id, name, arguments]`` of an OpenAI-style tool call (dict or SDK object)."""
+    if isinstance(call, Mapping):
+        function = call.get("function") or {}
+        name, args = function.get("name", call.get("name", "")), function.get("arguments", "")
+        return [str(call.get("id", "")), str(name), args if isinstance(args, str) else str(args)]
+    function = getattr(call, "function", None)
+    return [
+        str(getattr(call, "id", "")),
+        str(getattr(function, "name", getattr(call, "name", ""))),
+        str(getattr(function, "arguments", "")),
+    ]
+
+
+def _tool_names(tools: Sequence[Any]) -> frozenset[str]:
+    """The names in tool schemas as CrewAI passes them (OpenAI style, or flat)."""
+    names: set[str] = set()
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        else:
+            name = getattr(tool, "name", None)
+        if name:
+            names.add(str(name))
+    return frozenset(names)
 
 
 def script_reply(
     messages: str | list[LLMMessage],
     *,
-    tool_plan: Sequence[ToolStep],
+    tool_plan: Sequence[PlanItem],
     label: str = "Draft",
     replan_after_feedback: bool = True,
     response_model: type[BaseModel] | None = None,
+    tools: Sequence[Any] | None = None,
 ) -> ScriptedReply:
-    """Decide the scripted reply to a conversation: a pure function of its arguments."""
-    convo = _Conversation.read(_normalise(messages), label)
+    """Decide the scripted reply to a conversation: a pure function of its arguments.
+
+    ``tools`` are the tool schemas of a native function-calling request; given (and not
+    empty) the reply speaks the native protocol, otherwise ReAct text.
+    """
+    normalised = _normalise(messages)
+    convo = _Conversation.read(
+        normalised, label, _native_info(messages), tools_offered=_offered(tools)
+    )
     draft = _render_draft(label, convo)
     if response_model is not None:
         structured = _trivial_json(response_model, draft)
         if structured is not None:
             return ScriptedReply("final", structured)
-    offered = [step for step in _steps(tool_plan) if step.tool in convo.tools_offered]
+    turns = [[c for c in turn if c.tool in convo.tools_offered] for turn in _turns(tool_plan)]
+    if tools:
+        turns = [turn for turn in turns if turn]
+        done = convo.turns_in_round(replan_after_feedback)
+        if done >= len(turns):
+            return ScriptedReply("final", draft)
+        digest = prompt_sha256(messages)[:16]
+        values = _values(convo, done + 1)
+        calls = tuple(
+            {
+                "id": f"call_{digest}_{n}",
+                "type": "function",
+                "function": {
+                    "name": call.tool,
+                    "arguments": json.dumps(_fill(call.args, values), ensure_ascii=False),
+                },
+            }
+            for n, call in enumerate(turns[done])
+        )
+        return ScriptedReply("tool_calls", json.dumps(list(calls), ensure_ascii=False), calls)
+    offered = [call for turn in turns for call in turn]
     done = convo.observations_in_round(replan_after_feedback)
     if done < len(offered):
         step = offered[done]
-        values: dict[str, object] = {
-            "subject": convo.subject,
-            "context": convo.context or "",
-            "feedback": convo.feedback[-1] if convo.feedback else "",
-            "observation": convo.observations[-1][1] if convo.observations else "",
-            "revision": len(convo.feedback),
-            "step": done + 1,
-        }
-        args = json.dumps(_fill(step.args, values), ensure_ascii=False)
+        args = json.dumps(_fill(step.args, _values(convo, done + 1)), ensure_ascii=False)
         return ScriptedReply(
             "action",
             f"Thought: I should use {step.tool} (step {done + 1} of {len(offered)})\n"
             f"Action: {step.tool}\nAction Input: {args}",
         )
     return ScriptedReply("final", f"Thought: I now know the final answer\nFinal Answer: {draft}")
+
+
+def _values(convo: _Conversation, step: int) -> dict[str, object]:
+    return {
+        "subject": convo.subject,
+        "context": convo.context or "",
+        "feedback": convo.feedback[-1] if convo.feedback else "",
+        "observation": convo.observations[-1][1] if convo.observations else "",
+        "revision": len(convo.feedback),
+        "step": step,
+    }
+
+
+def _offered(tools: Sequence[Any] | None) -> frozenset[str] | None:
+    return _tool_names(tools) if tools else None
+
+
+def _native_info(messages: str | list[LLMMessage]) -> list[tuple[int, str]]:
+    """Per message: how many native tool calls it carries, and its tool name (role tool)."""
+    if isinstance(messages, str):
+        return [(0, "")]
+    info: list[tuple[int, str]] = []
+    for message in messages:
+        raw: Mapping[str, Any] = message
+        calls = raw.get("tool_calls")
+        info.append(
+            (len(calls) if isinstance(calls, list | tuple) else 0, str(raw.get("name") or ""))
+        )
+    return info
 
 
 def parse_draft(text: str) -> ScriptedDraft:
@@ -428,9 +560,19 @@ class _Conversation:
     observation_positions: tuple[int, ...]  # message index of each observation
     last_feedback_position: int | None
     saw_previous_draft: bool
+    turn_positions: tuple[int, ...] = ()  # message index of each native tool-call turn
 
     @classmethod
-    def read(cls, messages: list[tuple[str, str]], label: str) -> _Conversation:
+    def read(
+        cls,
+        messages: list[tuple[str, str]],
+        label: str,
+        native: Sequence[tuple[int, str]] = (),
+        tools_offered: frozenset[str] | None = None,
+    ) -> _Conversation:
+        """Read the conversation. ``native`` gives each message's count of native tool calls
+        and tool name (see :func:`_native_info`); ``tools_offered`` are the names of native
+        tool schemas (without them, the tools the prompt lists)."""
         task_at = _task_prompt_index(messages)
         prompt = messages[task_at][1] if task_at is not None else ""
         description = _between(prompt, _TASK_MARK, (_EXPECTED_MARK, _CONTEXT_MARK, *_PROMPT_TAILS))
@@ -440,18 +582,28 @@ class _Conversation:
         context = None
         if _CONTEXT_MARK in prompt:
             context = _between(prompt, _CONTEXT_MARK, _PROMPT_TAILS, last=True)
-        offered: set[str] = set()
-        for _, text in messages[: (task_at or 0) + 1]:
-            offered.update(_TOOL_NAME_RE.findall(text))
+        offered: set[str] = set(tools_offered or ())
+        if tools_offered is None:
+            for _, text in messages[: (task_at or 0) + 1]:
+                offered.update(_TOOL_NAME_RE.findall(text))
         start = 0 if task_at is None else task_at + 1
         feedback: list[str] = []
         observations: list[tuple[str, str]] = []
         positions: list[int] = []
+        turns: list[int] = []
         last_feedback: int | None = None
         saw_draft = False
         draft_head = re.compile(re.escape(label) + r" v\d+ on \"")
         for i in range(start, len(messages)):
             role, text = messages[i]
+            calls, name = native[i] if i < len(native) else (0, "")
+            if role == "assistant" and calls:
+                turns.append(i)  # a native turn; its results follow as role "tool"
+                continue
+            if role == "tool":
+                observed = text.split(_TOOLS_REMINDER, 1)[0].strip()
+                observations.append((name or "?", observed))
+                continue
             if role == "user" and _FEEDBACK_MARK in text:
                 feedback.append(_between(text, _FEEDBACK_MARK, (_FEEDBACK_TAIL,)))
                 last_feedback = i
@@ -474,12 +626,19 @@ class _Conversation:
             observation_positions=tuple(positions),
             last_feedback_position=last_feedback,
             saw_previous_draft=saw_draft,
+            turn_positions=tuple(turns),
         )
 
     def observations_in_round(self, replan_after_feedback: bool) -> int:
+        return self._in_round(self.observation_positions, replan_after_feedback)
+
+    def turns_in_round(self, replan_after_feedback: bool) -> int:
+        return self._in_round(self.turn_positions, replan_after_feedback)
+
+    def _in_round(self, positions: tuple[int, ...], replan_after_feedback: bool) -> int:
         if not replan_after_feedback or self.last_feedback_position is None:
-            return len(self.observation_positions)
-        return sum(1 for p in self.observation_positions if p > self.last_feedback_position)
+            return len(positions)
+        return sum(1 for p in positions if p > self.last_feedback_position)
 
 
 def _normalise(messages: str | list[LLMMessage]) -> list[tuple[str, str]]:

@@ -5,6 +5,17 @@ journal is blocked, and the after-hook (which CrewAI runs for blocked calls too,
 utilities/tool_utils.py:290) hands back the recorded result, so a recorded side
 effect never runs again. Live results are appended. Before and after hooks of
 one call run on the same thread, so the slot travels in a thread-local.
+
+Native function calling can put several calls in one model turn, and CrewAI runs
+them in parallel threads (or one by one when a tool of the turn has
+``result_as_answer``/``max_usage_count``). Each call's seq is its place in the
+turn (reserved by the LLM journal, :meth:`RunContext.note_llm_response`), not
+the order threads happen to reach the hook, so a review and a recorded result
+always belong to the same call. A held gated call does not pause the run by
+itself: the pause is raised by the after-hook of the turn's last call, so every
+gated call of the turn has opened its review first (several reviews, each
+decided on its own). The calls held before it get a placeholder result that no
+model sees.
 """
 
 from __future__ import annotations
@@ -28,10 +39,10 @@ def register_tool_journal(ctx: RunContext) -> None:
 
     def before(hook: Any) -> bool | None:
         stream = ctx.stream_for(hook.task, hook.agent)
-        seq = ctx.next_seq(stream, "tool")
+        seq, batch = ctx.tool_seq(stream, hook.tool_name, dict(hook.tool_input))
         entry = ctx.recorded(stream, "tool", seq)
         recorded = None if entry is None else str(entry.payload["result"])
-        slot = ToolSlot(ctx.key(stream, seq), recorded)
+        slot = ToolSlot(ctx.key(stream, seq), recorded, batch=batch)
         ctx.set_tool_slot(slot)
         if recorded is not None:
             ctx.stats["tool_replayed"] += 1
@@ -47,11 +58,18 @@ def register_tool_journal(ctx: RunContext) -> None:
         ctx.set_tool_slot(None)
         if slot is None:
             return None
+        result = outcome(hook, slot)
+        if ctx.finish_tool_call(slot):
+            # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
+            raise PauseRun(f"waiting for approval of {hook.tool_name} ({slot.key})")
+        return result
+
+    def outcome(hook: Any, slot: ToolSlot) -> str | None:
+        """The result the model sees (None: CrewAI's own); live results are journaled."""
         if slot.recorded is not None:
             return slot.recorded
         if slot.awaiting_approval:
-            # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
-            raise PauseRun(f"waiting for approval of {hook.tool_name} ({slot.key})")
+            return f"{hook.tool_name} is waiting for a reviewer's approval."  # never shown
         raw = hook.raw_tool_result
         if isinstance(raw, ToolFailure) and raw.code == AWAITING_HUMAN:
             return None  # not an answer: the run pauses and the call runs again on resume

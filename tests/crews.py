@@ -288,3 +288,31 @@ class ArticleFlow(Flow[ArticleState]):
 
 def article_flow(inputs: dict[str, str]) -> ArticleFlow:
     return ArticleFlow()
+
+
+def parallel_payments(inputs: dict[str, str]) -> Crew:
+    """Native function calling: one model turn pays ACME 1500 and GLOBEX 2000, both gated.
+
+    CrewAI runs the two calls in parallel threads; with ``sequential="yes"`` the pay tool
+    gets a ``max_usage_count``, which makes CrewAI run the turn's calls one by one.
+    """
+    pay = requires_approval(PayTool(), when=lambda args: args["amount"] >= 1000)
+    if inputs.get("sequential") == "yes":
+        pay.max_usage_count = 10
+    clerk = Agent(
+        role="Clerk",
+        goal="Pay suppliers",
+        backstory="Careful with money.",
+        llm=ScriptedLLM(
+            model="scripted/parallel-receipt",
+            label="Receipt",
+            native=True,
+            tool_plan=[
+                [("pay", {"amount": 1500, "to": "ACME"}), ("pay", {"amount": 2000, "to": "GLOBEX"})]
+            ],
+        ),
+        tools=[pay],
+        verbose=False,
+    )
+    task = Task(description="Pay ACME and GLOBEX", expected_output="A receipt", agent=clerk)
+    return Crew(agents=[clerk], tasks=[task], process=Process.sequential)

@@ -56,6 +56,10 @@ description = "Pays a supplier; large payments are gated"
 factory = "tests.crews:research"
 description = "The research crew with publish gated by configuration"
 approval_tools = ["publish"]
+
+[crews.parallel_payments]
+factory = "tests.crews:parallel_payments"
+description = "One native model turn makes two gated payments"
 """
 
 

@@ -7,6 +7,7 @@ only the provider is scripted. The pure tests pin the reply rules on hand-writte
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import threading
@@ -34,8 +35,10 @@ from crewai.core.providers.human_input import (  # noqa: E402
     set_provider,
 )
 from crewai.tools import BaseTool  # noqa: E402
+from crewai.utilities.agent_utils import is_tool_call_list  # noqa: E402
 from pydantic import BaseModel, Field, PrivateAttr  # noqa: E402
 
+from crew_runtime.journal_llm import decode_response, encode_response  # noqa: E402
 from crew_runtime.scripted_llm import (  # noqa: E402
     LOG_ENV_VAR,
     ScriptedLLM,
@@ -370,3 +373,129 @@ def test_calls_are_counted_across_threads_and_delayed() -> None:
 
     assert llm.calls == 9
     assert time.monotonic() - started >= 0.1  # 8 parallel sleeps, then one awaited
+
+
+# --- native function calling -------------------------------------------------------------
+
+NATIVE_TOOLS = [
+    {"type": "function", "function": {"name": "search", "description": "Search.", "parameters": {}}}
+]
+NATIVE_PLAN: list[Any] = [
+    [("search", {"query": "{subject}"}), ("search", {"query": "otters {step}"})],
+    ("search", {"query": "{observation}!"}),
+]
+
+
+def native_turn(reply_calls: list[dict[str, Any]], *results: str) -> list[dict[str, Any]]:
+    """The assistant tool-call message and the tool results CrewAI appends for a turn."""
+    return [
+        {"role": "assistant", "content": None, "tool_calls": reply_calls},
+        *(
+            {"role": "tool", "tool_call_id": call["id"], "name": "search", "content": result}
+            for call, result in zip(reply_calls, results, strict=True)
+        ),
+    ]
+
+
+def test_native_turns_through_the_real_agent_loop() -> None:
+    llm = RecordingLLM(model="scripted/writer", label="Outline", native=True, tool_plan=NATIVE_PLAN)
+    search = SearchTool()
+    agent = writer(llm)
+
+    [raw] = run(agent, outline_task(agent, search))
+
+    # Both calls of the first turn ran, then the one of the second turn, then the answer.
+    assert sorted(search.invocations[:2]) == ["Outline a post about otters", "otters 1"]
+    assert search.invocations[2] == "3 facts about otters 1!"
+    assert llm.calls == 3
+    assert raw == llm._seen[-1][1]  # the native final answer is the bare draft
+    assert parse_draft(raw).notes == (
+        "search: 3 facts about Outline a post about otters",
+        "search: 3 facts about otters 1",
+        "search: 3 facts about 3 facts about otters 1!",
+    )
+    second_prompt = llm._seen[1][0]
+    assert [m["role"] for m in second_prompt][-3:] == ["assistant", "tool", "tool"]
+
+
+def test_native_replies_are_plain_json_tool_calls_with_ids_from_the_conversation() -> None:
+    base = [
+        {"role": "system", "content": "You are Writer."},
+        {"role": "user", "content": TASK_PROMPT},
+    ]
+
+    first = script_reply(base, tool_plan=NATIVE_PLAN, tools=NATIVE_TOOLS)
+    again = script_reply([dict(m) for m in base], tool_plan=NATIVE_PLAN, tools=NATIVE_TOOLS)
+    calls = [dict(c) for c in first.tool_calls]
+    second = script_reply(
+        [*base, *native_turn(calls, "one", "two")], tool_plan=NATIVE_PLAN, tools=NATIVE_TOOLS
+    )
+    done = script_reply(
+        [*base, *native_turn(calls, "one", "two"), *native_turn(list(second.tool_calls), "x")],
+        tool_plan=NATIVE_PLAN,
+        tools=NATIVE_TOOLS,
+    )
+
+    assert first.kind == "tool_calls"
+    digest = prompt_sha256(base)[:16]
+    assert calls == [
+        {
+            "id": f"call_{digest}_0",
+            "type": "function",
+            "function": {"name": "search", "arguments": '{"query": "Outline a post about otters"}'},
+        },
+        {
+            "id": f"call_{digest}_1",
+            "type": "function",
+            "function": {"name": "search", "arguments": '{"query": "otters 1"}'},
+        },
+    ]
+    assert again == first  # a pure function of the conversation: same ids in any process
+    # What a journal stores (a JSON round trip) is exactly what was returned.
+    live = ScriptedLLM(native=True, tool_plan=NATIVE_PLAN).call(base, tools=NATIVE_TOOLS)
+    assert live == calls
+    assert decode_response(encode_response(live)) == live
+    assert is_tool_call_list(calls)
+    assert second.kind == "tool_calls"
+    assert [c["function"]["arguments"] for c in second.tool_calls] == ['{"query": "two!"}']
+    assert second.tool_calls[0]["id"] != calls[0]["id"]
+    assert done.kind == "final" and parse_draft(done.text).notes == (
+        "search: one",
+        "search: two",
+        "search: x",
+    )
+
+
+def test_native_mode_without_tools_and_the_default_mode_speak_react() -> None:
+    react = ScriptedLLM(tool_plan=NATIVE_PLAN)
+    native = ScriptedLLM(tool_plan=NATIVE_PLAN, native=True)
+    base = [
+        {"role": "system", "content": SYSTEM_WITH_SEARCH},
+        {"role": "user", "content": TASK_PROMPT},
+    ]
+
+    assert (react.supports_function_calling(), native.supports_function_calling()) == (False, True)
+    # No tool schemas passed (CrewAI's ReAct path): text actions, a list item one call a turn.
+    assert native.reply(base).text == react.reply(base).text
+    assert react.reply(base).text.endswith('Action Input: {"query": "Outline a post about otters"}')
+    after_one = react.reply([*base, observation("search", "{}", "one")])
+    assert after_one.text.endswith('Action Input: {"query": "otters 2"}')
+    assert react.call(base, tools=NATIVE_TOOLS) == react.reply(base).text  # tools ignored
+
+
+def test_prompt_hash_of_text_messages_is_unchanged_and_native_calls_count() -> None:
+    messages = [{"role": "user", "content": TASK_PROMPT}, observation("search", "{}", "one")]
+    legacy = json.dumps(
+        [{"role": m["role"], "content": m["content"]} for m in messages],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    calls = [
+        dict(c) for c in script_reply(messages, tool_plan=["search"], tools=NATIVE_TOOLS).tool_calls
+    ]
+    other = [{**calls[0], "function": {"name": "search", "arguments": '{"query": "x"}'}}]
+
+    assert prompt_sha256(messages) == hashlib.sha256(legacy.encode()).hexdigest()
+    assert prompt_sha256([*messages, *native_turn(calls, "r")]) != prompt_sha256(
+        [*messages, *native_turn(other, "r")]
+    )
