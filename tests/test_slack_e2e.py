@@ -54,6 +54,10 @@ escalate_after = "2s"
 escalate_to = ["{BOB}"]
 expire_after = "3s"
 
+[flows.article]
+factory = "tests.crews:article_flow"
+description = "A CrewAI Flow reviewed with @human_feedback"
+
 [crews.payments]
 factory = "tests.crews:payments"
 description = "Pays a supplier; large payments are gated"
@@ -567,3 +571,18 @@ def test_crew_status_offers_to_revise_while_the_run_waits(setup: tuple[Config, S
         slack.submit_view(ALICE, view["id"], {"task": "0", "text": "shorter, please"})
         again = review_with_buttons(slack, root["ts"], after=article["ts"])
         assert "shorter, please" in parse_draft(draft_in(again)).feedback
+
+
+def test_a_flow_is_resumed_by_a_click_and_routed_by_it(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run article topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        assert "Draft on otters (round 0)" in text_of(review)
+        assert "Publish this draft?" in text_of(review)
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:reject")
+        reason = modal_for(slack, ALICE)
+        assert slack.submit_view(ALICE, reason["id"], {"text": "not our tone"}).status == 200
+        run = _succeeded(store)
+        assert run.output == "SHELVED: Draft on otters (round 0) (not our tone)"
