@@ -38,6 +38,10 @@ CONFIG = f"""
 factory = "tests.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
+
+[flows.article]
+factory = "tests.crews:article_flow"
+description = "A CrewAI Flow reviewed with @human_feedback"
 """
 
 
@@ -119,6 +123,52 @@ def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
                 lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
                 what="the run to succeed",
             )
+        finally:
+            second.send_signal(signal.SIGTERM)
+            out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0, out
+    store.close()
+
+
+def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "countersign.toml").write_text(CONFIG)
+    store = Store.open(db_url)
+    port = free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
+    with StandInThread(standin) as slack:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            DATABASE_URL=db_url,
+            COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
+            SLACK_BOT_TOKEN=standin.bot_token,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=slack.api_url,
+        )
+        first = _serve(env, port)
+        try:
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run article topic=otters")
+            root = wait_until(
+                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+                what="the root message",
+            )
+            review = wait_until(
+                lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
+                what="the flow's review",
+            )
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=60)
+        second = _serve(env, port)
+        try:
+            slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+            wait_until(
+                lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
+                what="the flow to finish",
+            )
+            assert store.list_runs()[0].output == "PUBLISHED: Draft on otters (round 0)"
         finally:
             second.send_signal(signal.SIGTERM)
             out, _ = second.communicate(timeout=60)
