@@ -13,6 +13,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,8 @@ from tests.slack_harness import (
 )
 
 pytestmark = pytest.mark.slow
+
+Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
@@ -66,6 +69,33 @@ def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
     return proc
 
 
+def _bot_env(tmp_path: Path, db_url: str, bot_token: str, api_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        DATABASE_URL=db_url,
+        COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
+        SLACK_BOT_TOKEN=bot_token,
+        SLACK_SIGNING_SECRET=SECRET,
+        SLACK_API_URL=api_url,
+    )
+    return env
+
+
+def _start_and_wait_for_review(slack: StandInThread, command: str) -> tuple[Json, Json]:
+    """``/crew COMMAND``, then the run's root message and its first review."""
+    slack.slash_command(ALICE, CHANNEL, "/crew", command)
+    root = wait_until(
+        lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+        what="the root message",
+    )
+    review = wait_until(
+        lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
+        what="the first review",
+    )
+    return root, review
+
+
 def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
     tmp_path: Path, db_url: str
 ) -> None:
@@ -74,26 +104,10 @@ def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=str(ROOT),
-            DATABASE_URL=db_url,
-            COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
-            SLACK_BOT_TOKEN=standin.bot_token,
-            SLACK_SIGNING_SECRET=SECRET,
-            SLACK_API_URL=slack.api_url,
-        )
+        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         first = _serve(env, port)
         try:
-            slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
-            root = wait_until(
-                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-                what="the root message",
-            )
-            review = wait_until(
-                lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
-                what="the outline review",
-            )
+            root, review = _start_and_wait_for_review(slack, "run writer topic=otters")
         finally:
             os.kill(first.pid, signal.SIGKILL)
             # The worker child shares the output pipe: this returns only once it is
@@ -138,26 +152,10 @@ def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=str(ROOT),
-            DATABASE_URL=db_url,
-            COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
-            SLACK_BOT_TOKEN=standin.bot_token,
-            SLACK_SIGNING_SECRET=SECRET,
-            SLACK_API_URL=slack.api_url,
-        )
+        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         first = _serve(env, port)
         try:
-            slack.slash_command(ALICE, CHANNEL, "/crew", "run article topic=otters")
-            root = wait_until(
-                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-                what="the root message",
-            )
-            review = wait_until(
-                lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
-                what="the flow's review",
-            )
+            _root, review = _start_and_wait_for_review(slack, "run article topic=otters")
         finally:
             first.send_signal(signal.SIGTERM)
             first.communicate(timeout=60)
