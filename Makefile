@@ -1,8 +1,14 @@
-# One command from nothing: `make test` builds .venv and runs lint, types and the suite.
+# One command from nothing: `make test` builds .venv and runs lint, types and the suite;
+# `make demo` builds .venv and starts the offline demo (the bot and a local Slack page).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The browser test drives Debian's Chromium (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Extra arguments for `countersign demo`, e.g. `make demo ARGS="--port 8080"`.
+ARGS ?=
 
 .PHONY: test lint types unit venv demo bench clean
 
@@ -21,8 +27,16 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	  || ($(SUDO) apt-get update -qq \
+	      && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+unit: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/countersign demo $(ARGS)
 
 test: lint types unit
 
