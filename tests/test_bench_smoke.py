@@ -1,0 +1,49 @@
+"""`make bench` runs: each benchmark its recipe names, at a size that takes seconds, not minutes.
+
+The figures are not checked here (timings belong in docs/benchmarks.md, not in tests); what is
+checked is that every script the README's `make bench` runs starts, measures and reports.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = {
+    "bench/waiting.py": (["--runs", "20", "--real", "2", "--blocking", "2"], "goal: "),
+    "bench/resume.py": (["--reps", "1", "--slow-reps", "1", "--only", "review"], "re-run"),
+    "bench/ack_latency.py": (
+        ["--requests", "20", "--bursts", "1", "--workers", "1", "--warmup", "1", "--no-floor"],
+        "Goal p99",
+    ),
+}
+
+
+def make_bench_scripts() -> list[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^bench:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe, "no bench target in the Makefile"
+    return re.findall(r"(bench/\w+\.py)", recipe.group(1))
+
+
+@pytest.mark.slow
+def test_every_benchmark_of_make_bench_runs(tmp_path: Path) -> None:
+    scripts = make_bench_scripts()
+    assert set(scripts) == set(SMALL), "a benchmark was added to make bench: size it here"
+    for script in scripts:
+        args, expected = SMALL[script]
+        done = subprocess.run(
+            [sys.executable, script, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, f"{script}:\n{done.stdout}\n{done.stderr}"
+        assert expected in done.stdout, f"{script} printed no figures:\n{done.stdout}"
