@@ -17,7 +17,7 @@ from typing import Any
 from bot import render
 from bot.cli import CliError, Context
 from bot.settings import mask_url
-from storage import ReviewStatus, RunStatus
+from storage import Review, ReviewKind, ReviewStatus, RunStatus
 from storage.migrate import current_revision
 
 # The names crewai interpolates as {placeholders} in task descriptions (same rule as the
@@ -150,12 +150,33 @@ def reviews_decide(ctx: Context) -> int:
     if text == "-":
         text = sys.stdin.read()
     service = ctx.service()
+    if args.decision == "edit" and text is not None:
+        text = _over_proposed(service.store.get_review(args.review_id), text)
     review = service.decide(args.review_id, args.decision, text, by=args.by)
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
     print(f"{review.id}: {how}; run {run.id} is {run.status.value}")
     return 0
+
+
+def _over_proposed(review: Review, text: str) -> str:
+    """On the command line a tool call's edit names only the arguments it changes.
+
+    (The Slack modal sends every field, and leaves out an optional one the reviewer
+    emptied, so the service itself does not merge.) Anything but a JSON object is left
+    for the service to refuse with its own message.
+    """
+    proposed = review.details.get("args")
+    if review.kind is not ReviewKind.TOOL_APPROVAL or not isinstance(proposed, dict):
+        return text
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    if not isinstance(edited, dict):
+        return text
+    return json.dumps({**proposed, **edited}, ensure_ascii=False)
 
 
 # --- database and configuration -----------------------------------------------------------

@@ -53,6 +53,10 @@ description = "Research, ask a human, publish"
 
 [crews.broken]
 factory = "tests.crews:broken"
+
+[crews.payments]
+factory = "tests.crews:payments"
+description = "Pays a supplier; large payments are gated"
 """
 
 
@@ -323,6 +327,21 @@ def test_a_question_is_answered(cli: Cli) -> None:
     assert shown["reviews"][0]["decision"]["text"] == "Formal, please."
 
 
+def test_a_tool_call_edit_names_only_the_arguments_it_changes(cli: Cli) -> None:
+    run_id = cli.ok("runs", "start", "payments", "amount=1500").out.strip()
+    cli.worker()
+    (call,) = cli.ok("runs", "show", run_id, "--json").json()["reviews"]
+    assert call["kind"] == "tool_approval"
+
+    assert_refused(
+        cli("reviews", "decide", call["id"], "edit", '{"amount": "lots"}', "--by", "a"),
+        "amount: expected integer, got string",
+    )
+    cli.ok("reviews", "decide", call["id"], "edit", '{"amount": 900}', "--by", "carol")
+    decided = cli.ok("reviews", "show", call["id"], "--json").json()
+    assert json.loads(decided["decision"]["text"]) == {"amount": 900, "to": "ACME"}
+
+
 def test_a_crew_that_cannot_be_built_fails_its_run(cli: Cli) -> None:
     run_id = cli.ok("runs", "start", "broken").out.strip()
     cli.worker()
@@ -523,8 +542,8 @@ def test_db_upgrade_prints_the_revision(db_url: str, cli: Cli) -> None:
 def test_crews_list_shows_names_and_descriptions(cli: Cli) -> None:
     lines = cli.ok("crews", "list").out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "INPUTS", "DESCRIPTION"]
-    assert [line.split()[0] for line in lines[1:]] == ["broken", "research", "writer"]
-    assert lines[3].split() == [
+    assert [line.split()[0] for line in lines[1:]] == ["broken", "payments", "research", "writer"]
+    assert lines[4].split() == [
         "writer",
         "crew",
         "topic",
