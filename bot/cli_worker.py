@@ -51,11 +51,16 @@ def run_worker(ctx: Context) -> int:
         settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
 
     worker = Worker(store, config, settings)
+    stop_signals = _STOP_SIGNALS
     if args.exit_with_parent:
         _exit_with_parent()
+        # Ctrl+C reaches the whole process group; the parent stops this child with SIGTERM
+        # once, and a second signal racing the first would kill it mid-step.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop_signals = (signal.SIGTERM,)
     if args.nice:
         os.nice(args.nice)
-    with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker):
+    with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker, stop_signals):
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",
             worker.worker_id,
@@ -67,6 +72,9 @@ def run_worker(ctx: Context) -> int:
         worker.run(until_idle=args.until_idle)
         log.info("worker %s stopped after %d execution(s)", worker.worker_id, worker.executions)
     return 0
+
+
+_CHATTY = ("apscheduler", "aiohttp.access")
 
 
 @contextmanager
@@ -82,21 +90,31 @@ def stderr_logging(level: str) -> Iterator[None]:
     previous = root.level
     root.addHandler(handler)
     root.setLevel(level)
+    # A line per scheduled job run and per HTTP request drowns what an operator needs.
+    chatty = {name: logging.getLogger(name) for name in _CHATTY}
+    levels = {name: logger.level for name, logger in chatty.items()}
+    if level != "DEBUG":
+        for logger in chatty.values():
+            logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
+        for name, logger in chatty.items():
+            logger.setLevel(levels[name])
 
 
 @contextmanager
-def _stop_on_signals(worker: Worker) -> Iterator[None]:
-    """On SIGTERM/SIGINT call ``worker.stop()`` once, then put the old handlers back."""
+def _stop_on_signals(
+    worker: Worker, signals: tuple[signal.Signals, ...] = _STOP_SIGNALS
+) -> Iterator[None]:
+    """On one of ``signals`` call ``worker.stop()`` once, then put the old handlers back."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
         return
     # getsignal() is None for a handler not set from Python; SIG_DFL is the best stand-in.
-    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in _STOP_SIGNALS}
+    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in signals}
 
     def restore() -> None:
         for sig, handler in previous.items():
@@ -107,7 +125,7 @@ def _stop_on_signals(worker: Worker) -> Iterator[None]:
         restore()
         worker.stop()
 
-    for sig in _STOP_SIGNALS:
+    for sig in signals:
         signal.signal(sig, on_signal)
     try:
         yield
