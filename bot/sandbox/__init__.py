@@ -9,7 +9,9 @@ endpoint (HTTP or Socket Mode). See ``standin.py`` for the routes and DESIGN.md
 Modules: ``blockkit`` (pure validation), ``workspace`` (state), ``webapi`` (methods),
 ``calls`` (call log, faults), ``signing``, ``payloads`` (what Slack sends), ``delivery``
 (HTTP and Socket Mode transport), ``socket_mode``, ``person`` (people's actions),
-``standin`` (the server), ``threaded`` (the synchronous wrapper), ``errors``.
+``standin`` (the server), ``threaded`` (the synchronous wrapper), ``errors``, ``web``
+and ``pagestate`` (a web page playing a Slack channel, for the offline sandbox; its
+script and style are in ``page/``).
 """
 
 from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
@@ -19,6 +21,7 @@ from bot.sandbox.errors import PersonActionRefused, SandboxError, SlackApiFailur
 from bot.sandbox.signing import Tamper, sign
 from bot.sandbox.standin import SlackStandIn
 from bot.sandbox.threaded import StandInThread
+from bot.sandbox.web import SandboxPage
 from bot.sandbox.workspace import Ephemeral, StoredFile
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "PersonActionRefused",
     "Problem",
     "SandboxError",
+    "SandboxPage",
     "SlackApiFailure",
     "SlackStandIn",
     "StandInThread",

@@ -111,6 +111,20 @@ class PersonSide:
                 Ephemeral(user, channel.id, ts, str(reply.get("text", "")), blocks)
             )
 
+    async def slack_says(
+        self, user: str, channel: str, text: str, *, thread_ts: str | None = None
+    ) -> Ephemeral:
+        """Show ``user`` a note from Slack itself, e.g. ``/crew failed with the error ...``.
+
+        Slack's client says so when an app did not answer a slash command; the sandbox
+        page does the same. Only ``user`` sees it, like any ephemeral message.
+        """
+        where = self._seen_channel(user, channel)
+        note = Ephemeral(user, where.id, self.workspace.next_ts(), text, [], thread_ts, True)
+        self.workspace.ephemerals.append(note)
+        await self._changed()
+        return note
+
     # -- messages --------------------------------------------------------------------------
 
     async def send_message(

@@ -13,6 +13,8 @@ Routes served:
 - ``/upload/<file_id>``: the upload URL of ``files.getUploadURLExternal``.
 - ``/response/<id>``: ``response_url`` targets handed out with commands and clicks.
 - ``/link/``: the Socket Mode WebSocket.
+- with a ``SandboxPage`` passed to ``start``: ``/`` and ``/sandbox/...``, a web page that
+  looks and behaves like a Slack channel (see ``web.py``).
 
 Example:
     >>> standin = SlackStandIn(signing_secret="s3cret")
@@ -27,7 +29,7 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -39,6 +41,9 @@ from bot.sandbox.person import PersonSide
 from bot.sandbox.socket_mode import SocketHub
 from bot.sandbox.webapi import APP_TOKEN_METHODS, WebApi
 from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace
+
+if TYPE_CHECKING:
+    from bot.sandbox.web import SandboxPage
 
 __all__ = ["SlackStandIn"]
 
@@ -98,11 +103,19 @@ class SlackStandIn(PersonSide):
         self._runner: web.AppRunner | None = None
         self._base_url: str | None = None
         self._condition: asyncio.Condition | None = None
+        self._page: SandboxPage | None = None
+        self._stopping = False
+        self.version = 0  # counts changes; the page's live updates follow it
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve on ``host:port`` (0 picks a free port); returns the base URL."""
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, *, page: SandboxPage | None = None
+    ) -> str:
+        """Serve on ``host:port`` (0 picks a free port); returns the base URL.
+
+        With ``page``, the base URL is also a web page playing a Slack channel.
+        """
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.add_routes(
             [
@@ -113,17 +126,24 @@ class SlackStandIn(PersonSide):
                 web.get("/link/", self.hub.handle),
             ]
         )
+        if page is not None:
+            app.add_routes(page.routes())
+        self._page, self._stopping = page, False
+        self._condition = asyncio.Condition()
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
         bound = self._runner.addresses[0]
         self._base_url = f"http://{host}:{bound[1]}/"
-        self._condition = asyncio.Condition()
         return self._base_url
 
     async def stop(self) -> None:
-        """Close sockets, the outgoing session and the server."""
+        """End the page's event streams, close sockets, the outgoing session and the server."""
+        self._stopping = True
+        await self._wake()
+        if self._page is not None:
+            await self._page.close()
         await self.hub.close()
         await self._sender.close()
         if self._runner is not None:
@@ -160,7 +180,16 @@ class SlackStandIn(PersonSide):
     def _socket_url(self) -> str:
         return self.hub.issue_url("ws" + self.base_url[len("http") :])
 
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop()`` began: long waits (the page's event streams) should end."""
+        return self._stopping
+
     async def _changed(self) -> None:
+        self.version += 1
+        await self._wake()
+
+    async def _wake(self) -> None:
         if self._condition is not None:
             async with self._condition:
                 self._condition.notify_all()

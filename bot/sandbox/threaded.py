@@ -26,6 +26,7 @@ from bot.sandbox.calls import Call
 from bot.sandbox.delivery import Delivery
 from bot.sandbox.signing import Tamper
 from bot.sandbox.standin import SlackStandIn
+from bot.sandbox.web import SandboxPage
 from bot.sandbox.workspace import Ephemeral, StoredFile
 
 __all__ = ["StandInThread"]
@@ -41,6 +42,7 @@ class StandInThread:
         standin: the stand-in to serve.
         host, port: where to listen (port 0 picks a free one).
         timeout: the longest any sync call may take before ``TimeoutError``.
+        page: also serve the sandbox page (see ``SlackStandIn.start``).
     """
 
     def __init__(
@@ -50,8 +52,10 @@ class StandInThread:
         host: str = "127.0.0.1",
         port: int = 0,
         timeout: float = 10.0,
+        page: SandboxPage | None = None,
     ) -> None:
         self.standin = standin
+        self._page = page
         self._host, self._port, self._timeout = host, port, timeout
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -60,7 +64,7 @@ class StandInThread:
 
     def __enter__(self) -> StandInThread:
         self._thread.start()
-        self._run(self.standin.start(self._host, self._port))
+        self._run(self.standin.start(self._host, self._port, page=self._page))
         return self
 
     def __exit__(

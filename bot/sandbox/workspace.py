@@ -54,7 +54,10 @@ class User:
 
 @dataclass
 class Ephemeral:
-    """A message only ``user`` sees; Slack gives it a ``message_ts`` but never a thread entry."""
+    """A message only ``user`` sees; Slack gives it a ``message_ts`` but never a thread entry.
+
+    ``from_slack`` marks Slack's own notes (Slackbot's), e.g. a slash command that failed.
+    """
 
     user: str
     channel: str
@@ -62,6 +65,7 @@ class Ephemeral:
     text: str
     blocks: list[Json]
     thread_ts: str | None = None
+    from_slack: bool = False
 
 
 @dataclass

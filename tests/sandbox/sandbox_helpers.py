@@ -18,12 +18,39 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import SlackStandIn
+from bot.sandbox import SandboxPage, SlackStandIn
 
 SECRET = "test-signing-secret"
 CHANNEL = "C0REVIEW"
 ALICE = "UALICE"
 BOB = "UBOB"
+
+# A review message: a button and a menu, as the bot posts them.
+APPROVAL_BLOCKS = [
+    {"type": "section", "text": {"type": "mrkdwn", "text": "*Draft v1* is ready"}},
+    {
+        "type": "actions",
+        "block_id": "review",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "approve",
+                "text": {"type": "plain_text", "text": "Approve"},
+                "style": "primary",
+                "value": "review:r1:v1",
+            },
+            {
+                "type": "static_select",
+                "action_id": "verdict",
+                "placeholder": {"type": "plain_text", "text": "Verdict"},
+                "options": [
+                    {"text": {"type": "plain_text", "text": "Good"}, "value": "good"},
+                    {"text": {"type": "plain_text", "text": "Bad"}, "value": "bad"},
+                ],
+            },
+        ],
+    },
+]
 
 
 def new_standin(**options: Any) -> SlackStandIn:
@@ -36,8 +63,10 @@ def new_standin(**options: Any) -> SlackStandIn:
 
 
 @asynccontextmanager
-async def running(standin: SlackStandIn) -> AsyncIterator[SlackStandIn]:
-    await standin.start()
+async def running(
+    standin: SlackStandIn, page: SandboxPage | None = None
+) -> AsyncIterator[SlackStandIn]:
+    await standin.start(page=page)
     try:
         yield standin
     finally:

@@ -11,7 +11,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sandbox_helpers import ALICE, BOB, CHANNEL, bolt_app, new_standin, running, serving
+from sandbox_helpers import (
+    ALICE,
+    APPROVAL_BLOCKS,
+    BOB,
+    CHANNEL,
+    bolt_app,
+    new_standin,
+    running,
+    serving,
+)
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
@@ -19,32 +28,6 @@ from bot.sandbox import PersonActionRefused, SlackStandIn, Tamper, sign
 
 Scenario = Callable[[SlackStandIn, AsyncApp, list[Any]], Awaitable[None]]
 Setup = Callable[[AsyncApp, list[Any]], None]
-
-APPROVAL_BLOCKS = [
-    {"type": "section", "text": {"type": "mrkdwn", "text": "*Draft v1* is ready"}},
-    {
-        "type": "actions",
-        "block_id": "review",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "approve",
-                "text": {"type": "plain_text", "text": "Approve"},
-                "style": "primary",
-                "value": "review:r1:v1",
-            },
-            {
-                "type": "static_select",
-                "action_id": "verdict",
-                "placeholder": {"type": "plain_text", "text": "Verdict"},
-                "options": [
-                    {"text": {"type": "plain_text", "text": "Good"}, "value": "good"},
-                    {"text": {"type": "plain_text", "text": "Bad"}, "value": "bad"},
-                ],
-            },
-        ],
-    },
-]
 
 FEEDBACK_MODAL = {
     "type": "modal",

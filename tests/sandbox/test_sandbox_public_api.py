@@ -20,6 +20,7 @@ def test_public_names() -> None:
         "PersonActionRefused",
         "Problem",
         "SandboxError",
+        "SandboxPage",
         "SlackApiFailure",
         "SlackStandIn",
         "StandInThread",
