@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("countersign.worker")
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
 
 def run_worker(ctx: Context) -> int:
