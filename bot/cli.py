@@ -12,6 +12,7 @@ Commands::
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N]
+    countersign demo [--port P] [--workers N]      the bot and a local Slack sandbox page
     countersign db upgrade
     countersign crews list
 
@@ -102,6 +103,7 @@ class Context:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+            self._store = None
 
 
 class _Handler(Protocol):
@@ -178,6 +180,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return value
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -192,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree. Handlers live in ``bot.cli_commands`` and ``bot.cli_worker``,
     imported here because they import :class:`Context` from this module."""
     from bot import cli_commands as c
+    from bot.cli_demo import run_demo
     from bot.cli_serve import run_serve
     from bot.cli_worker import run_worker
 
@@ -313,6 +326,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the worker pool on threads of this process instead of a child process",
     )
     serve.add_argument("--lease", metavar="SECONDS", type=_positive_seconds, default=30.0)
+
+    demo = command(
+        groups,
+        "demo",
+        run_demo,
+        "the bot, its workers and a local Slack sandbox page with the example crews, offline",
+    )
+    demo.add_argument("--host", default="127.0.0.1", help="address of the sandbox and the bot")
+    demo.add_argument(
+        "--port", type=_port, default=8000, help="port of the sandbox page (0: any free port)"
+    )
+    demo.add_argument(
+        "--bot-port", type=_port, default=0, help="port of the bot's endpoint (0: any free port)"
+    )
+    demo.add_argument("--workers", metavar="N", type=_positive_int, default=2)
+    demo.add_argument(
+        "--workers-in-process",
+        action="store_true",
+        help="run the worker pool on threads of this process instead of a child process",
+    )
 
     db = group("db", "the database schema")
     command(db, "upgrade", c.db_upgrade, "apply pending migrations; prints the revision")

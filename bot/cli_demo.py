@@ -1,0 +1,158 @@
+"""``countersign demo``: the whole product on one machine, with no Slack workspace and no key.
+
+One process runs the local Slack sandbox (``bot.sandbox``: the Web API, and a page that
+looks and behaves like a Slack channel), the bot exactly as ``countersign serve`` runs it,
+its worker pool, dispatcher and scheduler, on a fresh SQLite file (unless ``DATABASE_URL``
+or ``--database-url`` names one), with the example crews of
+``examples/countersign.toml``. The sandbox talks to the bot the way Slack does (signed
+requests to ``/slack/events``; the bot answers through the Web API), so what works here
+works in Slack. It prints the page's URL and stops cleanly on Ctrl+C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import socket
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.cli import CliError, Context
+from bot.cli_worker import stderr_logging
+from bot.settings import mask_url
+from crew_runtime.config import Config, load_config
+from storage import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from bot.sandbox import SlackStandIn
+    from bot.server import Deployment
+
+__all__ = ["DEMO_CHANNEL", "DEMO_USER", "run_demo"]
+
+log = logging.getLogger("countersign.demo")
+
+EXAMPLES_CONFIG = Path("examples") / "countersign.toml"
+DEMO_CHANNEL = ("C0DEMO", "crew-demo")
+DEMO_USER = ("U0YOU", "you", "You")
+DEMO_TEAMMATE = ("U0PRIYA", "priya", "Priya Raman")
+
+WELCOME = (
+    "*Welcome to the Countersign sandbox.* This page plays Slack: the bot on the other side "
+    "is the real one, reached with signed requests.\n"
+    "Try `/crew run writer topic=otters`, then review its outline in the thread. "
+    "`/crew list` shows every crew, `/crew help` every command."
+)
+
+
+def run_demo(ctx: Context) -> int:
+    config = _demo_config(ctx)
+    with tempfile.TemporaryDirectory(prefix="countersign-demo-") as scratch:
+        explicit = getattr(ctx.args, "database_url", None)
+        if explicit is None and ctx.settings.database_url == DEFAULT_URL:
+            # The sandbox keeps its messages in memory, so runs whose threads are gone must
+            # not outlive it: a fresh database per demo, never a real countersign.db.
+            ctx.args.database_url = f"sqlite:///{Path(scratch) / 'demo.db'}"
+        ctx.store()  # fails here, with one line, if the database cannot be opened
+        with stderr_logging(ctx.settings.log_level):
+            asyncio.run(_demo(ctx, config))
+        ctx.close()
+    return 0
+
+
+def _demo_config(ctx: Context) -> Config:
+    explicit: Path | None = getattr(ctx.args, "config", None) or ctx.settings.config_path
+    path = explicit or EXAMPLES_CONFIG
+    if explicit is None and not path.is_file():
+        raise CliError(
+            f"no {EXAMPLES_CONFIG} here: run the demo from the repository's root "
+            "(or pass --config PATH)"
+        )
+    return load_config(path, environ={})
+
+
+async def _demo(ctx: Context, config: Config) -> None:
+    # Imported here, like serve's: Bolt and aiohttp are not needed by the other commands.
+    from bot.sandbox import SandboxPage, SlackStandIn
+    from bot.server import Deployment, SlackSettings
+
+    args = ctx.args
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    secret = secrets.token_hex(16)
+    bot_port = args.bot_port or _free_port(args.host)
+    standin = SlackStandIn(
+        signing_secret=secret,
+        bot_endpoint=f"http://{args.host}:{bot_port}/slack/events",
+    )
+    _seed(standin)
+    page = SandboxPage(standin, user=DEMO_USER[0], channel=DEMO_CHANNEL[0])
+    url = await standin.start(args.host, args.port, page=page)
+    slack = SlackSettings(
+        bot_token=standin.bot_token,
+        signing_secret=secret,
+        app_token=None,
+        api_url=standin.api_url,
+    )
+    deployment = Deployment(
+        slack,
+        config,
+        ctx.store(),
+        workers=args.workers,
+        lease=timedelta(seconds=30),
+        sweep_every=5.0,
+        workers_in_process=args.workers_in_process,
+    )
+    log.info("demo: database %s, config %s", mask_url(ctx.database_url), config.path)
+    serving = asyncio.create_task(deployment.serve_http(args.host, bot_port, stop))
+    try:
+        await _welcome(standin, deployment)
+        # The one line a newcomer needs; tests wait for it too.
+        print(f"Countersign demo: open {url} in your browser (Ctrl+C to stop)", flush=True)
+        await serving
+    finally:
+        stop.set()
+        await serving
+        await standin.stop()
+    log.info("demo stopped")
+
+
+def _seed(standin: SlackStandIn) -> None:
+    you, teammate = DEMO_USER, DEMO_TEAMMATE
+    standin.add_user(*you)
+    standin.add_user(*teammate)
+    standin.add_channel(DEMO_CHANNEL[0], DEMO_CHANNEL[1], [you[0], teammate[0]])
+
+
+async def _welcome(standin: SlackStandIn, deployment: Deployment) -> None:
+    """Post the welcome once the bot answers; the Web API call is the bot's own client."""
+    for _ in range(100):
+        if await _healthy(standin, deployment):
+            break
+        await asyncio.sleep(0.05)
+    await deployment.client.chat_postMessage(channel=DEMO_CHANNEL[0], text=WELCOME)
+
+
+async def _healthy(standin: SlackStandIn, deployment: Deployment) -> bool:
+    session = deployment.client.session
+    if session is None:
+        return False
+    endpoint = standin.bot_endpoint.removesuffix("/slack/events") + "/healthz"
+    try:
+        async with session.get(endpoint) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
