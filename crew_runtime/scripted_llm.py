@@ -33,6 +33,28 @@ tool observations of the task so far, as ``"<tool>: <observation>"``. Inside the
 colon of ``Final Answer:``, ``Action:`` and ``Observation:`` is written ``\\u003a``, so CrewAI's
 parser never mistakes quoted feedback for a step.
 
+Readable drafts (``draft_style="readable"``), for demos: the same reply rules, but the draft is
+written for a person, not for :func:`parse_draft`. A version line, what the reviewer asked
+for so far, the agent's text (``draft_body``, which may use the :data:`PLACEHOLDERS`; the
+task's first line when empty), what the tools returned and what the draft was built on::
+
+    Outline (version 2)
+    Revised after your feedback:
+    ✓ add a section on costs
+
+    Durable agents: an outline
+    1. Why durable agents matter now
+    ...
+
+    Gathered along the way:
+    • search: …
+
+    Built on: "Outline (version 2)"
+
+The version counts from 1 (``v0`` of the one-line format is version 1). The colon of
+``Final Answer:``, ``Action:`` and ``Observation:`` is written as U+A789 (modifier letter colon,
+which reads as one) anywhere in it, for the same reason as above.
+
 Given a ``response_model`` whose required fields are plain (str, int, float, bool, lists), the
 reply is an instance's JSON, its strings holding the draft; other models are ignored.
 
@@ -85,6 +107,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOG_ENV_VAR",
     "PLACEHOLDERS",
+    "DraftStyle",
     "PlanItem",
     "PlannedToolCall",
     "ScriptedDraft",
@@ -124,6 +147,13 @@ _TOOLS_REMINDER: Final = "\nYou ONLY have access to the following tools"
 # Words CrewAI's ReAct parser acts on (agents/parser.py). Inside the draft's JSON strings their
 # colon is written as \u003a: the parser no longer sees them, json.loads still does.
 _REACT_KEYWORD_RE: Final = re.compile(r"(Final Answer|Action|Observation)(\s*\d*\s*):")
+
+# In readable drafts (plain text, no JSON to hide it in) the colon becomes U+A789, which
+# reads as one.
+_READABLE_COLON: Final = "\ua789"
+
+DraftStyle = Literal["line", "readable"]
+"""``line``: one line :func:`parse_draft` reads back; ``readable``: a draft for people."""
 
 _CALLS_LOCK = threading.Lock()  # module-level: a Lock in a pydantic model breaks deepcopy
 
@@ -204,6 +234,10 @@ class ScriptedLLM(BaseLLM):
             summarises the conversation or spills tool results to temp files (both would
             make prompts differ between runs).
         native: Speak native function calling (see the module docstring) instead of ReAct.
+        draft_style: ``"line"`` (the default, read back by :func:`parse_draft`) or
+            ``"readable"``: a multi-line draft for people, as in the module docstring.
+        draft_body: The text of a readable draft; may use the :data:`PLACEHOLDERS`
+            (literal braces doubled). Ignored by the one-line format.
 
     Example:
         >>> llm = ScriptedLLM(model="scripted/writer", label="Outline",
@@ -217,6 +251,8 @@ class ScriptedLLM(BaseLLM):
     replan_after_feedback: bool = True
     context_window: int = Field(default=1_000_000, gt=0)
     native: bool = False
+    draft_style: DraftStyle = "line"
+    draft_body: str = ""
 
     _calls: int = PrivateAttr(default=0)
 
@@ -251,6 +287,18 @@ class ScriptedLLM(BaseLLM):
                 ) from exc
         return plan
 
+    @field_validator("draft_body")
+    @classmethod
+    def _check_body(cls, body: str) -> str:
+        try:
+            _fill(body, dict.fromkeys(PLACEHOLDERS, ""))
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"bad placeholder in draft_body ({exc}); known placeholders: "
+                f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)} (double literal braces)"
+            ) from exc
+        return body
+
     @field_validator("label")
     @classmethod
     def _check_label(cls, label: str) -> str:
@@ -278,6 +326,8 @@ class ScriptedLLM(BaseLLM):
             replan_after_feedback=self.replan_after_feedback,
             response_model=response_model,
             tools=tools if self.native else None,
+            draft_style=self.draft_style,
+            draft_body=self.draft_body,
         )
 
     def call(
@@ -436,17 +486,23 @@ def script_reply(
     replan_after_feedback: bool = True,
     response_model: type[BaseModel] | None = None,
     tools: Sequence[Any] | None = None,
+    draft_style: DraftStyle = "line",
+    draft_body: str = "",
 ) -> ScriptedReply:
     """Decide the scripted reply to a conversation: a pure function of its arguments.
 
     ``tools`` are the tool schemas of a native function-calling request; given (and not
-    empty) the reply speaks the native protocol, otherwise ReAct text.
+    empty) the reply speaks the native protocol, otherwise ReAct text. ``draft_style`` and
+    ``draft_body`` are those of :class:`ScriptedLLM`.
     """
     normalised = _normalise(messages)
     convo = _Conversation.read(
         normalised, label, _native_info(messages), tools_offered=_offered(tools)
     )
-    draft = _render_draft(label, convo)
+    if draft_style == "readable":
+        draft = _render_readable(label, convo, draft_body)
+    else:
+        draft = _render_draft(label, convo)
     if response_model is not None:
         structured = _trivial_json(response_model, draft)
         if structured is not None:
@@ -693,6 +749,27 @@ def _render_draft(label: str, convo: _Conversation) -> str:
         f" | context: {j(convo.context)}"
         f" | notes: {j(notes)}"
     )
+
+
+def _render_readable(label: str, convo: _Conversation, body: str) -> str:
+    """A draft for people: see the module docstring."""
+    parts = [f"{label} (version {len(convo.feedback) + 1})"]
+    if convo.feedback:
+        parts[0] += "\nRevised after your feedback:"
+        parts[0] += "".join(f"\n✓ {_indented(text)}" for text in convo.feedback)
+    values = _values(convo, len(convo.observations))
+    parts.append(_fill(body, values).strip() if body.strip() else convo.subject)
+    if convo.observations:
+        notes = (f"• {tool}: {_indented(observed)}" for tool, observed in convo.observations)
+        parts.append("Gathered along the way:\n" + "\n".join(notes))
+    if convo.context:
+        parts.append(f'Built on: "{_first_line(convo.context)}"')
+    return _REACT_KEYWORD_RE.sub(rf"\1\2{_READABLE_COLON}", "\n\n".join(parts))
+
+
+def _indented(text: str) -> str:
+    """Continuation lines of a bullet, indented under it."""
+    return "\n  ".join(line.rstrip() for line in text.strip().splitlines())
 
 
 def _fill(value: Any, values: Mapping[str, object]) -> Any:

@@ -499,3 +499,74 @@ def test_prompt_hash_of_text_messages_is_unchanged_and_native_calls_count() -> N
     assert prompt_sha256([*messages, *native_turn(calls, "r")]) != prompt_sha256(
         [*messages, *native_turn(other, "r")]
     )
+
+
+# --- readable drafts ----------------------------------------------------------------------
+
+
+def test_readable_drafts_through_the_real_loop_show_feedback_tools_and_context() -> None:
+    llm = ScriptedLLM(
+        model="scripted/writer",
+        label="Outline",
+        tool_plan=[("search", {"query": "otters"})],
+        draft_style="readable",
+        draft_body="Otters, {{briefly}}\n1. Why they hold hands",
+    )
+    agent = writer(llm)
+    article = Task(description="Write the article", expected_output="an article", agent=agent)
+
+    with human_input(ScriptedFeedback("add a title", "")):
+        outline, written = run(agent, outline_task(agent, SearchTool(), human=True), article)
+
+    assert outline == (
+        "Outline (version 2)\nRevised after your feedback:\n✓ add a title\n\n"
+        "Otters, {briefly}\n1. Why they hold hands\n\n"
+        "Gathered along the way:\n• search: 3 facts about otters\n• search: 3 facts about otters"
+    )  # the plan runs again after feedback
+    assert written == (
+        "Outline (version 1)\n\nOtters, {briefly}\n1. Why they hold hands\n\n"
+        'Built on: "Outline (version 2)"'
+    )
+
+
+def test_readable_drafts_fill_placeholders_and_default_to_the_task() -> None:
+    messages = [
+        {"role": "system", "content": SYSTEM_WITH_SEARCH},
+        {"role": "user", "content": TASK_PROMPT},
+        observation("search", "{}", "line one\nline two"),
+        feedback("shorter\nplease"),
+    ]
+
+    filled = script_reply(
+        messages, tool_plan=[], draft_style="readable", draft_body="On {subject}: {observation}"
+    ).text
+    default = script_reply(messages[:2], tool_plan=[], draft_style="readable").text
+
+    assert filled == (
+        "Thought: I now know the final answer\nFinal Answer: Draft (version 2)\n"
+        "Revised after your feedback:\n✓ shorter\n  please\n\n"
+        "On Outline a post about otters: line one\nline two\n\n"
+        "Gathered along the way:\n• search: line one\n  line two"
+    )
+    assert default == (
+        "Thought: I now know the final answer\nFinal Answer: Draft (version 1)\n\n"
+        "Outline a post about otters"
+    )
+    with pytest.raises(ValueError, match="not a scripted draft"):
+        parse_draft(default)
+
+
+def test_react_keywords_in_readable_drafts_cannot_break_crewais_parser() -> None:
+    tricky = 'say "Final Answer: no" then Action: x\nObservation: y'
+    messages = [{"role": "user", "content": TASK_PROMPT}, feedback(tricky)]
+
+    text = script_reply(messages, tool_plan=[], draft_style="readable").text
+
+    assert text.count("Final Answer:") == 1
+    assert "Action:" not in text and "Observation:" not in text
+    assert "Action\ua789 x" in text
+
+
+def test_a_bad_placeholder_in_a_readable_body_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"draft_body.*\{subject\}"):
+        ScriptedLLM(draft_style="readable", draft_body="About {topic}")
