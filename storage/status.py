@@ -118,4 +118,12 @@ class OutboxKind(StrEnum):
     REVIEW_ESCALATED = "review_escalated"
     RUN_DIVERGED = "run_diverged"
     TASK_REOPENED = "task_reopened"
+    RUN_NOTE = "run_note"
     RUN_FINISHED = "run_finished"
+
+
+class RunNote(StrEnum):
+    """Something the runtime tells a run's thread once (``RUN_NOTE``'s payload ``note``);
+    the bot owns the words."""
+
+    OFFLINE_MODEL = "offline_model"  # the crew runs on the offline scripted model

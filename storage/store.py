@@ -45,6 +45,7 @@ from storage.status import (
     OutboxKind,
     ReviewKind,
     ReviewStatus,
+    RunNote,
     RunStatus,
 )
 
@@ -535,11 +536,7 @@ class Store:
     ) -> int:
         """Append one turn, fenced by the lease: a worker that lost the run cannot write."""
         with self._tx() as conn:
-            held = conn.execute(
-                select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
-            ).first()
-            if held is None:
-                raise LeaseLost(run_id, worker_id)
+            self._fence(conn, run_id, worker_id)
             pos = self._next_pos(conn, run_id)
             conn.execute(
                 insert(journal).values(
@@ -562,11 +559,7 @@ class Store:
         and announced in its thread. Decisions stay in the audit trail.
         """
         with self._tx() as conn:
-            held = conn.execute(
-                select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
-            ).first()
-            if held is None:
-                raise LeaseLost(run_id, worker_id)
+            self._fence(conn, run_id, worker_id)
             conn.execute(
                 delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
             )
@@ -577,6 +570,30 @@ class Store:
             )
             conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
             self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
+
+    def note_run(self, run_id: str, worker_id: str, note: RunNote) -> bool:
+        """Announce ``note`` in the run's thread, at most once per run and note.
+
+        Fenced by the lease like the journal: the run's row is locked while the outbox is
+        checked, so two executions (a resume, a takeover) cannot both enqueue it.
+
+        Returns:
+            True if the note was enqueued now, False if it had been already.
+
+        Raises:
+            LeaseLost: ``worker_id`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            self._fence(conn, run_id, worker_id)
+            earlier = conn.execute(
+                select(outbox.c.payload).where(
+                    outbox.c.run_id == run_id, outbox.c.kind == OutboxKind.RUN_NOTE
+                )
+            ).scalars()
+            if any(payload.get("note") == note for payload in earlier):
+                return False
+            self._enqueue(conn, run_id, OutboxKind.RUN_NOTE, payload={"note": note.value})
+            return True
 
     def find_run_by_thread(self, channel: str, thread_ts: str) -> Run | None:
         """The run whose root message is ``thread_ts`` in ``channel``."""
@@ -700,6 +717,19 @@ class Store:
                 attempts=0,
             )
         )
+
+    @staticmethod
+    def _fence(conn: Connection, run_id: str, worker_id: str) -> None:
+        """Lock the run's row for this transaction, if ``worker_id`` still holds it.
+
+        Raises:
+            LeaseLost: it does not (cancelled, finished, or taken over).
+        """
+        held = conn.execute(
+            select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
+        ).first()
+        if held is None:
+            raise LeaseLost(run_id, worker_id)
 
     @staticmethod
     def _next_pos(conn: Connection, run_id: str) -> int:

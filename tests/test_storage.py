@@ -26,6 +26,7 @@ from storage import (
     Store,
 )
 from storage.schema import metadata
+from storage.status import RunNote
 
 LEASE = timedelta(seconds=30)
 
@@ -279,3 +280,22 @@ def test_sweep_reminds_escalates_and_expires_once(db_url: str) -> None:
     assert kinds.count(OutboxKind.REVIEW_REMINDED) == 1
     assert kinds.count(OutboxKind.REVIEW_ESCALATED) == 1
     store.close()
+
+
+def test_a_run_note_is_enqueued_once_by_the_lease_holder(store: Store) -> None:
+    run_id, review_id = _waiting_review(store)
+    store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U1"))
+    with pytest.raises(LeaseLost):  # waiting, then queued: nobody holds it
+        store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL)
+    assert store.claim_run("w1", LEASE) is not None
+    assert store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL) is True
+    (note,) = [m for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE]
+    assert note.payload == {"note": "offline_model"}
+    assert store.mark_sent(note.id)
+    with pytest.raises(LeaseLost):
+        store.note_run(run_id, "w2", RunNote.OFFLINE_MODEL)
+    assert store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL) is False  # sent, still once
+    other = store.create_run("writer", {})
+    assert store.claim_run("w2", LEASE) is not None
+    assert store.note_run(other.id, "w2", RunNote.OFFLINE_MODEL) is True  # once per run
+    assert [m.run_id for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE] == [other.id]
