@@ -41,7 +41,7 @@ from bot.payloads import (
 )
 from bot.text import escape, truncate
 from storage.records import Review, Run
-from storage.status import DecisionKind, ReviewKind, RunStatus
+from storage.status import DecisionKind, ReviewKind, RunNote, RunStatus
 
 __all__ = [
     "DRAFT_PER_MESSAGE",
@@ -54,6 +54,7 @@ __all__ = [
     "escape",
     "modal",
     "needs_file",
+    "note_message",
     "pending_message",
     "result_messages",
     "review_file_summary",
@@ -458,6 +459,12 @@ def divergence_message(note: str) -> Message:
     if note.strip():
         body += "\n" + truncate(note.strip(), 2000)
     return Message(t.divergence_fallback(), [_section(body)])
+
+
+def note_message(note: RunNote) -> Message:
+    """A note the runtime asked for, said once in the run's thread (small print)."""
+    words = t.RUN_NOTES[note]
+    return Message(words, [_context(words)])
 
 
 # --- modals -----------------------------------------------------------------------------------

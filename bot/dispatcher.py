@@ -22,6 +22,7 @@ from bot import blocks
 from bot.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from storage import OutboxKind, OutboxMessage, Review, ReviewStatus, Run, Store
+from storage.status import RunNote
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,11 @@ class Dispatcher:
             note = str(message.payload.get("note", ""))
             await self._post_thread(run, [blocks.divergence_message(note)])
             await sync(self.store.mark_sent, message.id)
+        elif kind == OutboxKind.RUN_NOTE:
+            asked = _note(message)
+            if asked is not None:
+                await self._post_thread(run, [blocks.note_message(asked)])
+            await sync(self.store.mark_sent, message.id)
         elif kind == OutboxKind.RUN_FINISHED:
             for review in await sync(
                 self.store.list_reviews, status=ReviewStatus.CANCELLED, run_id=run.id
@@ -204,6 +210,15 @@ class Dispatcher:
             return self.config.get(run.crew).description
         except UnknownCrewError:
             return ""
+
+
+def _note(message: OutboxMessage) -> RunNote | None:
+    """The note a RUN_NOTE row asks for; None (logged) for one this bot has no words for."""
+    try:
+        return RunNote(str(message.payload.get("note", "")))
+    except ValueError:
+        log.warning("outbox %d: unknown run note %r; skipped", message.id, message.payload)
+        return None
 
 
 def _reason(exc: Exception) -> str:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from storage.errors import AlreadyDecided
 from storage.records import Decision, Review, Run
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 # --- mechanics ----------------------------------------------------------------------------
 
@@ -444,6 +444,17 @@ DIVERGED = (
 
 def divergence_fallback() -> str:
     return "⚠️ This run continues live: the crew changed since it paused."
+
+
+# Said once in a run's thread when the runtime asks (storage.status.RunNote).
+RUN_NOTES: dict[RunNote, str] = {
+    RunNote.OFFLINE_MODEL: (
+        ":information_source: This run uses Countersign's offline scripted model: its drafts "
+        "are canned and follow your feedback. Set "
+        f"{code('COUNTERSIGN_LLM')} (e.g. {code('openai/gpt-4o-mini')}) and the provider's "
+        "API key to use a real model."
+    ),
+}
 
 
 def pending_title(count: int) -> str:

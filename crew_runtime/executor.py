@@ -2,6 +2,9 @@
 
 The outcome is written with a compare-and-set fenced by the worker's lease:
 succeeded, rejected or failed; or waiting, with the reviews that were asked for.
+A crew whose agents run on the offline scripted model says so once in its thread
+(``RunNote.OFFLINE_MODEL``), before its first review, so nobody mistakes canned drafts
+for a real model's.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ from crew_runtime.flows import (
 from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
+from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.tool_journal import register_tool_journal
 from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store
+from storage.status import RunNote
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,15 @@ def _build(config: Config, run: Run, kind: type[T]) -> T:
     return crew
 
 
+def uses_offline_model(crew: Crew) -> bool:
+    """Whether any model of the crew (its agents', its tasks' agents', the manager's) is the
+    offline :class:`ScriptedLLM`. Look before :func:`prepare` wraps them in the journal."""
+    agents = [*crew.agents, *(task.agent for task in crew.tasks if task.agent is not None)]
+    llms = [crew.manager_llm, *(a.llm for a in agents)]
+    llms += [getattr(a, "function_calling_llm", None) for a in agents]  # Agent only
+    return any(isinstance(llm, ScriptedLLM) for llm in llms)
+
+
 def prepare(crew: Crew, ctx: RunContext) -> None:
     """Put every LLM behind the journal and switch off what makes replays differ.
 
@@ -119,6 +133,11 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         crew = build_crew(config, run)
     except Exception as exc:
         return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
+    if uses_offline_model(crew):
+        try:  # enqueued before kickoff, so it goes out before any review it opens
+            store.note_run(run.id, ctx.worker_id, RunNote.OFFLINE_MODEL)
+        except LeaseLost:
+            return Outcome(None, stats=dict(ctx.stats))
     prepare(crew, ctx)
     token = set_provider(ReviewProvider())
     # A pause leaves kickoff() from inside open event scopes (task, agent); CrewAI

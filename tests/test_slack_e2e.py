@@ -586,3 +586,24 @@ def test_a_flow_is_resumed_by_a_click_and_routed_by_it(setup: tuple[Config, Stor
         assert slack.submit_view(ALICE, reason["id"], {"text": "not our tone"}).status == 200
         run = _succeeded(store)
         assert run.output == "SHELVED: Draft on otters (round 0) (not our tone)"
+
+
+def test_an_offline_run_says_so_once_before_its_first_review(setup: tuple[Config, Store]) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        first = review_with_buttons(slack, root["ts"])
+
+        def notes() -> list[Json]:
+            thread = slack.thread(CHANNEL, root["ts"])
+            return [m for m in thread if "offline scripted model" in text_of(m)]
+
+        (note,) = notes()
+        assert float(note["ts"]) < float(first["ts"])
+        assert "`COUNTERSIGN_LLM`" in text_of(note) and not buttons(note)
+
+        slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "make it shorter")
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        assert parse_draft(draft_in(second)).feedback == ("make it shorter",)
+        assert len(notes()) == 1  # the resumed run did not say it again
