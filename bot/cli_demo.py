@@ -124,6 +124,8 @@ async def _demo(ctx: Context, config: Config) -> None:
 
 
 def _seed(standin: SlackStandIn) -> None:
+    bot = standin.workspace.users[standin.workspace.bot_user_id]
+    bot.name, bot.real_name = "countersign", "Countersign"  # as manifest.yml names the app
     you, teammate = DEMO_USER, DEMO_TEAMMATE
     standin.add_user(*you)
     standin.add_user(*teammate)
