@@ -1,0 +1,254 @@
+"""README.md's commands work: each one is run here, run by another test, or needs real credentials.
+
+Commands are the lines of README's ```sh code blocks (comments dropped). The command-line and
+PostgreSQL sessions are run here literally, line after line, in a shell from the repository's
+root, with only three things filled in the way a reader would: ``RUN_ID`` (the id the last
+``runs start`` printed), ``REVIEW_ID`` (that run's pending review) and the database URL (the
+test's own database). The coverage test fails when a command is added to README.md without a
+test that exercises it, or names a test that does not exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.crews import effects
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+_BLOCK = re.compile(r"^( *)```sh\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+_HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
+
+# Sections whose every command the session tests below run, in order.
+CLI_SECTION = "The command line"
+PG_SECTION = "Run on PostgreSQL with several workers"
+
+# Commands another test runs, by that test's node id.
+ELSEWHERE = {
+    "make test": "tests/test_readme.py::test_ci_runs_the_readme_test_command",
+    "make demo": "tests/test_demo.py::test_make_demo_serves_the_sandbox_and_stops_cleanly",
+    "make bench": "tests/test_bench_smoke.py::test_every_benchmark_of_make_bench_runs",
+}
+
+# Commands that need what no test may have: a real Slack workspace or an LLM provider's key.
+NEEDS_CREDENTIALS = {
+    "COUNTERSIGN_LLM=openai/gpt-4o-mini OPENAI_API_KEY=sk-... make demo": "an OpenAI API key",
+    "export SLACK_BOT_TOKEN=xoxb-... SLACK_SIGNING_SECRET=...": "a Slack app's tokens",
+    "countersign serve --port 3000": "a Slack app reaching a public URL",
+    "export SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-...": "a Slack app's tokens",
+    "countersign serve --socket-mode": "a Slack app-level token",
+    "countersign serve --workers 2": "a Slack app's tokens",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    section: str
+    line: str
+
+
+def readme_commands() -> list[Command]:
+    text = README.read_text()
+    headings = [(m.start(), m.group(1)) for m in _HEADING.finditer(text)]
+    found: list[Command] = []
+    for block in _BLOCK.finditer(text):
+        section = next((h for at, h in reversed(headings) if at < block.start()), "")
+        indent = len(block.group(1))
+        for raw in block.group(2).splitlines():
+            line = re.sub(r"\s+#\s.*$", "", raw[indent:]).strip()
+            if line and not line.startswith("#"):
+                found.append(Command(section, line))
+    return found
+
+
+def _test_exists(node_id: str) -> bool:
+    path, _, name = node_id.partition("::")
+    source = ROOT / path
+    if not source.is_file():
+        return False
+    tree = ast.parse(source.read_text())
+    return any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body)
+
+
+def test_every_readme_command_is_exercised_or_needs_credentials() -> None:
+    commands = readme_commands()
+    assert {c.section for c in commands} >= {CLI_SECTION, PG_SECTION}, "sections renamed?"
+    unaccounted = [
+        c.line
+        for c in commands
+        if c.section not in (CLI_SECTION, PG_SECTION)
+        and c.line not in ELSEWHERE
+        and c.line not in NEEDS_CREDENTIALS
+    ]
+    assert unaccounted == [], "README commands no test exercises"
+    missing = [node for node in ELSEWHERE.values() if not _test_exists(node)]
+    assert missing == [], "tests named in ELSEWHERE do not exist"
+    stale = set(ELSEWHERE) | set(NEEDS_CREDENTIALS)
+    assert stale <= {c.line for c in commands}, "listed commands no longer in README"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """`make test` is what CI runs (.ci/run), so CI itself exercises it on every push."""
+    script = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "make test" in [line.strip() for line in script]
+    assert "make test" in [c.line for c in readme_commands() if c.section == "Try it"]
+    assert re.search(r"^test: .*\bunit\b", (ROOT / "Makefile").read_text(), re.MULTILINE)
+
+
+# -- running a section like a reader ----------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """A shell session from the repository's root, on the test's database."""
+
+    database_url: str
+    tmp: Path
+    env: dict[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    ran: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        bin_dir = str(Path(sys.executable).parent)
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "DATABASE_URL": self.database_url,
+            "COUNTERSIGN_OUTBOX_FILE": str(self.tmp / "sent-emails.jsonl"),
+            "COUNTERSIGN_TEST_EFFECTS": str(self.tmp / "effects.jsonl"),
+            "USER": "alice",
+        }
+        self.env.pop("COUNTERSIGN_LLM", None)
+
+    def run(self, line: str) -> str:
+        if line.startswith("export "):
+            for pair in shlex.split(line)[1:]:
+                name, _, value = pair.partition("=")
+                # The reader's own database would be theirs; ours is the test's.
+                self.env[name] = self.database_url if name == "DATABASE_URL" else value
+            self.ran.append(line)
+            return ""
+        command = self._fill(line)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, f"{command!r} failed:\n{done.stdout}\n{done.stderr}"
+        if " runs start " in f" {line} ":
+            self.run_id = done.stdout.strip().split()[-1]
+        self.ran.append(line)
+        return done.stdout
+
+    def long_running(self, line: str, until: str) -> None:
+        """Start a command that runs until stopped; stop it once ``until`` is logged."""
+        process = subprocess.Popen(
+            ["bash", "-c", f"exec {self._fill(line)}"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            seen = self._wait_for(process, until)
+            process.send_signal(signal.SIGTERM)
+            _, rest = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 0, seen + rest
+        self.ran.append(line)
+
+    def _wait_for(self, process: subprocess.Popen[str], until: str) -> str:
+        assert process.stderr is not None
+        seen = ""
+        deadline = time.monotonic() + 120
+        while until not in seen:
+            line = process.stderr.readline()
+            assert line or process.poll() is None, f"exited before {until!r}:\n{seen}"
+            assert time.monotonic() < deadline, f"no {until!r} in:\n{seen}"
+            seen += line
+        return seen
+
+    def _fill(self, line: str) -> str:
+        if "RUN_ID" in line or "REVIEW_ID" in line:
+            assert self.run_id, f"{line!r} before any runs start"
+            line = line.replace("RUN_ID", self.run_id)
+        if "REVIEW_ID" in line:
+            line = line.replace("REVIEW_ID", self.pending_review())
+        return line
+
+    def pending_review(self) -> str:
+        listed = subprocess.run(
+            ["countersign", "reviews", "list", "--all", "--run", str(self.run_id), "--json"],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        reviews = json.loads(listed.stdout)
+        pending = [r for r in reviews if r["status"] == "pending"]
+        return str((pending or reviews)[-1]["id"])
+
+    def json(self, *args: str) -> object:
+        return json.loads(self.run(shlex.join(["countersign", *args, "--json"])))
+
+
+def _section(name: str) -> list[str]:
+    return [c.line for c in readme_commands() if c.section == name]
+
+
+@pytest.fixture
+def session(db_url: str, tmp_path: Path) -> Session:
+    return Session(db_url, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_command_line_section_runs_as_written(session: Session) -> None:
+    for line in _section(CLI_SECTION):
+        session.run(line)
+    runs = {
+        run["crew"] + ":" + run["inputs"].get("topic", ""): run
+        for run in session.json("runs", "list")
+    }  # type: ignore[union-attr]
+    assert runs["writer:durable agents"]["status"] == "cancelled"
+    assert runs["research:sea otters"]["status"] == "succeeded"
+    assert runs["outreach:otter tours"]["status"] == "succeeded"
+    assert runs["writer:otters"]["status"] == "rejected"
+    sent = effects(session.tmp / "sent-emails.jsonl")
+    assert [e["subject"] for e in sent] == ["Otter tours, this spring"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_the_postgresql_section_runs_as_written(session: Session) -> None:
+    session.env["COUNTERSIGN_CONFIG"] = "examples/countersign.toml"
+    for line in _section(PG_SECTION):
+        if line in NEEDS_CREDENTIALS:
+            continue
+        if line.startswith("countersign worker") and "--until-idle" not in line:
+            session.run("countersign runs start writer topic=otters")
+            session.long_running(line, until=": waiting")
+        else:
+            session.run(line)
+    [run] = session.json("runs", "list")  # type: ignore[misc]
+    assert run["status"] == "waiting"
