@@ -168,6 +168,12 @@ class Dispatcher:
             messages = blocks.review_messages(review, run)
         channel, ts = await self._post_thread(run, messages)
         await sync(self.store.mark_sent, message.id, review_message=(review.id, channel, ts))
+        # The root shows "Waiting for review" from now on. Best effort: the review is out
+        # and must not be posted again, and the next decision updates the root anyway.
+        try:
+            await self._update_root(run)
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            log.warning("run %s: root message not updated: %s", run.id, _reason(exc))
 
     async def _post_thread(self, run: Run, messages: list[blocks.Message]) -> tuple[str, str]:
         channel, ts = run.channel or "", ""

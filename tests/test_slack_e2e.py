@@ -607,3 +607,17 @@ def test_an_offline_run_says_so_once_before_its_first_review(setup: tuple[Config
         second = review_with_buttons(slack, root["ts"], after=first["ts"])
         assert parse_draft(draft_in(second)).feedback == ("make it shorter",)
         assert len(notes()) == 1  # the resumed run did not say it again
+
+
+def test_the_root_message_says_the_run_waits_once_its_review_is_out(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review_with_buttons(slack, root["ts"])
+        wait_until(  # it would say "Queued" until the first decision
+            lambda: "Waiting for review" in text_of(slack.thread(CHANNEL, root["ts"])[0]),
+            what="the root message to say the run waits",
+        )
