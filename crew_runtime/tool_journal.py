@@ -125,9 +125,33 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
         edited = json.loads(decision.text)
         hook.tool_input.clear()  # in place: CrewAI calls the tool with this very dict
         hook.tool_input.update(edited)
-        slot.note = (
-            f"Note: reviewer {decision.decided_by} changed the arguments of {hook.tool_name} "
-            f"from {json.dumps(proposed, ensure_ascii=False)} to "
-            f"{json.dumps(edited, ensure_ascii=False)}; the call was made with the new values."
-        )
+        changes = _changes(proposed, edited)
+        if changes:  # an edit submitted unchanged is an approval: nothing to tell the model
+            slot.note = (
+                f"Note: reviewer {decision.decided_by} changed the arguments of "
+                f"{hook.tool_name}: {changes}; the call was made with the new values."
+            )
     return None
+
+
+def _changes(proposed: dict[str, Any], edited: dict[str, Any]) -> str:
+    """``amount from 1500 to 900; memo removed`` — only what the reviewer changed."""
+    parts = []
+    for name in [*proposed, *(k for k in edited if k not in proposed)]:
+        before, after = proposed.get(name, _ABSENT), edited.get(name, _ABSENT)
+        if before == after:
+            continue
+        if after is _ABSENT:
+            parts.append(f"{name} removed (was {_shown(before)})")
+        elif before is _ABSENT:
+            parts.append(f"{name} added: {_shown(after)}")
+        else:
+            parts.append(f"{name} from {_shown(before)} to {_shown(after)}")
+    return "; ".join(parts)
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

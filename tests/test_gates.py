@@ -44,14 +44,23 @@ def test_edit_runs_the_edited_call_and_tells_the_model(bench: Bench) -> None:
     assert [e["amount"] for e in bench.effects("paid")] == [900]
     (note,) = parse_draft(done.output or "").notes
     assert note.startswith("pay: paid 900 to ACME")
-    assert 'reviewer U_CFO changed the arguments of pay from {"amount": 1500' in note
-    assert '"amount": 900' in note
+    assert "reviewer U_CFO changed the arguments of pay: amount from 1500 to 900;" in note
+    assert "ACME" not in note.partition("changed")[2]  # only what changed
     (review,) = bench.store.list_reviews(run_id=run_id, status=None)
     assert review.details["args"]["amount"] == 1500  # proposed
     assert review.decision is not None
     assert json.loads(review.decision.text or "")["amount"] == 900  # approved
     executed = [e for e in bench.store.load_journal(run_id) if e.kind == "tool"]
     assert executed[0].payload["args"] == {"amount": 900, "to": "ACME"}  # executed
+
+
+def test_an_edit_submitted_unchanged_tells_the_model_nothing(bench: Bench) -> None:
+    run_id = _paused_payment(bench)
+    bench.decide(run_id, "edit", '{"amount": 1500, "to": "ACME"}', by="U_CFO")
+    bench.work_here()
+    done = bench.run(run_id)
+    (note,) = parse_draft(done.output or "").notes
+    assert note == "pay: paid 1500 to ACME"
 
 
 def test_deny_runs_nothing_and_the_model_gets_the_reason(bench: Bench) -> None:
