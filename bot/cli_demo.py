@@ -12,6 +12,7 @@ works in Slack. It prints the page's URL and stops cleanly on Ctrl+C or SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import secrets
 import signal
@@ -58,7 +59,15 @@ def run_demo(ctx: Context) -> int:
             ctx.args.database_url = f"sqlite:///{Path(scratch) / 'demo.db'}"
         ctx.store()  # fails here, with one line, if the database cannot be opened
         with stderr_logging(ctx.settings.log_level):
-            asyncio.run(_demo(ctx, config))
+            try:
+                asyncio.run(_demo(ctx, config))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                raise CliError(
+                    f"{exc}: another program uses the port; choose a free one with --port "
+                    '(make demo ARGS="--port 8080"), or --port 0 for any'
+                ) from None
         ctx.close()
     return 0
 

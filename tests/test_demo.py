@@ -8,6 +8,7 @@ same page through Chromium): `/crew run writer`, *Request changes* through the m
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,13 @@ def test_the_demo_outside_the_repository_says_where_to_run_it(
 def test_a_bad_port_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--port", "70000"], environ={}) == 2
     assert "expected a port number from 0 to 65535" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_named_with_the_way_out(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["demo", "--port", str(port)], environ={}) == 2
+    err = capsys.readouterr().err
+    assert "address already in use" in err and "--port" in err
