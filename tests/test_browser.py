@@ -70,6 +70,7 @@ def page(tmp_path: Path) -> Iterator[Any]:
     assert "Traceback" not in demo.output, demo.output
 
 
+@pytest.mark.slow
 def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
     from playwright.sync_api import expect
 
