@@ -16,6 +16,12 @@ Routes served:
 - with a ``SandboxPage`` passed to ``start``: ``/`` and ``/sandbox/...``, a web page that
   looks and behaves like a Slack channel (see ``web.py``).
 
+With a ``state_file``, the workspace outlives the process, as Slack's outlives a bot's
+restart: it is restored from the file when constructed, and written to it after every
+change (a temporary file, then ``os.replace``, so a crash leaves the previous state whole).
+A file that cannot be restored is moved aside to ``<name>.broken`` with a warning, and the
+workspace starts empty.
+
 Example:
     >>> standin = SlackStandIn(signing_secret="s3cret")
     >>> # await standin.start(); AsyncWebClient(token=standin.bot_token, base_url=standin.api_url)
@@ -27,8 +33,11 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -49,6 +58,7 @@ __all__ = ["SlackStandIn"]
 
 Json = dict[str, Any]
 T = TypeVar("T")
+log = logging.getLogger("countersign.sandbox")
 _STRUCTURED = ("blocks", "view", "files", "metadata", "attachments")
 
 
@@ -64,6 +74,8 @@ class SlackStandIn(PersonSide):
         transport: ``http`` or ``socket``: how person-side actions reach the bot.
         ack_timeout: how long Slack waits for the bot's answer (3 s).
         clock: Unix time; inject a fake one to expire trigger ids without sleeping.
+        state_file: where the workspace is kept between processes (JSON); None keeps it in
+            memory only. ``restored`` says whether it was read back from there.
     """
 
     def __init__(
@@ -80,6 +92,7 @@ class SlackStandIn(PersonSide):
         transport: Transport = "http",
         ack_timeout: float = 3.0,
         clock: Callable[[], float] = time.time,
+        state_file: Path | None = None,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -106,6 +119,10 @@ class SlackStandIn(PersonSide):
         self._page: SandboxPage | None = None
         self._stopping = False
         self.version = 0  # counts changes; the page's live updates follow it
+        self.state_file = state_file
+        self._saved: str | None = None  # the text last written, to skip writing it again
+        self._save_failed = False
+        self.restored = self._restore()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -136,6 +153,7 @@ class SlackStandIn(PersonSide):
         await site.start()
         bound = self._runner.addresses[0]
         self._base_url = f"http://{host}:{bound[1]}/"
+        self.save()  # what was seeded since construction
         return self._base_url
 
     async def stop(self) -> None:
@@ -149,6 +167,7 @@ class SlackStandIn(PersonSide):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self.save()
 
     @property
     def base_url(self) -> str:
@@ -187,12 +206,58 @@ class SlackStandIn(PersonSide):
 
     async def _changed(self) -> None:
         self.version += 1
+        self.save()
         await self._wake()
 
     async def _wake(self) -> None:
         if self._condition is not None:
             async with self._condition:
                 self._condition.notify_all()
+
+    # -- the state file --------------------------------------------------------------------
+
+    def _restore(self) -> bool:
+        path = self.state_file
+        if path is None or not path.exists():
+            return False
+        try:
+            self.workspace.restore_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            broken = path.with_name(path.name + ".broken")
+            log.warning(
+                "sandbox: cannot restore the workspace from %s (%s); moved it to %s and "
+                "started with an empty workspace",
+                path,
+                exc,
+                broken.name,
+            )
+            with contextlib.suppress(OSError):
+                os.replace(path, broken)
+            return False
+        return True
+
+    def save(self) -> None:
+        """Write the workspace to ``state_file`` now, if there is one and it changed.
+
+        Called after every change; a failure is logged (once until a write succeeds again)
+        and not raised: the sandbox keeps working from memory.
+        """
+        if self.state_file is None:
+            return
+        text = self.workspace.to_json()
+        if text == self._saved:
+            return
+        partial = self.state_file.with_name(self.state_file.name + ".tmp")
+        try:
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, self.state_file)
+        except OSError as exc:
+            if not self._save_failed:
+                log.warning("sandbox: cannot save the workspace to %s: %s", self.state_file, exc)
+            self._save_failed = True
+            return
+        self._saved, self._save_failed = text, False
 
     # -- seeding, faults, queries ----------------------------------------------------------
 

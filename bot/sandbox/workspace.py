@@ -8,16 +8,20 @@ that expire after 3 s) are testable with a fake clock.
 
 Messages are stored as the JSON dicts Slack would return, so payloads built from them
 (``block_actions`` carries the whole message) look like Slack's.
+
+The state converts to and from JSON (``to_json``, ``restore_json``) so that the offline demo
+keeps its channel across restarts, as Slack keeps it while the bot restarts.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
-import itertools
+import json
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
 
 from bot.sandbox.errors import SlackApiFailure
 
@@ -28,6 +32,8 @@ Json = dict[str, Any]
 TRIGGER_TTL = 3.0  # seconds; "Pass a valid trigger_id within 3 seconds of receiving it"
 RESPONSE_URL_USES = 5  # "up to 5 times within 30 minutes" (not re-verified, notes §1.7)
 RESPONSE_URL_TTL = 30 * 60.0
+STATE_FORMAT = "countersign-sandbox-workspace"
+STATE_VERSION = 1  # bump when to_json changes shape; restore_json refuses other versions
 
 
 @dataclass
@@ -147,7 +153,7 @@ class Workspace:
         self.response_urls: dict[str, ResponseUrl] = {}
         self._triggers: dict[str, _Trigger] = {}
         self._last_ts = 0
-        self._counter = itertools.count(1)
+        self._last_number = 0  # of ids and trigger ids
 
     # -- ids -------------------------------------------------------------------------------
 
@@ -159,11 +165,15 @@ class Workspace:
 
     def new_id(self, prefix: str) -> str:
         """An id in Slack's style, e.g. ``V0000000003`` for a view."""
-        return f"{prefix}{next(self._counter):010d}"
+        return f"{prefix}{self._next_number():010d}"
+
+    def _next_number(self) -> int:
+        self._last_number += 1
+        return self._last_number
 
     def issue_trigger(self, user: str) -> str:
         """A trigger_id for an interaction of ``user``; single use, valid for 3 s."""
-        trigger_id = f"{next(self._counter)}.{secrets.randbelow(10**9)}.{secrets.token_hex(16)}"
+        trigger_id = f"{self._next_number()}.{secrets.randbelow(10**9)}.{secrets.token_hex(16)}"
         self._triggers[trigger_id] = _Trigger(user, self.clock())
         return trigger_id
 
@@ -329,6 +339,127 @@ class Workspace:
             app_installed_team_id=self.team_id,
         )
         return rendered
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The whole state as JSON text, for :meth:`restore_json` in a later process.
+
+        Trigger ids are left out: they expire 3 s after the interaction that issued them, so
+        none would still be valid. The id and ts counters are kept, so that a restored
+        workspace never hands out an id or a ts twice. File contents are base64.
+        """
+        state: Json = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "team_id": self.team_id,
+            "bot_user_id": self.bot_user_id,
+            "last_ts": self._last_ts,
+            "last_number": self._last_number,
+            "channels": [
+                {**asdict(c), "members": sorted(c.members)} for c in self.channels.values()
+            ],
+            "users": [asdict(u) for u in self.users.values()],
+            "usergroups": self.usergroups,
+            "messages": {c: list(by_ts.values()) for c, by_ts in self.messages.items()},
+            "ephemerals": [asdict(e) for e in self.ephemerals],
+            "views": [asdict(v) for v in self.views.values()],
+            "files": [_file_state(f) for f in self.files.values()],
+            "response_urls": [asdict(r) for r in self.response_urls.values()],
+        }
+        return json.dumps(state, separators=(",", ":"))
+
+    def restore_json(self, text: str) -> None:
+        """Replace the state with one :meth:`to_json` wrote, or change nothing and raise.
+
+        Raises:
+            ValueError: ``text`` is not such a state: not JSON, another format or version,
+                another team or bot user, or a malformed part.
+        """
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+            raise ValueError("not a sandbox workspace state")
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"state version {data.get('version')!r}, expected {STATE_VERSION}")
+        if (data.get("team_id"), data.get("bot_user_id")) != (self.team_id, self.bot_user_id):
+            raise ValueError("the state of another team or bot user")
+        try:
+            state = _parse_state(data)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"malformed sandbox workspace state: {exc!r}") from exc
+        self._triggers = {}
+        self._last_ts, self._last_number = state.last_ts, state.last_number
+        self.channels, self.users, self.usergroups = state.channels, state.users, state.usergroups
+        self.messages, self.ephemerals, self.views = state.messages, state.ephemerals, state.views
+        self.files, self.response_urls = state.files, state.response_urls
+
+
+class _State(NamedTuple):
+    last_ts: int
+    last_number: int
+    channels: dict[str, Channel]
+    users: dict[str, User]
+    usergroups: dict[str, list[str]]
+    messages: dict[str, dict[str, Json]]
+    ephemerals: list[Ephemeral]
+    views: dict[str, StoredView]
+    files: dict[str, StoredFile]
+    response_urls: dict[str, ResponseUrl]
+
+
+def _file_state(stored: StoredFile) -> Json:
+    content = stored.content
+    return {
+        **asdict(stored),
+        "content": None if content is None else base64.b64encode(content).decode("ascii"),
+    }
+
+
+def _parse_state(data: Json) -> _State:
+    """What :meth:`Workspace.to_json` wrote, as the workspace keeps it.
+
+    The dataclasses refuse missing and unknown fields and the containers are checked
+    (``TypeError``, ``KeyError`` or ``ValueError`` otherwise), so a damaged file fails here,
+    at start, and not at some later click.
+    """
+    files: dict[str, StoredFile] = {}
+    for f in data["files"]:
+        content = f["content"]
+        stored = StoredFile(
+            **{
+                **f,
+                "content": None if content is None else base64.b64decode(content, validate=True),
+                "shared_in": [(str(c), str(ts)) for c, ts in f["shared_in"]],
+            }
+        )
+        files[stored.id] = stored
+    return _State(
+        last_ts=int(data["last_ts"]),
+        last_number=int(data["last_number"]),
+        channels={
+            c["id"]: Channel(**{**c, "members": set(_strings(c["members"]))})
+            for c in data["channels"]
+        },
+        users={u["id"]: User(**u) for u in data["users"]},
+        usergroups={str(g): _strings(ids) for g, ids in dict(data["usergroups"]).items()},
+        messages={
+            str(channel): {str(m["ts"]): dict(m) for m in listed}
+            for channel, listed in dict(data["messages"]).items()
+        },
+        ephemerals=[Ephemeral(**e) for e in data["ephemerals"]],
+        views={
+            str(v["view"]["id"]): StoredView(**{**v, "view": dict(v["view"])})
+            for v in data["views"]
+        },
+        files=files,
+        response_urls={r["id"]: ResponseUrl(**r) for r in data["response_urls"]},
+    )
+
+
+def _strings(items: Any) -> list[str]:
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise TypeError(f"expected a list of strings, got {items!r}")
+    return items
 
 
 def ensure_ids(blocks: Any) -> Any:
