@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree. Handlers live in ``bot.cli_commands`` and ``bot.cli_worker``,
     imported here because they import :class:`Context` from this module."""
     from bot import cli_commands as c
-    from bot.cli_demo import run_demo
+    from bot.cli_demo import STATE_DIR, run_demo
     from bot.cli_serve import run_serve
     from bot.cli_worker import run_worker
 
@@ -333,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
         run_demo,
         "the bot, its workers and a local Slack sandbox page with the example crews, offline",
     )
+    demo.epilog = (
+        f"Runs and the sandbox's messages are kept in --state-dir ({STATE_DIR}/ by default: "
+        "its demo.db, unless --database-url or $DATABASE_URL names another database, and "
+        "sandbox.json), so a run waiting for review when the demo stops carries on when it "
+        "starts again. --fresh starts over."
+    )
     demo.add_argument("--host", default="127.0.0.1", help="address of the sandbox and the bot")
     demo.add_argument(
         "--port", type=_port, default=8000, help="port of the sandbox page (0: any free port)"
@@ -345,6 +351,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers-in-process",
         action="store_true",
         help="run the worker pool on threads of this process instead of a child process",
+    )
+    demo.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        type=Path,
+        default=STATE_DIR,
+        help="where runs and the sandbox's messages are kept between starts (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: delete the runs and messages kept in the state directory first",
     )
 
     db = group("db", "the database schema")

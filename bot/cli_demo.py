@@ -2,11 +2,18 @@
 
 One process runs the local Slack sandbox (``bot.sandbox``: the Web API, and a page that
 looks and behaves like a Slack channel), the bot exactly as ``countersign serve`` runs it,
-its worker pool, dispatcher and scheduler, on a fresh SQLite file (unless ``DATABASE_URL``
-or ``--database-url`` names one), with the example crews of
+its worker pool, dispatcher and scheduler, with the example crews of
 ``examples/countersign.toml``. The sandbox talks to the bot the way Slack does (signed
 requests to ``/slack/events``; the bot answers through the Web API), so what works here
 works in Slack. It prints the page's URL and stops cleanly on Ctrl+C or SIGTERM.
+
+State survives a restart, to show the product's promise: stop the demo while a review
+waits, start it again, click Approve, and the run carries on. ``--state-dir`` (by default
+``.countersign-demo/`` in the working directory) keeps the SQLite database ``demo.db``
+(unless ``DATABASE_URL`` or ``--database-url`` names another) and the sandbox's workspace
+``sandbox.json``. The two go together: a run whose thread is gone could never be reviewed,
+so when either is missing, or the sandbox's file cannot be read, both start over, as they
+do with ``--fresh``.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ import logging
 import secrets
 import signal
 import socket
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
     from bot.sandbox import SlackStandIn
     from bot.server import Deployment
 
-__all__ = ["DEMO_CHANNEL", "DEMO_USER", "run_demo"]
+__all__ = ["DEMO_CHANNEL", "DEMO_USER", "STATE_DIR", "run_demo"]
 
 log = logging.getLogger("countersign.demo")
 
@@ -40,6 +46,13 @@ EXAMPLES_CONFIG = Path("examples") / "countersign.toml"
 DEMO_CHANNEL = ("C0DEMO", "crew-demo")
 DEMO_USER = ("U0YOU", "you", "You")
 DEMO_TEAMMATE = ("U0PRIYA", "priya", "Priya Raman")
+STATE_DIR = Path(".countersign-demo")
+DATABASE_FILE = "demo.db"
+SANDBOX_FILE = "sandbox.json"
+# What the demo writes in the state directory. --fresh removes these and nothing else, so
+# that a --state-dir naming a folder with other files in it loses none of them.
+DATABASE_FILES = tuple(DATABASE_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+SANDBOX_FILES = tuple(SANDBOX_FILE + suffix for suffix in ("", ".tmp", ".broken"))
 
 WELCOME = (
     "*Welcome to the Countersign sandbox.* This page plays Slack: the bot on the other side "
@@ -47,29 +60,70 @@ WELCOME = (
     "Try `/crew run writer topic=otters`, then review its outline in the thread. "
     "`/crew list` shows every crew, `/crew help` every command."
 )
+RESTARTED = (
+    "Demo restarted: runs waiting for review carry on where they stopped. "
+    "To start over, stop the demo and run `make demo ARGS=--fresh`."
+)
 
 
 def run_demo(ctx: Context) -> int:
     config = _demo_config(ctx)
-    with tempfile.TemporaryDirectory(prefix="countersign-demo-") as scratch:
-        explicit = getattr(ctx.args, "database_url", None)
-        if explicit is None and ctx.settings.database_url == DEFAULT_URL:
-            # The sandbox keeps its messages in memory, so runs whose threads are gone must
-            # not outlive it: a fresh database per demo, never a real countersign.db.
-            ctx.args.database_url = f"sqlite:///{Path(scratch) / 'demo.db'}"
-        ctx.store()  # fails here, with one line, if the database cannot be opened
-        with stderr_logging(ctx.settings.log_level):
-            try:
-                asyncio.run(_demo(ctx, config))
-            except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise
-                raise CliError(
-                    f"{exc}: another program uses the port; choose a free one with --port "
-                    '(make demo ARGS="--port 8080"), or --port 0 for any'
-                ) from None
-        ctx.close()
+    with stderr_logging(ctx.settings.log_level):
+        standin, secret = _restore(ctx)
+        try:
+            asyncio.run(_demo(ctx, config, standin, secret))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise CliError(
+                f"{exc}: another program uses the port; choose a free one with --port "
+                '(make demo ARGS="--port 8080"), or --port 0 for any'
+            ) from None
+    ctx.close()
     return 0
+
+
+def _restore(ctx: Context) -> tuple[SlackStandIn, str]:
+    """The sandbox as the last start left it, and the database that goes with it, opened.
+
+    Returns the stand-in, not started, and the signing secret it shares with the bot.
+    """
+    from bot.sandbox import SlackStandIn
+
+    args = ctx.args
+    state_dir: Path = args.state_dir
+    try:
+        if args.fresh:
+            _remove(state_dir, DATABASE_FILES + SANDBOX_FILES)
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot keep the demo's state in {state_dir}: {exc}") from None
+    database = state_dir / DATABASE_FILE
+    own_database = (
+        getattr(args, "database_url", None) is None and ctx.settings.database_url == DEFAULT_URL
+    )
+    if own_database and not database.exists():
+        _remove(state_dir, (SANDBOX_FILE,))  # its threads' runs are gone: nothing to review
+    secret = secrets.token_hex(16)
+    standin = SlackStandIn(signing_secret=secret, state_file=state_dir / SANDBOX_FILE)
+    if own_database and not standin.restored and database.exists():
+        log.warning("demo: the sandbox's threads are gone, so its runs go too: starting over")
+        _remove(state_dir, DATABASE_FILES)
+    if own_database:
+        args.database_url = f"sqlite:///{database.resolve()}"
+    if standin.restored:
+        log.info("demo: continuing from %s (--fresh starts over)", state_dir)
+    try:
+        ctx.store()  # fails here, with one line, if the database cannot be opened
+    except CliError as exc:
+        hint = ' (make demo ARGS="--fresh" starts over)' if own_database else ""
+        raise type(exc)(f"{exc}{hint}") from exc
+    return standin, secret
+
+
+def _remove(folder: Path, names: tuple[str, ...]) -> None:
+    for name in names:
+        (folder / name).unlink(missing_ok=True)
 
 
 def _demo_config(ctx: Context) -> Config:
@@ -83,9 +137,9 @@ def _demo_config(ctx: Context) -> Config:
     return load_config(path, environ={})
 
 
-async def _demo(ctx: Context, config: Config) -> None:
+async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str) -> None:
     # Imported here, like serve's: Bolt and aiohttp are not needed by the other commands.
-    from bot.sandbox import SandboxPage, SlackStandIn
+    from bot.sandbox import SandboxPage
     from bot.server import Deployment, SlackSettings
 
     args = ctx.args
@@ -94,12 +148,8 @@ async def _demo(ctx: Context, config: Config) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    secret = secrets.token_hex(16)
     bot_port = args.bot_port or _free_port(args.host)
-    standin = SlackStandIn(
-        signing_secret=secret,
-        bot_endpoint=f"http://{args.host}:{bot_port}/slack/events",
-    )
+    standin.bot_endpoint = f"http://{args.host}:{bot_port}/slack/events"
     _seed(standin)
     page = SandboxPage(standin, user=DEMO_USER[0], channel=DEMO_CHANNEL[0])
     url = await standin.start(args.host, args.port, page=page)
@@ -133,6 +183,7 @@ async def _demo(ctx: Context, config: Config) -> None:
 
 
 def _seed(standin: SlackStandIn) -> None:
+    """The people and the channel; again on a restored workspace, which it leaves as it was."""
     bot = standin.workspace.users[standin.workspace.bot_user_id]
     bot.name, bot.real_name = "countersign", "Countersign"  # as manifest.yml names the app
     you, teammate = DEMO_USER, DEMO_TEAMMATE
@@ -142,12 +193,21 @@ def _seed(standin: SlackStandIn) -> None:
 
 
 async def _welcome(standin: SlackStandIn, deployment: Deployment) -> None:
-    """Post the welcome once the bot answers; the Web API call is the bot's own client."""
+    """Once the bot answers, welcome a newcomer, or say that the demo restarted.
+
+    The Web API call is the bot's own client.
+    """
     for _ in range(100):
         if await _healthy(standin, deployment):
             break
         await asyncio.sleep(0.05)
-    await deployment.client.chat_postMessage(channel=DEMO_CHANNEL[0], text=WELCOME)
+    if standin.restored:
+        note = [{"type": "context", "elements": [{"type": "mrkdwn", "text": RESTARTED}]}]
+        await deployment.client.chat_postMessage(
+            channel=DEMO_CHANNEL[0], text=RESTARTED, blocks=note
+        )
+    else:
+        await deployment.client.chat_postMessage(channel=DEMO_CHANNEL[0], text=WELCOME)
 
 
 async def _healthy(standin: SlackStandIn, deployment: Deployment) -> bool:

@@ -4,6 +4,11 @@
 repository's root in its own process group, waits for the URL line, and stops it as Ctrl+C
 does (SIGINT to the whole group). ``SandboxClient`` acts on the page's JSON routes, the way
 the page's script does.
+
+The demo keeps its state between starts in ``--state-dir`` (``.countersign-demo/`` in the
+working directory by default); a test's demo must keep it in the test's folder, never in the
+repository: ``DemoProcess`` adds ``--state-dir <tmp>/demo-state`` to a ``countersign demo``
+command that names none, and refuses a ``make demo`` whose ``ARGS`` name none.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ class DemoProcess:
     """A running demo; ``url`` is the sandbox page, ``output`` everything it printed."""
 
     def __init__(self, command: list[str], tmp: Path, *, timeout: float = 120.0) -> None:
+        if not any("--state-dir" in part for part in command):
+            if command[0] == "make":
+                raise ValueError('give make demo ARGS="... --state-dir DIR", out of the repository')
+            command = [*command, "--state-dir", str(tmp / "demo-state")]
         env = {
             **os.environ,
             "COUNTERSIGN_OUTBOX_FILE": str(tmp / "sent-emails.jsonl"),
