@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/waiting.py
 	$(BIN)/python bench/resume.py
 	$(BIN)/python bench/ack_latency.py
+	$(BIN)/python bench/demo_start.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

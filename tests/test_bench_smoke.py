@@ -22,6 +22,7 @@ SMALL = {
         ["--requests", "20", "--bursts", "1", "--workers", "1", "--warmup", "1", "--no-floor"],
         "Goal p99",
     ),
+    "bench/demo_start.py": (["--reps", "1"], "| first review |"),
 }
 
 
