@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import failed
 from tests.demo_process import DemoProcess
 
 CHROMIUM = "/usr/bin/chromium"
@@ -45,7 +46,8 @@ def _chromium() -> str:
 
 
 @pytest.fixture
-def page(tmp_path: Path) -> Iterator[Any]:
+def page(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The sandbox page in Chromium; a failing test leaves a screenshot and the demo's log."""
     from playwright.sync_api import sync_playwright
 
     executable = _chromium()
@@ -58,15 +60,14 @@ def page(tmp_path: Path) -> Iterator[Any]:
             tab = browser.new_page(viewport={"width": 1400, "height": 900})
             tab.set_default_timeout(TIMEOUT_MS)
             tab.goto(demo.url)
-            try:
-                yield tab
-            except BaseException:
+            yield tab
+            if failed(request):
                 tab.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-                raise
-            finally:
-                browser.close()
+            browser.close()
     finally:
         demo.stop()
+    if failed(request):
+        print(f"screenshot: {tmp_path / 'failure.png'}\nthe demo's log:\n{demo.output}")
     assert "Traceback" not in demo.output, demo.output
 
 
@@ -76,8 +77,18 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
 
     expect.set_options(timeout=TIMEOUT_MS)
 
-    expect(page.get_by_text("Welcome to the Countersign sandbox")).to_be_visible()
+    welcome = page.get_by_test_id("message").filter(has_text="Welcome to the Countersign sandbox")
+    expect(welcome).to_be_visible()
     composer = page.get_by_test_id("composer")
+
+    # A redraw keeps the nodes of messages that did not change (a click straddling a redraw
+    # is otherwise lost): mark the welcome, make the channel change, find the mark again.
+    welcome.evaluate("node => { node.dataset.marked = 'yes'; }")
+    composer.fill("/crew help")
+    composer.press("Enter")
+    expect(page.locator("[data-testid=message][data-ephemeral=true]")).to_have_count(1)
+    expect(welcome).to_have_attribute("data-marked", "yes")
+
     composer.fill("/crew run writer topic=otters")
     composer.press("Enter")
     expect(composer).to_have_value("")
@@ -119,3 +130,11 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
     expect(thread).to_contain_text("finished. Result:")
     expect(button("approve", thread)).to_have_count(0)
     expect(page.get_by_test_id("messages")).to_contain_text("Succeeded")
+
+    # Text is text: markup in a message is shown, never run (the page builds text nodes).
+    composer.fill('<img src=x onerror="window.pwned=1"> and <b>tags</b>')
+    composer.press("Enter")
+    mine = page.get_by_test_id("message").filter(has_text="onerror")
+    expect(mine).to_contain_text('<img src=x onerror="window.pwned=1"> and <b>tags</b>')
+    assert page.evaluate("window.pwned") is None
+    assert mine.locator("img").count() == 0

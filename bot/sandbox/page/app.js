@@ -11,6 +11,7 @@ const page = {
   threadTs: null, // the open thread's parent ts
   modalKey: null, // "<view id>:<hash>" of the modal on screen; a new hash redraws it
   drawn: {}, // what each list shows, to leave it alone when nothing changed
+  nodes: {}, // per list: message key -> { json, node }, to keep unchanged messages' nodes
   refreshing: null,
   again: false,
 };
@@ -443,15 +444,32 @@ function threadItems(state, ts) {
   return [parent, ...[...parent.replies, ...notes].sort(byTs)];
 }
 
-// Replace a list's children only when what it shows changed; keep the reader's place
-// (or stay at the bottom when they were there).
+// Change a list only where what it shows changed; keep the reader's place (or stay at the
+// bottom when they were there). A message that did not change keeps its very node: a click
+// whose mousedown and mouseup straddle a redraw would otherwise be lost (the bot edits the
+// thread's root message right after posting a review, say).
 function redraw(slot, list, items, draw) {
   const key = JSON.stringify([items, page.state.users, page.state.channels]);
   if (page.drawn[slot] === key) return;
   page.drawn[slot] = key;
   const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   const top = list.scrollTop;
-  list.replaceChildren(...draw(items));
+  const cache = page.nodes[slot] || new Map();
+  const kept = new Map();
+  const keep = (message, make) => {
+    const id = `${message.ts}:${message.ephemeral ? "e" : "m"}`;
+    const json = JSON.stringify([message, page.state.users, page.state.channels]);
+    const known = cache.get(id);
+    const node = known && known.json === json ? known.node : make();
+    kept.set(id, { json, node });
+    return node;
+  };
+  const nodes = draw(items, keep);
+  page.nodes[slot] = kept;
+  nodes.forEach((node, i) => {
+    if (list.children[i] !== node) list.insertBefore(node, list.children[i] || null);
+  });
+  while (list.children.length > nodes.length) list.lastElementChild.remove();
   list.scrollTop = atBottom ? list.scrollHeight : top;
 }
 
@@ -462,8 +480,8 @@ function render() {
   byTestId("me").textContent = state.me.name;
   for (const node of document.querySelectorAll(".channel-name")) node.textContent = state.channel.name;
   byTestId("composer").placeholder = `Message #${state.channel.name} (try /crew help)`;
-  redraw("channel", byTestId("messages"), channelItems(state), (items) =>
-    items.length ? items.map((m) => messageNode(m, false))
+  redraw("channel", byTestId("messages"), channelItems(state), (items, keep) =>
+    items.length ? items.map((m) => keep(m, () => messageNode(m, false)))
       : [el("div", { class: "intro", text: `This is the very beginning of #${state.channel.name}. Type /crew help to start.` })]);
   renderThread();
   renderModal();
@@ -476,20 +494,23 @@ function renderThread() {
     page.threadTs = null;
     pane.hidden = true;
     page.drawn.thread = null;
+    page.nodes.thread = null;
     return;
   }
   pane.hidden = false;
   pane.dataset.threadTs = page.threadTs;
-  redraw("thread", byTestId("thread-messages"), items, ([parent, ...rest]) => [
-    messageNode(parent, true),
-    el("div", { class: "thread-divider", text: `${parent.reply_count} ${parent.reply_count === 1 ? "reply" : "replies"}` }),
-    ...rest.map((m) => messageNode(m, true)),
+  redraw("thread", byTestId("thread-messages"), items, ([parent, ...rest], keep) => [
+    keep(parent, () => messageNode(parent, true)),
+    keep({ ts: "divider", count: parent.reply_count }, () =>
+      el("div", { class: "thread-divider", text: `${parent.reply_count} ${parent.reply_count === 1 ? "reply" : "replies"}` })),
+    ...rest.map((m) => keep(m, () => messageNode(m, true))),
   ]);
 }
 
 function openThread(ts) {
   page.threadTs = ts;
   page.drawn.thread = null;
+  page.nodes.thread = null;
   renderThread();
   const list = byTestId("thread-messages");
   list.scrollTop = list.scrollHeight;
