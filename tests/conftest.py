@@ -86,3 +86,20 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
     made = Bench(tmp_path, db_url)
     yield made
     made.close()
+
+
+# A fixture's teardown can ask whether its test failed (to keep a screenshot, say).
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+def failed(request: pytest.FixtureRequest) -> bool:
+    """Whether the test using the fixture behind ``request`` failed (in its call phase)."""
+    report = request.node.stash.get(_REPORTS, {}).get("call")
+    return report is not None and report.failed
