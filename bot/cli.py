@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop when the parent process dies (how serve runs its worker pool)",
     )
+    # Pipes from serve's worker pool (bot.pool.ProcessPool); not for people.
+    worker.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
+    worker.add_argument("--settled-fd", type=int, help=argparse.SUPPRESS)
 
     serve = command(
         groups, "serve", run_serve, "the Slack bot with its dispatcher, scheduler and workers"

@@ -9,6 +9,7 @@ not intercepted, for when the graceful way hangs.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import logging
@@ -16,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
@@ -50,7 +51,10 @@ def run_worker(ctx: Context) -> int:
     if args.poll is not None:
         settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
 
-    worker = Worker(store, config, settings)
+    on_settled = _announcer(args.settled_fd) if args.settled_fd is not None else None
+    worker = Worker(store, config, settings, on_settled=on_settled)
+    if args.wake_fd is not None:
+        _listen_for_wakes(args.wake_fd, worker)
     stop_signals = _STOP_SIGNALS
     if args.exit_with_parent:
         _exit_with_parent()
@@ -131,6 +135,29 @@ def _stop_on_signals(
         yield
     finally:
         restore()
+
+
+def _announcer(fd: int) -> Callable[[], None]:
+    """Tell the parent (serve's worker pool) that a run settled: one byte, never blocking."""
+    os.set_blocking(fd, False)
+
+    def announce() -> None:
+        # A full pipe: the parent has news to read already. A closed one: it is gone.
+        with contextlib.suppress(BlockingIOError, BrokenPipeError):
+            os.write(fd, b".")
+
+    return announce
+
+
+def _listen_for_wakes(fd: int, worker: Worker) -> None:
+    """Look for work when the parent says a run was queued, not at the next poll."""
+
+    def listen() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 64):
+                worker.wake()
+
+    threading.Thread(target=listen, name="countersign-wake", daemon=True).start()
 
 
 def _exit_with_parent() -> None:

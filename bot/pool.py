@@ -80,8 +80,9 @@ class ProcessPool:
     """``countersign worker`` as a child process, restarted if it dies.
 
     The database URL and the configuration go through the environment, never the
-    command line (where ``ps`` would show a password). The child finds work by
-    polling, so it needs no wake-up from the bot.
+    command line (where ``ps`` would show a password). Two pipes spare both sides
+    their polling delay: the bot wakes the child when a decision queues a run, and the
+    child tells the bot when a run settled. Polling stays as the fallback.
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class ProcessPool:
         concurrency: int,
         lease: timedelta,
         poll: timedelta,
+        on_settled: Callable[[], None],
     ) -> None:
         self.command = [
             sys.executable,
@@ -114,9 +116,11 @@ class ProcessPool:
             "DATABASE_URL": database_url,
             "COUNTERSIGN_CONFIG": str(config.path),
         }
+        self._on_settled = on_settled
         self._process: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._wake_fd: int | None = None
 
     def start(self) -> None:
         self._stopping.clear()
@@ -124,17 +128,59 @@ class ProcessPool:
 
     async def _supervise(self) -> None:
         while not self._stopping.is_set():
-            self._process = await asyncio.create_subprocess_exec(*self.command, env=self.env)
-            log.info("worker process %d started", self._process.pid)
+            if await self._run_child():
+                return
+            log.warning("worker process exited with %s; restarting", self._returncode())
+            await asyncio.sleep(1)
+
+    async def _run_child(self) -> bool:
+        """One child, with two pipes: the bot wakes it (a decision queued a run) and it
+        tells the bot when a run settled (the outbox has news), instead of both polling.
+        True when the pool is stopping, False when the child died."""
+        loop = asyncio.get_running_loop()
+        wake_r, wake_w = os.pipe()
+        settled_r, settled_w = os.pipe()
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self.command,
+                *("--wake-fd", str(wake_r), "--settled-fd", str(settled_w)),
+                env=self.env,
+                pass_fds=(wake_r, settled_w),
+            )
+        finally:
+            os.close(wake_r)
+            os.close(settled_w)
+        log.info("worker process %d started", self._process.pid)
+        os.set_blocking(wake_w, False)
+        self._wake_fd = wake_w
+        loop.add_reader(settled_r, self._settled, settled_r)
+        try:
             stopping = asyncio.create_task(self._stopping.wait())
             exited = asyncio.create_task(self._process.wait())
             await asyncio.wait({stopping, exited}, return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
             if self._stopping.is_set():
                 exited.cancel()
-                return
-            log.warning("worker process exited with %s; restarting", self._process.returncode)
-            await asyncio.sleep(1)
+                return True
+            return False
+        finally:
+            self._wake_fd = None
+            loop.remove_reader(settled_r)
+            os.close(settled_r)
+            os.close(wake_w)
+
+    def _settled(self, fd: int) -> None:
+        try:
+            news = os.read(fd, 4096)
+        except OSError:
+            news = b""
+        if news:
+            self._on_settled()
+        else:  # the child closed its end (it exited): stop watching until the next one
+            asyncio.get_running_loop().remove_reader(fd)
+
+    def _returncode(self) -> int | None:
+        return None if self._process is None else self._process.returncode
 
     async def stop(self) -> None:
         """SIGTERM: runs in progress go back to the queue (the worker's graceful stop)."""
@@ -152,7 +198,11 @@ class ProcessPool:
                     await process.wait()
 
     def wake(self) -> None:
-        """The child polls; nothing to do."""
+        """A byte down the child's wake pipe; a full pipe means a wake is pending anyway."""
+        fd = self._wake_fd
+        if fd is not None:
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                os.write(fd, b".")
 
     def alive(self) -> bool:
         return self._process is not None and self._process.returncode is None

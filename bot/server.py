@@ -136,7 +136,12 @@ class Deployment:
         else:
             database_url = store.engine.url.render_as_string(hide_password=False)
             self.pool = ProcessPool(
-                database_url, config, concurrency=workers, lease=lease, poll=poll
+                database_url,
+                config,
+                concurrency=workers,
+                lease=lease,
+                poll=poll,
+                on_settled=self.dispatcher.wake,
             )
         self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
         self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
