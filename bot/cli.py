@@ -12,7 +12,7 @@ Commands::
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N]
-    countersign demo [--port P] [--workers N]      the bot and a local Slack sandbox page
+    countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
     countersign crews list
 
@@ -340,7 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"Runs and the sandbox's messages are kept in --state-dir ({STATE_DIR}/ by default: "
         "its demo.db, unless --database-url or $DATABASE_URL names another database, and "
         "sandbox.json), so a run waiting for review when the demo stops carries on when it "
-        "starts again. --fresh starts over."
+        "starts again. --fresh starts over. The crews come from examples/countersign.toml "
+        "unless --config or $COUNTERSIGN_CONFIG names another file."
     )
     demo.add_argument("--host", default="127.0.0.1", help="address of the sandbox and the bot")
     demo.add_argument(
