@@ -83,6 +83,14 @@ def _test_exists(node_id: str) -> bool:
     return any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body)
 
 
+def test_every_code_block_says_what_it_holds() -> None:
+    """An untagged block could hide a command from the check below: each one names its
+    language (``sh`` for commands a reader runs; ``text`` for output or layouts)."""
+    fences = re.findall(r"^ *```(\S*)$", README.read_text(), re.MULTILINE)
+    openings = fences[0::2]
+    assert len(fences) % 2 == 0 and all(openings), openings
+
+
 def test_every_readme_command_is_exercised_or_needs_credentials() -> None:
     commands = readme_commands()
     assert {c.section for c in commands} >= {CLI_SECTION, PG_SECTION}, "sections renamed?"
