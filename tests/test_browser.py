@@ -119,9 +119,13 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
     expect(revised).to_have_count(1)
     revised.locator('[data-action-id="countersign:approve"]').click()
 
-    # The article is written from the outline, reviewed and approved.
+    # The article is written from the outline, reviewed and approved. Its review is found by
+    # a line only the article has: the outline's review quotes its task ("a short article"),
+    # and a click on its still-drawn button would be a second decision that changes nothing.
     article = (
-        thread.get_by_test_id("message").filter(has=button("approve")).filter(has_text="Article")
+        thread.get_by_test_id("message")
+        .filter(has=button("approve"))
+        .filter(has_text="Why it matters")
     )
     expect(article).to_have_count(1)
     article.locator('[data-action-id="countersign:approve"]').click()
