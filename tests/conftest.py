@@ -48,17 +48,22 @@ def _pg_unreachable() -> str | None:
     return _pg_state["error"]
 
 
+def pg_required() -> None:
+    """Skip (fail in CI) a test that needs PostgreSQL when it is unreachable."""
+    error = _pg_unreachable()
+    if error is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {error}")
+        pytest.skip(f"PostgreSQL unreachable: {error}")
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database URL on each backend."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'countersign.db'}"
         return
-    error = _pg_unreachable()
-    if error is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {error}")
-        pytest.skip(f"PostgreSQL unreachable: {error}")
+    pg_required()
     schema = f"t_{secrets.token_hex(6)}"
     admin = create_engine(PG_BASE)
     with admin.begin() as conn:
