@@ -45,7 +45,7 @@ import pstats
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -107,14 +107,16 @@ class TimedStore(Store):
         if c.PROBE.marked_at is None:  # still replaying
             self.replay_reads += time.perf_counter() - t0
 
-    def claim_run(self, worker_id: str, lease: timedelta) -> Run | None:
-        run = super().claim_run(worker_id, lease)
+    def claim_run(
+        self, worker_id: str, lease: timedelta, *, exclude: Collection[str] = ()
+    ) -> Run | None:
+        run = super().claim_run(worker_id, lease, exclude=exclude)
         if run is not None:
             self.claimed_at = time.perf_counter()
         return run
 
-    def suspend_run(self, run_id: str, worker_id: str, asks: Sequence[NewReview]) -> list[Review]:
-        reviews = super().suspend_run(run_id, worker_id, asks)
+    def suspend_run(self, run_id: str, token: str, asks: Sequence[NewReview]) -> list[Review]:
+        reviews = super().suspend_run(run_id, token, asks)
         self.suspended_at = time.perf_counter()
         return reviews
 
@@ -351,13 +353,13 @@ def profile_both(
     """Profile one resume (executed in this thread) and one live kickoff of the same crew."""
     (review,) = store.list_reviews(run_id=run_id)
     svc.decide(review.id, "changes", scenario.feedback(scenario.setup_rounds + 1), by="U1")
-    worker_id = "bench:profile"
-    run = store.claim_run(worker_id, timedelta(seconds=60))
+    lease = timedelta(seconds=60)
+    run = store.claim_run("bench:profile", lease)
     assert run is not None
     assert run.id == run_id
     ours: list[cProfile.Profile] = []
     with profiled(ours):
-        ctx = RunContext(run, store, worker_id, config.get(run.crew))
+        ctx = RunContext(run, store, config.get(run.crew), lease)
         execute(store, config, ctx)
     live: list[cProfile.Profile] = []
     with profiled(live):

@@ -115,10 +115,11 @@ def create_waiting(store: Any, n: int, template: str, worker_id: str) -> None:
         claimed = store.claim_run(worker_id, timedelta(seconds=30))
         assert claimed is not None
         assert claimed.id == run.id
+        assert claimed.lease_token is not None
         for entry in journal:
             store.append_journal(
                 run.id,
-                worker_id,
+                claimed.lease_token,
                 stream=entry.stream,
                 kind=entry.kind,
                 seq=entry.seq,
@@ -126,7 +127,7 @@ def create_waiting(store: Any, n: int, template: str, worker_id: str) -> None:
                 prompt_hash=entry.prompt_hash,
             )
         ask = NewReview(ReviewKind.TASK_REVIEW, review.stream, review.seq, review.prompt)
-        store.suspend_run(run.id, worker_id, [ask])
+        store.suspend_run(run.id, claimed.lease_token, [ask])
 
 
 def part_countersign(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The state of one execution of a run: its journal, counters and what it is waiting for.
 
-A RunContext lives for one attempt by one worker. It is reached from CrewAI's
-callbacks (LLM wrapper, tool hooks, the human-input provider, ``ask_human``)
-through a ContextVar, which CrewAI copies into its worker threads.
+A RunContext lives for one claim of a run by one worker, and carries that claim's
+fencing token: every write it makes is refused once the run was claimed again. It is
+reached from CrewAI's callbacks (LLM wrapper, tool hooks, the human-input provider,
+``ask_human``) through a ContextVar, which CrewAI copies into its worker threads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, NoReturn
 
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
@@ -88,12 +90,19 @@ def idempotency_key() -> str | None:
 
 
 class RunContext:
-    """Journal access and pause bookkeeping for one execution of one run."""
+    """Journal access and pause bookkeeping for one execution of one run.
 
-    def __init__(self, run: Run, store: Store, worker_id: str, spec: CrewSpec) -> None:
+    ``run`` is the run as :meth:`Store.claim_run` returned it: its ``lease_token``
+    fences every write of this execution, and ``lease`` is how long each renewal holds.
+    """
+
+    def __init__(self, run: Run, store: Store, spec: CrewSpec, lease: timedelta) -> None:
+        if run.lease_token is None:
+            raise ValueError(f"run {run.id} was not claimed: it has no lease token")
         self.run = run
         self.store = store
-        self.worker_id = worker_id
+        self.lease_token = run.lease_token
+        self.lease = lease
         self.spec = spec
         self.stats: Counter[str] = Counter()
         self.asks: list[NewReview] = []
@@ -219,7 +228,7 @@ class RunContext:
         try:
             pos = self.store.append_journal(
                 self.run.id,
-                self.worker_id,
+                self.lease_token,
                 stream=stream,
                 kind=kind,
                 seq=seq,
@@ -236,7 +245,7 @@ class RunContext:
     def diverge(self, entry: JournalEntry, note: str) -> None:
         """The crew no longer matches its recording: drop the rest and go on live."""
         try:
-            self.store.record_divergence(self.run.id, self.worker_id, entry.pos, note)
+            self.store.record_divergence(self.run.id, self.lease_token, entry.pos, note)
         except LeaseLost:
             self._lost()
         with self._lock:
@@ -279,6 +288,14 @@ class RunContext:
         self.rejection = reason
 
     # -- liveness
+
+    def renew(self) -> bool:
+        """Extend the lease if this execution's claim still holds the run (the heartbeat).
+
+        Returns:
+            False if the run was cancelled, finished or claimed again since.
+        """
+        return self.store.extend_lease(self.run.id, self.lease_token, self.lease)
 
     def abort(self) -> None:
         """Called by the worker when the lease is lost: stop at the next call."""

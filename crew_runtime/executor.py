@@ -1,6 +1,6 @@
 """Execute one run once: build the crew, replay its journal, go on live, settle the outcome.
 
-The outcome is written with a compare-and-set fenced by the worker's lease:
+The outcome is written with a compare-and-set fenced by the claim's lease token:
 succeeded, rejected or failed; or waiting, with the reviews that were asked for.
 A crew whose agents run on the offline scripted model says so once in its thread
 (``RunNote.OFFLINE_MODEL``), before its first review, so nobody mistakes canned drafts
@@ -135,7 +135,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
     if uses_offline_model(crew):
         try:  # enqueued before kickoff, so it goes out before any review it opens
-            store.note_run(run.id, ctx.worker_id, RunNote.OFFLINE_MODEL)
+            store.note_run(run.id, ctx.lease_token, RunNote.OFFLINE_MODEL)
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
     prepare(crew, ctx)
@@ -202,7 +202,7 @@ def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
         return _settle(store, ctx, RunStatus.REJECTED, error=ctx.rejection)
     if ctx.asks:
         try:
-            reviews = store.suspend_run(ctx.run.id, ctx.worker_id, ctx.asks)
+            reviews = store.suspend_run(ctx.run.id, ctx.lease_token, ctx.asks)
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
         return Outcome(RunStatus.WAITING, reviews, dict(ctx.stats))
@@ -219,7 +219,7 @@ def _settle(
     error: str | None = None,
 ) -> Outcome:
     try:
-        store.finish_run(ctx.run.id, ctx.worker_id, status, output=output, error=error)
+        store.finish_run(ctx.run.id, ctx.lease_token, status, output=output, error=error)
     except LeaseLost:
         return Outcome(None, stats=dict(ctx.stats))
     return Outcome(status, stats=dict(ctx.stats))

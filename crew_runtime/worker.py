@@ -2,7 +2,8 @@
 
 A worker holds a lease on each run it executes and extends it while the run is
 going. A worker that dies stops extending; once the lease expires any worker may
-claim the run again and replay it from the journal. Nothing waits for humans:
+claim the run again and replay it from the journal. Each claim has a fencing token
+of its own, so the execution it replaced can write nothing. Nothing waits for humans:
 a run that needs one is suspended and its thread is freed.
 """
 
@@ -82,10 +83,12 @@ class Worker:
             while not self.stopping.is_set():
                 self._reap()
                 try:
-                    claimed = self._fill(pool)
+                    # Renew before claiming: after a stall (monotonic time counts it) the
+                    # leases may have run out, and they are kept if nobody took them.
                     if time.monotonic() >= next_beat:
                         self._heartbeat()
                         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+                    claimed = self._fill(pool)
                     if until_idle and not self._active and not claimed and self._system_idle():
                         break
                 except Exception:
@@ -107,16 +110,20 @@ class Worker:
     def _fill(self, pool: ThreadPoolExecutor) -> bool:
         claimed = False
         while len(self._active) < self.settings.concurrency and not self.stopping.is_set():
-            run = self.store.claim_run(self.worker_id, self.settings.lease)
+            # Never a run this worker is executing, even if its lease ran out in a stall:
+            # the execution in progress would go on beside a new one.
+            executing = [ctx.run.id for ctx in self._active.values()]
+            run = self.store.claim_run(self.worker_id, self.settings.lease, exclude=executing)
             if run is None:
                 break
             claimed = True
+            assert run.lease_token is not None  # every claim sets one
             try:
                 spec = self.config.get(run.crew)
             except UnknownCrewError as exc:
-                self.store.finish_run(run.id, self.worker_id, RunStatus.FAILED, error=str(exc))
+                self.store.finish_run(run.id, run.lease_token, RunStatus.FAILED, error=str(exc))
                 continue
-            ctx = RunContext(run, self.store, self.worker_id, spec)
+            ctx = RunContext(run, self.store, spec, self.settings.lease)
             log.info("run %s (%s): executing, attempt %d", run.id, run.crew, run.attempts + 1)
             # A fresh context per execution: pool threads are reused, and CrewAI keeps
             # state in ContextVars (its event-scope stack gains an entry at every pause
@@ -142,7 +149,7 @@ class Worker:
 
     def _heartbeat(self) -> None:
         for ctx in self._active.values():
-            if not self.store.extend_lease(ctx.run.id, self.worker_id, self.settings.lease):
+            if not ctx.aborted and not ctx.renew():
                 log.info("run %s: lease lost (cancelled or taken over); stopping it", ctx.run.id)
                 ctx.abort()
 
@@ -159,5 +166,5 @@ class Worker:
             ctx.abort()
         for future, ctx in list(self._active.items()):
             future.exception()
-            self.store.release_run(ctx.run.id, self.worker_id)
+            self.store.release_run(ctx.run.id, ctx.lease_token)
         self._active.clear()

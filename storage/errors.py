@@ -5,7 +5,7 @@ StorageError
 │   ├── RunNotFound
 │   └── ReviewNotFound
 └── TransitionRejected          a compare-and-set found another status
-    ├── LeaseLost               the worker no longer owns the run
+    ├── LeaseLost               the execution's claim on the run is gone
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
     └── DecisionNotAllowed      e.g. "approve" on a question
@@ -41,10 +41,13 @@ class TransitionRejected(StorageError):
 
 
 class LeaseLost(TransitionRejected):
-    def __init__(self, run_id: str, worker_id: str) -> None:
-        super().__init__(f"worker {worker_id} no longer holds the lease on run {run_id}")
+    """The execution holding ``token`` no longer holds the run: it was cancelled, finished,
+    given back, or claimed again (by another worker, or by the same one after a stall)."""
+
+    def __init__(self, run_id: str, token: str) -> None:
+        super().__init__(f"the execution of run {run_id} under lease {token} no longer holds it")
         self.run_id = run_id
-        self.worker_id = worker_id
+        self.token = token
 
 
 class AlreadyFinal(TransitionRejected):

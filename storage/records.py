@@ -25,6 +25,7 @@ class Run:
     thread_ts: str | None
     attempts: int
     lease_owner: str | None
+    lease_token: str | None  # the fencing token of the claim executing it, while running
     lease_expires: datetime | None
     created_at: datetime
     updated_at: datetime

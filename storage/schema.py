@@ -39,7 +39,11 @@ runs = Table(
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
     Column("attempts", Integer, nullable=False, default=0),
+    # Which worker holds the run (for people reading it), and the token of the claim being
+    # executed: every write of an execution compares it, so an execution whose run was
+    # claimed again (by another worker, or its own after a stall) can write nothing.
     Column("lease_owner", String(64)),
+    Column("lease_token", String(32)),
     Column("lease_expires", DateTime),
     Column("created_at", DateTime, nullable=False),
     Column("updated_at", DateTime, nullable=False),

@@ -34,7 +34,8 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     # queued -> running: a worker claims it.
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
     # running -> queued: the worker gave it back (shutdown) or its lease expired.
-    # running -> running: another worker took over an expired lease.
+    # running -> running: a new claim of an expired lease (never by the worker still
+    # executing the run); the old claim's token then matches nothing.
     RunStatus.RUNNING: frozenset(
         {
             RunStatus.RUNNING,

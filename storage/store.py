@@ -7,7 +7,7 @@ One synchronous API: workers call it directly, the async bot through one
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -140,21 +140,30 @@ class Store:
             query = select(func.count()).select_from(runs).where(runs.c.status == status)
             return int(conn.execute(query).scalar_one())
 
-    def claim_run(self, worker_id: str, lease: timedelta) -> Run | None:
+    def claim_run(
+        self, worker_id: str, lease: timedelta, *, exclude: Collection[str] = ()
+    ) -> Run | None:
         """Take the oldest runnable run: queued, or running under an expired lease.
+
+        The claim gets a fencing token of its own (``Run.lease_token``); the execution
+        passes it to every write, and a later claim of the same run, by any worker,
+        fences it off. ``exclude`` names runs the caller is executing: a worker that
+        stalled past its lease must renew it, not start a second execution beside the first.
 
         On PostgreSQL the candidate row is locked with ``FOR UPDATE SKIP LOCKED`` so
         concurrent workers pick different runs; SQLite serialises writers anyway.
         """
         now = self.clock()
+        runnable = (runs.c.status == RunStatus.QUEUED) | (
+            (runs.c.status == RunStatus.RUNNING) & (runs.c.lease_expires < now)
+        )
+        if exclude:
+            runnable = runnable & runs.c.id.not_in(list(exclude))
         with self._tx() as conn:
             while True:
                 row = conn.execute(
                     select(runs.c.id, runs.c.status, runs.c.attempts)
-                    .where(
-                        (runs.c.status == RunStatus.QUEUED)
-                        | ((runs.c.status == RunStatus.RUNNING) & (runs.c.lease_expires < now))
-                    )
+                    .where(runnable)
                     .order_by(runs.c.updated_at, runs.c.id)
                     .limit(1)
                     .with_for_update(skip_locked=True)
@@ -171,6 +180,7 @@ class Store:
                             status=RunStatus.FAILED,
                             error=f"gave up: the worker running it stopped {attempts} times",
                             lease_owner=None,
+                            lease_token=None,
                             lease_expires=None,
                             updated_at=now,
                         )
@@ -183,6 +193,7 @@ class Store:
                     .values(
                         status=RunStatus.RUNNING,
                         lease_owner=worker_id,
+                        lease_token=secrets.token_hex(16),
                         lease_expires=now + lease,
                         attempts=attempts,
                         updated_at=now,
@@ -191,27 +202,34 @@ class Store:
                 if claimed == 1:
                     return self._get_run(conn, row.id)
 
-    def extend_lease(self, run_id: str, worker_id: str, lease: timedelta) -> bool:
-        """Heartbeat. False means the run was cancelled or taken over: stop working on it."""
+    def extend_lease(self, run_id: str, token: str, lease: timedelta) -> bool:
+        """Renew the lease of the claim ``token`` if it still holds the run.
+
+        The worker's heartbeat, and the check an execution makes before each live call.
+        Renewing an expired lease is safe: the token still matching means nobody claimed
+        the run meanwhile. False means the run was cancelled, finished or claimed again:
+        stop working on it.
+        """
         with self._tx() as conn:
             return (
                 conn.execute(
                     update(runs)
-                    .where(*_held(run_id, worker_id))
+                    .where(*_held(run_id, token))
                     .values(lease_expires=self.clock() + lease)
                 ).rowcount
                 == 1
             )
 
-    def release_run(self, run_id: str, worker_id: str) -> None:
+    def release_run(self, run_id: str, token: str) -> None:
         """Give a running run back to the queue (a worker shutting down)."""
         with self._tx() as conn:
             conn.execute(
                 update(runs)
-                .where(*_held(run_id, worker_id))
+                .where(*_held(run_id, token))
                 .values(
                     status=RunStatus.QUEUED,
                     lease_owner=None,
+                    lease_token=None,
                     lease_expires=None,
                     updated_at=self.clock(),
                 )
@@ -220,30 +238,31 @@ class Store:
     def finish_run(
         self,
         run_id: str,
-        worker_id: str,
+        token: str,
         status: RunStatus,
         *,
         output: str | None = None,
         error: str | None = None,
     ) -> Run:
-        """running → succeeded/failed/rejected, only for the lease holder."""
+        """running → succeeded/failed/rejected, only for the claim ``token``."""
         if status not in FINAL_RUN_STATUSES:
             raise ValueError(f"{status} is not a final status")
         with self._tx() as conn:
             changed = conn.execute(
                 update(runs)
-                .where(*_held(run_id, worker_id))
+                .where(*_held(run_id, token))
                 .values(
                     status=status,
                     output=output,
                     error=error,
                     lease_owner=None,
+                    lease_token=None,
                     lease_expires=None,
                     updated_at=self.clock(),
                 )
             ).rowcount
             if changed != 1:
-                raise LeaseLost(run_id, worker_id)
+                raise LeaseLost(run_id, token)
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return self._get_run(conn, run_id)
 
@@ -261,6 +280,7 @@ class Store:
                     status=RunStatus.CANCELLED,
                     error=f"cancelled by {by}",
                     lease_owner=None,
+                    lease_token=None,
                     lease_expires=None,
                     updated_at=now,
                 )
@@ -273,22 +293,23 @@ class Store:
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return self._get_run(conn, run_id)
 
-    def suspend_run(self, run_id: str, worker_id: str, asks: Sequence[NewReview]) -> list[Review]:
+    def suspend_run(self, run_id: str, token: str, asks: Sequence[NewReview]) -> list[Review]:
         """running → waiting with the reviews that must be answered, and their announcements."""
         now = self.clock()
         with self._tx() as conn:
             changed = conn.execute(
                 update(runs)
-                .where(*_held(run_id, worker_id))
+                .where(*_held(run_id, token))
                 .values(
                     status=RunStatus.WAITING,
                     lease_owner=None,
+                    lease_token=None,
                     lease_expires=None,
                     updated_at=now,
                 )
             ).rowcount
             if changed != 1:
-                raise LeaseLost(run_id, worker_id)
+                raise LeaseLost(run_id, token)
             pos = self._next_pos(conn, run_id)
             ids = []
             for ask in asks:
@@ -526,7 +547,7 @@ class Store:
     def append_journal(
         self,
         run_id: str,
-        worker_id: str,
+        token: str,
         *,
         stream: str,
         kind: str,
@@ -534,9 +555,9 @@ class Store:
         payload: JSON,
         prompt_hash: str | None = None,
     ) -> int:
-        """Append one turn, fenced by the lease: a worker that lost the run cannot write."""
+        """Append one turn, fenced by the claim: an execution that lost the run cannot write."""
         with self._tx() as conn:
-            self._fence(conn, run_id, worker_id)
+            self._fence(conn, run_id, token)
             pos = self._next_pos(conn, run_id)
             conn.execute(
                 insert(journal).values(
@@ -552,14 +573,14 @@ class Store:
             )
             return pos
 
-    def record_divergence(self, run_id: str, worker_id: str, from_pos: int, note: str) -> None:
+    def record_divergence(self, run_id: str, token: str, from_pos: int, note: str) -> None:
         """Drop the journal from ``from_pos`` on and supersede the reviews opened after it.
 
         The run then continues live from that point; the note is kept on the run
         and announced in its thread. Decisions stay in the audit trail.
         """
         with self._tx() as conn:
-            self._fence(conn, run_id, worker_id)
+            self._fence(conn, run_id, token)
             conn.execute(
                 delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
             )
@@ -571,20 +592,20 @@ class Store:
             conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
             self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
 
-    def note_run(self, run_id: str, worker_id: str, note: RunNote) -> bool:
+    def note_run(self, run_id: str, token: str, note: RunNote) -> bool:
         """Announce ``note`` in the run's thread, at most once per run and note.
 
-        Fenced by the lease like the journal: the run's row is locked while the outbox is
+        Fenced by the claim like the journal: the run's row is locked while the outbox is
         checked, so two executions (a resume, a takeover) cannot both enqueue it.
 
         Returns:
             True if the note was enqueued now, False if it had been already.
 
         Raises:
-            LeaseLost: ``worker_id`` no longer holds the run.
+            LeaseLost: the claim ``token`` no longer holds the run.
         """
         with self._tx() as conn:
-            self._fence(conn, run_id, worker_id)
+            self._fence(conn, run_id, token)
             earlier = conn.execute(
                 select(outbox.c.payload).where(
                     outbox.c.run_id == run_id, outbox.c.kind == OutboxKind.RUN_NOTE
@@ -719,17 +740,17 @@ class Store:
         )
 
     @staticmethod
-    def _fence(conn: Connection, run_id: str, worker_id: str) -> None:
-        """Lock the run's row for this transaction, if ``worker_id`` still holds it.
+    def _fence(conn: Connection, run_id: str, token: str) -> None:
+        """Lock the run's row for this transaction, if the claim ``token`` still holds it.
 
         Raises:
-            LeaseLost: it does not (cancelled, finished, or taken over).
+            LeaseLost: it does not (cancelled, finished, or claimed again).
         """
         held = conn.execute(
-            select(runs.c.id).where(*_held(run_id, worker_id)).with_for_update()
+            select(runs.c.id).where(*_held(run_id, token)).with_for_update()
         ).first()
         if held is None:
-            raise LeaseLost(run_id, worker_id)
+            raise LeaseLost(run_id, token)
 
     @staticmethod
     def _next_pos(conn: Connection, run_id: str) -> int:
@@ -759,12 +780,16 @@ class Store:
         return _review(row, _decisions_by_review(conn, [review_id]).get(review_id))
 
 
-def _held(run_id: str, worker_id: str) -> tuple[Any, ...]:
-    """The compare-and-set condition that a worker still holds a run."""
+def _held(run_id: str, token: str) -> tuple[Any, ...]:
+    """The compare-and-set condition that the claim ``token`` still holds a run.
+
+    By token, not by worker: every claim gets a new one, so two executions of one run in
+    the same worker (one stalled past its lease, one claimed after) are told apart.
+    """
     return (
         runs.c.id == run_id,
         runs.c.status == RunStatus.RUNNING,
-        runs.c.lease_owner == worker_id,
+        runs.c.lease_token == token,
     )
 
 
@@ -812,6 +837,7 @@ def _run(row: Row[Any]) -> Run:
         thread_ts=row.thread_ts,
         attempts=row.attempts,
         lease_owner=row.lease_owner,
+        lease_token=row.lease_token,
         lease_expires=row.lease_expires,
         created_at=row.created_at,
         updated_at=row.updated_at,

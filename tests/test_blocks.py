@@ -41,6 +41,7 @@ def make_run(**fields: Any) -> Run:
         "thread_ts": "1700000000.000100",
         "attempts": 1,
         "lease_owner": None,
+        "lease_token": None,
         "lease_expires": None,
         "created_at": NOW,
         "updated_at": NOW,

@@ -391,18 +391,23 @@ def seeded(cli: Cli) -> Seeded:
     store = Store.open(cli.db_url)
     lease = timedelta(seconds=30)
     runs = [store.create_run("writer", {"topic": str(i)}) for i in range(2)]
+    tokens = {}
     for _ in runs:
-        assert store.claim_run("w", lease) is not None
+        claimed = store.claim_run("w", lease)
+        assert claimed is not None and claimed.lease_token is not None
+        tokens[claimed.id] = claimed.lease_token
     pending, decided = store.suspend_run(
         runs[0].id,
-        "w",
+        tokens[runs[0].id],
         [
             NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="a"),
             NewReview(kind=ReviewKind.TASK_REVIEW, stream="task1:Editor", seq=0, prompt="b"),
         ],
     )
     (question,) = store.suspend_run(
-        runs[1].id, "w", [NewReview(kind=ReviewKind.QUESTION, stream="t", seq=0, prompt="?")]
+        runs[1].id,
+        tokens[runs[1].id],
+        [NewReview(kind=ReviewKind.QUESTION, stream="t", seq=0, prompt="?")],
     )
     store.decide(decided.id, NewDecision(DecisionKind.APPROVE, "bob"))
     store.close()

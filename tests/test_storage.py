@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,6 +22,7 @@ from storage import (
     ReviewKind,
     ReviewNotFound,
     ReviewStatus,
+    Run,
     RunNotFound,
     RunStatus,
     Store,
@@ -48,10 +50,22 @@ def _ask(seq: int = 0, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> NewReview:
     return NewReview(kind=kind, stream="task0:Writer", seq=seq, prompt=f"draft {seq}")
 
 
+def _claim(store: Store, worker_id: str = "w1", exclude: Collection[str] = ()) -> Run:
+    """Claim the next run, which the test expects there to be."""
+    claimed = store.claim_run(worker_id, LEASE, exclude=exclude)
+    assert claimed is not None and claimed.lease_token is not None
+    return claimed
+
+
+def _token(run: Run) -> str:
+    assert run.lease_token is not None
+    return run.lease_token
+
+
 def _waiting_review(store: Store, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> tuple[str, str]:
     run = store.create_run("writer", {"topic": "otters"})
-    assert store.claim_run("w1", LEASE) is not None
-    (review,) = store.suspend_run(run.id, "w1", [_ask(kind=kind)])
+    claim = _claim(store)
+    (review,) = store.suspend_run(run.id, _token(claim), [_ask(kind=kind)])
     return run.id, review.id
 
 
@@ -65,16 +79,17 @@ def test_migrations_match_the_tables(store: Store) -> None:
 def test_run_lifecycle_and_outbox(store: Store) -> None:
     run = store.create_run("writer", {"topic": "otters"}, started_by="U1")
     assert run.status == RunStatus.QUEUED
-    claimed = store.claim_run("w1", LEASE)
-    assert claimed is not None and claimed.id == run.id
+    claimed = _claim(store)
+    assert claimed.id == run.id
     assert claimed.status == RunStatus.RUNNING and claimed.lease_owner == "w1"
     assert store.claim_run("w2", LEASE) is None
-    finished = store.finish_run(run.id, "w1", RunStatus.SUCCEEDED, output="done")
+    finished = store.finish_run(run.id, _token(claimed), RunStatus.SUCCEEDED, output="done")
     assert finished.status == RunStatus.SUCCEEDED and finished.output == "done"
+    assert finished.lease_token is None and finished.lease_owner is None
     kinds = [m.kind for m in store.due_outbox()]
     assert kinds == [OutboxKind.RUN_STARTED, OutboxKind.RUN_FINISHED]
     with pytest.raises(LeaseLost):
-        store.finish_run(run.id, "w1", RunStatus.FAILED, error="late")
+        store.finish_run(run.id, _token(claimed), RunStatus.FAILED, error="late")
     assert store.get_run(run.id).output == "done"
 
 
@@ -82,20 +97,87 @@ def test_expired_lease_makes_the_run_claimable(db_url: str) -> None:
     clock = FakeClock()
     store = Store.open(db_url, clock=clock)
     run = store.create_run("writer", {})
-    assert store.claim_run("w1", LEASE) is not None
+    first = _token(_claim(store))
     clock.advance(seconds=20)
-    assert store.extend_lease(run.id, "w1", LEASE)
+    assert store.extend_lease(run.id, first, LEASE)
+    clock.advance(seconds=29)
+    assert store.claim_run("w2", LEASE) is None  # renewed in time: not claimable
+    clock.advance(seconds=2)
+    taken = _claim(store, "w2")
+    assert taken.lease_owner == "w2" and taken.attempts == 1 and taken.lease_token != first
+    # The first claim is fenced off everything.
+    assert not store.extend_lease(run.id, first, LEASE)
+    with pytest.raises(LeaseLost):
+        store.append_journal(run.id, first, stream="s", kind="llm", seq=0, payload={})
+    with pytest.raises(LeaseLost):
+        store.suspend_run(run.id, first, [_ask()])
+    store.close()
+
+
+def test_a_claim_made_again_by_the_same_worker_fences_off_the_first(db_url: str) -> None:
+    # One worker, two executions of one run: the first stalled past its lease and the
+    # worker claimed the run again. Only the second claim's token may write.
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run = store.create_run("writer", {})
+    old = _token(_claim(store, "w1"))
+    store.append_journal(run.id, old, stream="s", kind="llm", seq=0, payload={"text": "a"})
+    clock.advance(seconds=31)
+    again = _claim(store, "w1")
+    assert again.id == run.id and again.lease_owner == "w1"
+    new = _token(again)
+    assert new != old
+
+    assert not store.extend_lease(run.id, old, LEASE)
+    with pytest.raises(LeaseLost, match=f"run {run.id} under lease {old}"):
+        store.append_journal(run.id, old, stream="s", kind="tool", seq=0, payload={})
+    with pytest.raises(LeaseLost):
+        store.record_divergence(run.id, old, 0, "late")
+    with pytest.raises(LeaseLost):
+        store.note_run(run.id, old, RunNote.OFFLINE_MODEL)
+    with pytest.raises(LeaseLost):
+        store.suspend_run(run.id, old, [_ask()])
+    with pytest.raises(LeaseLost):
+        store.finish_run(run.id, old, RunStatus.FAILED, error="late")
+    store.release_run(run.id, old)  # a no-op: the run stays with the second claim
+
+    held = store.get_run(run.id)
+    assert held.status == RunStatus.RUNNING and held.lease_token == new
+    assert [e.kind for e in store.load_journal(run.id)] == ["llm"]
+    assert store.get_run(run.id).divergence is None
+    assert [m.kind for m in store.due_outbox()] == [OutboxKind.RUN_STARTED]
+    store.append_journal(run.id, new, stream="s", kind="tool", seq=0, payload={"result": "b"})
+    done = store.finish_run(run.id, new, RunStatus.SUCCEEDED, output="done")
+    assert done.status == RunStatus.SUCCEEDED and done.lease_token is None
+    store.close()
+
+
+def test_a_lease_renewed_late_is_kept_if_nobody_claimed_the_run(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run = store.create_run("writer", {})
+    token = _token(_claim(store))
+    clock.advance(seconds=45)  # a stall past the lease, and nobody else came
+    assert store.extend_lease(run.id, token, LEASE)
+    assert store.claim_run("w2", LEASE) is None
     clock.advance(seconds=29)
     assert store.claim_run("w2", LEASE) is None
-    clock.advance(seconds=2)
-    taken = store.claim_run("w2", LEASE)
-    assert taken is not None and taken.lease_owner == "w2" and taken.attempts == 1
-    # The first worker is fenced off everything.
-    assert not store.extend_lease(run.id, "w1", LEASE)
-    with pytest.raises(LeaseLost):
-        store.append_journal(run.id, "w1", stream="s", kind="llm", seq=0, payload={})
-    with pytest.raises(LeaseLost):
-        store.suspend_run(run.id, "w1", [_ask()])
+    assert store.get_run(run.id).lease_token == token
+    store.close()
+
+
+def test_claim_skips_the_runs_the_worker_is_executing(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    first = store.create_run("writer", {})
+    clock.advance(seconds=1)
+    second = store.create_run("writer", {})
+    assert [_claim(store).id, _claim(store).id] == [first.id, second.id]
+    clock.advance(seconds=31)  # both leases ran out while the worker was stalled
+    assert store.claim_run("w1", LEASE, exclude=[first.id, second.id]) is None
+    taken = _claim(store, "w1", exclude=[first.id])
+    assert taken.id == second.id and taken.attempts == 1
+    assert store.get_run(first.id).attempts == 0  # left alone
     store.close()
 
 
@@ -104,7 +186,7 @@ def test_a_run_whose_worker_keeps_dying_is_failed(db_url: str) -> None:
     store = Store.open(db_url, clock=clock)
     run = store.create_run("writer", {})
     for n in range(4):
-        assert store.claim_run(f"w{n}", LEASE) is not None
+        _claim(store, f"w{n}")
         clock.advance(seconds=31)
     assert store.claim_run("w9", LEASE) is None
     failed = store.get_run(run.id)
@@ -161,9 +243,11 @@ def test_racing_decisions_record_exactly_one(store: Store) -> None:
 
 def test_run_waits_for_every_review_of_a_turn(store: Store) -> None:
     run = store.create_run("outreach", {})
-    store.claim_run("w1", LEASE)
+    claim = _claim(store)
     first, second = store.suspend_run(
-        run.id, "w1", [_ask(0, ReviewKind.TOOL_APPROVAL), _ask(1, ReviewKind.TOOL_APPROVAL)]
+        run.id,
+        _token(claim),
+        [_ask(0, ReviewKind.TOOL_APPROVAL), _ask(1, ReviewKind.TOOL_APPROVAL)],
     )
     store.decide(first.id, NewDecision(DecisionKind.APPROVE, "U1"))
     assert store.get_run(run.id).status == RunStatus.WAITING
@@ -175,9 +259,10 @@ def test_cancel_in_every_non_final_state(store: Store) -> None:
     queued = store.create_run("writer", {})
     assert store.cancel_run(queued.id, "U1").status == RunStatus.CANCELLED
     running = store.create_run("writer", {})
-    store.claim_run("w1", LEASE)
-    assert store.cancel_run(running.id, "U1").status == RunStatus.CANCELLED
-    assert not store.extend_lease(running.id, "w1", LEASE)
+    claim = _claim(store)
+    cancelled = store.cancel_run(running.id, "U1")
+    assert cancelled.status == RunStatus.CANCELLED and cancelled.lease_token is None
+    assert not store.extend_lease(running.id, _token(claim), LEASE)
     run_id, review_id = _waiting_review(store)
     assert store.cancel_run(run_id, "U1").status == RunStatus.CANCELLED
     assert store.get_review(review_id).status == ReviewStatus.CANCELLED
@@ -189,16 +274,17 @@ def test_cancel_in_every_non_final_state(store: Store) -> None:
 
 def test_journal_appends_in_order_and_divergence_truncates(store: Store) -> None:
     run = store.create_run("writer", {})
-    store.claim_run("w1", LEASE)
+    first = _token(_claim(store))
     for seq in range(3):
         pos = store.append_journal(
-            run.id, "w1", stream="task0:W", kind="llm", seq=seq, payload={"text": f"t{seq}"}
+            run.id, first, stream="task0:W", kind="llm", seq=seq, payload={"text": f"t{seq}"}
         )
         assert pos == seq
-    (review,) = store.suspend_run(run.id, "w1", [_ask(0)])
+    (review,) = store.suspend_run(run.id, first, [_ask(0)])
+    assert store.get_run(run.id).lease_token is None
     store.decide(review.id, NewDecision(DecisionKind.APPROVE, "U1"))
-    store.claim_run("w2", LEASE)
-    store.record_divergence(run.id, "w2", 1, "prompt changed at task0:W #1")
+    second = _token(_claim(store, "w2"))
+    store.record_divergence(run.id, second, 1, "prompt changed at task0:W #1")
     assert [e.seq for e in store.load_journal(run.id)] == [0]
     assert store.get_review(review.id).status == ReviewStatus.SUPERSEDED
     assert store.list_reviews(run_id=run.id) == []
@@ -254,7 +340,7 @@ def test_sweep_reminds_escalates_and_expires_once(db_url: str) -> None:
     clock = FakeClock()
     store = Store.open(db_url, clock=clock)
     run = store.create_run("writer", {})
-    store.claim_run("w1", LEASE)
+    claim = _claim(store)
     soon = clock.now + timedelta(minutes=5)
     ask = NewReview(
         kind=ReviewKind.TASK_REVIEW,
@@ -265,7 +351,7 @@ def test_sweep_reminds_escalates_and_expires_once(db_url: str) -> None:
         escalate_at=soon + timedelta(minutes=5),
         expires_at=soon + timedelta(minutes=10),
     )
-    (review,) = store.suspend_run(run.id, "w1", [ask])
+    (review,) = store.suspend_run(run.id, _token(claim), [ask])
     assert store.sweep_reviews() == {"reminded": 0, "escalated": 0, "expired": 0}
     clock.advance(minutes=6)
     assert store.sweep_reviews() == {"reminded": 1, "escalated": 0, "expired": 0}
@@ -286,16 +372,14 @@ def test_a_run_note_is_enqueued_once_by_the_lease_holder(store: Store) -> None:
     run_id, review_id = _waiting_review(store)
     store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U1"))
     with pytest.raises(LeaseLost):  # waiting, then queued: nobody holds it
-        store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL)
-    assert store.claim_run("w1", LEASE) is not None
-    assert store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL) is True
+        store.note_run(run_id, "no-claim", RunNote.OFFLINE_MODEL)
+    claim = _token(_claim(store))
+    assert store.note_run(run_id, claim, RunNote.OFFLINE_MODEL) is True
     (note,) = [m for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE]
     assert note.payload == {"note": "offline_model"}
     assert store.mark_sent(note.id)
-    with pytest.raises(LeaseLost):
-        store.note_run(run_id, "w2", RunNote.OFFLINE_MODEL)
-    assert store.note_run(run_id, "w1", RunNote.OFFLINE_MODEL) is False  # sent, still once
+    assert store.note_run(run_id, claim, RunNote.OFFLINE_MODEL) is False  # sent, still once
     other = store.create_run("writer", {})
-    assert store.claim_run("w2", LEASE) is not None
-    assert store.note_run(other.id, "w2", RunNote.OFFLINE_MODEL) is True  # once per run
+    other_claim = _token(_claim(store, "w2"))
+    assert store.note_run(other.id, other_claim, RunNote.OFFLINE_MODEL) is True  # once per run
     assert [m.run_id for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE] == [other.id]
