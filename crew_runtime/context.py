@@ -1,7 +1,8 @@
 """The state of one execution of a run: its journal, counters and what it is waiting for.
 
 A RunContext lives for one claim of a run by one worker, and carries that claim's
-fencing token: every write it makes is refused once the run was claimed again. It is
+fencing token: every write it makes is refused once the run was claimed again, and
+before each live LLM or tool call it renews its lease, or stops if it lost it. It is
 reached from CrewAI's callbacks (LLM wrapper, tool hooks, the human-input provider,
 ``ask_human``) through a ContextVar, which CrewAI copies into its worker threads.
 """
@@ -9,7 +10,9 @@ reached from CrewAI's callbacks (LLM wrapper, tool hooks, the human-input provid
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +28,12 @@ from crew_runtime.gates import Gate
 from crew_runtime.signals import RunAborted
 from storage import JournalEntry, LeaseLost, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
 
+log = logging.getLogger(__name__)
+
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
+
+# How often an execution retries a lease check the database did not answer.
+_RECHECK_EVERY = 0.25
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,7 @@ class RunContext:
         self.divergences: list[str] = []
         self._aborted = threading.Event()
         self._lock = threading.Lock()
+        self._renewed_at = time.monotonic()
         self._counters: Counter[tuple[str, str]] = Counter()
         self._recorded = {(e.stream, e.kind, e.seq): e for e in store.load_journal(run.id)}
         # Decisions cannot change while the run executes (it is not waiting), so one
@@ -295,7 +304,46 @@ class RunContext:
         Returns:
             False if the run was cancelled, finished or claimed again since.
         """
-        return self.store.extend_lease(self.run.id, self.lease_token, self.lease)
+        asked_at = time.monotonic()
+        held = self.store.extend_lease(self.run.id, self.lease_token, self.lease)
+        if held:
+            with self._lock:
+                self._renewed_at = max(self._renewed_at, asked_at)
+        return held
+
+    def hold_lease(self) -> None:
+        """Before a live LLM or tool call: renew the lease, or stop if it is lost.
+
+        The heartbeat alone is not enough: a process stalled past its lease (stopped,
+        swapped out, cut off from the database) wakes up inside a call and would go on to
+        the next side effect before its heartbeat noticed that another execution took the
+        run. A database that does not answer is asked again until the lease, as last
+        renewed, would have run out; then nobody can tell whether another execution took
+        over, so this one stops.
+
+        Raises:
+            RunAborted: the lease is lost, or could not be confirmed in time.
+        """
+        while True:
+            self.check_alive()
+            try:
+                held = self.renew()
+            except Exception as exc:  # the database's failure, whatever the driver calls it
+                # The class only: SQLAlchemy's message quotes the statement's parameters.
+                failure = type(exc).__name__
+                with self._lock:
+                    deadline = self._renewed_at + self.lease.total_seconds()
+                if time.monotonic() >= deadline:
+                    log.warning(
+                        "run %s: cannot confirm the lease (%s); stopping", self.run.id, failure
+                    )
+                    self._lost()
+                log.info("run %s: cannot confirm the lease (%s); retrying", self.run.id, failure)
+                self._aborted.wait(_RECHECK_EVERY)
+                continue
+            if not held:
+                self._lost()
+            return
 
     def abort(self) -> None:
         """Called by the worker when the lease is lost: stop at the next call."""

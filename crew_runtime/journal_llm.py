@@ -80,7 +80,7 @@ class JournalLLM(BaseLLM):
             ctx.diverge(
                 entry, f"the prompt of LLM turn {seq} of {stream} changed since it was recorded"
             )
-        ctx.check_alive()
+        ctx.hold_lease()  # a live call costs money and may act: only under a lease still held
         # CrewAI sets ReAct stop words per call on the LLM it sees (this wrapper);
         # hand them to the real model.
         with call_stop_override(self.inner, self.stop_sequences):

@@ -3,8 +3,10 @@
 The before-hook gives the call its place ``(stream, seq)``; a call found in the
 journal is blocked, and the after-hook (which CrewAI runs for blocked calls too,
 utilities/tool_utils.py:290) hands back the recorded result, so a recorded side
-effect never runs again. Live results are appended. Before and after hooks of
-one call run on the same thread, so the slot travels in a thread-local.
+effect never runs again. A call that will run (approved gated calls and ``ask_human``
+included) first renews the execution's lease, and stops the run if another execution
+claimed it meanwhile. Live results are appended. Before and after hooks of one call
+run on the same thread, so the slot travels in a thread-local.
 
 Native function calling can put several calls in one model turn, and CrewAI runs
 them in parallel threads (or one by one when a tool of the turn has
@@ -50,7 +52,10 @@ def register_tool_journal(ctx: RunContext) -> None:
         ctx.check_alive()
         gate = ctx.gates.get(hook.tool_name)
         if gate is not None and gate.applies(dict(hook.tool_input)):
-            return check_gate(ctx, gate, hook, slot)
+            blocked = check_gate(ctx, gate, hook, slot)
+            if blocked is not None:
+                return blocked
+        ctx.hold_lease()  # the call runs now: only under a lease still held
         return None
 
     def after(hook: Any) -> str | None:

@@ -3,8 +3,9 @@
 A worker holds a lease on each run it executes and extends it while the run is
 going. A worker that dies stops extending; once the lease expires any worker may
 claim the run again and replay it from the journal. Each claim has a fencing token
-of its own, so the execution it replaced can write nothing. Nothing waits for humans:
-a run that needs one is suspended and its thread is freed.
+of its own, so the execution it replaced can write nothing and stops before its next
+live call. Nothing waits for humans: a run that needs one is suspended and its
+thread is freed.
 """
 
 from __future__ import annotations
