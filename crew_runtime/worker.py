@@ -34,8 +34,12 @@ log = logging.getLogger(__name__)
 class WorkerSettings:
     concurrency: int = 2
     lease: timedelta = timedelta(seconds=30)
-    heartbeat: timedelta = timedelta(seconds=10)
     poll: timedelta = timedelta(seconds=0.5)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """A third of the lease, wherever the worker runs: one late beat must not cost a run."""
+        return self.lease / 3
 
 
 def default_worker_id() -> str:

@@ -1,7 +1,8 @@
-"""serve's worker pool in a child process: woken by the bot, announcing what it settled.
+"""serve's worker pool: a child process woken by the bot and announcing what it settled, or
+threads whose worker renews its leases as often as any other.
 
-Both directions go through pipes, so neither side waits for its next poll: here the child
-polls once a minute, and a run queued after it went idle must still finish in seconds.
+The child's two directions go through pipes, so neither side waits for its next poll: here
+the child polls once a minute, and a run queued after it went idle must still finish in seconds.
 """
 
 from __future__ import annotations
@@ -11,9 +12,23 @@ from datetime import timedelta
 
 import pytest
 
-from bot.pool import ProcessPool
+from bot.pool import ProcessPool, ThreadPool
 from storage import RunStatus
 from tests.harness import Bench
+
+
+def test_the_in_process_pool_beats_three_times_per_lease(bench: Bench) -> None:
+    # As `countersign worker` does: a shorter lease than the old fixed 10 s beat would let
+    # the pool's own runs expire under it (tests/test_fencing.py runs one).
+    pool = ThreadPool(
+        bench.store,
+        bench.config,
+        concurrency=1,
+        lease=timedelta(seconds=3),
+        poll=timedelta(seconds=0.5),
+        on_settled=lambda: None,
+    )
+    assert pool.worker.settings.heartbeat == timedelta(seconds=1)
 
 
 @pytest.mark.slow
