@@ -8,6 +8,7 @@ a payment or e-mail API would be called, and records every execution separately.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,6 +21,7 @@ from crewai.tools import BaseTool
 from pydantic import BaseModel
 
 from crew_runtime import ask_human, idempotency_key, requires_approval
+from crew_runtime.context import current_run
 from crew_runtime.scripted_llm import ScriptedLLM
 
 
@@ -180,6 +182,94 @@ class KeyedSearchTool(SearchTool):
         _append({"kind": "keyed_search", "key": idempotency_key(), "pid": os.getpid()})
         time.sleep(0.05)
         return super()._run(query)
+
+
+def _live(what: str, key: str | None = None) -> None:
+    """Note a live call, tagged with the execution making it: process and claim.
+
+    A run's tags must never go back to an earlier execution: one that was replaced may
+    finish the call it was in, and must make no other.
+    """
+    ctx = current_run()
+    if ctx is None:
+        return
+    _append(
+        {
+            "kind": "live",
+            "what": what,
+            "run": ctx.run.id,
+            "key": key,
+            "execution": f"{os.getpid()}:{ctx.lease_token}",
+            "pid": os.getpid(),
+        }
+    )
+
+
+class TaggedLLM(ScriptedLLM):
+    """The scripted model, noting which execution made each live call."""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        _live("llm")
+        return super().call(messages, *args, **kwargs)
+
+
+class SendInput(BaseModel):
+    text: str
+
+
+class SendNewsletterTool(BaseTool):
+    """A slow side effect, applied once per idempotency key like an e-mail API's.
+
+    It notes its start (tests stop the process inside it), then takes its time:
+    ``COUNTERSIGN_TEST_TOOL_SECONDS``, or until the file ``COUNTERSIGN_TEST_RELEASE``
+    exists (at most two minutes), and then sends, unless a call with its key already did.
+    """
+
+    name: str = "send_newsletter"
+    description: str = "Send the newsletter to every subscriber. Has a side effect."
+    args_schema: type[BaseModel] = SendInput
+
+    def _run(self, text: str) -> str:
+        key = idempotency_key()
+        _live("tool", key)
+        release = os.environ.get("COUNTERSIGN_TEST_RELEASE")
+        if release:
+            deadline = time.monotonic() + 120
+            while not Path(release).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            time.sleep(float(os.environ.get("COUNTERSIGN_TEST_TOOL_SECONDS", "0")))
+        path = _effects()
+        if path is not None and key is not None:
+            sent = path.with_suffix(".sent")
+            sent.mkdir(exist_ok=True)
+            try:  # the "service" keeps one file per key: O_EXCL lets one call in
+                os.close(os.open(sent / hashlib.sha256(key.encode()).hexdigest(), _CREATE_NEW))
+            except FileExistsError:
+                return f"already sent ({len(text)} characters)"
+            _append({"kind": "sent", "key": key, "pid": os.getpid()})
+        return f"sent {len(text)} characters"
+
+
+_CREATE_NEW = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+
+
+def newsletter(inputs: dict[str, str]) -> Crew:
+    """One task: the model asks for the (slow) newsletter to be sent, then reports."""
+    editor = Agent(
+        role="Editor",
+        goal="Send the newsletter",
+        backstory="Punctual.",
+        llm=TaggedLLM(
+            model="scripted/newsletter",
+            label="Report",
+            tool_plan=[("send_newsletter", {"text": "News on {subject}"})],
+        ),
+        tools=[SendNewsletterTool()],
+        verbose=False,
+    )
+    task = Task(description="Send the news on {topic}", expected_output="A report", agent=editor)
+    return Crew(agents=[editor], tasks=[task], process=Process.sequential)
 
 
 class LongformLLM(ScriptedLLM):

@@ -6,6 +6,7 @@ and a resume in another is what the tests see; SIGKILL is a real kill.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -56,6 +57,10 @@ description = "Pays a supplier; large payments are gated"
 factory = "tests.crews:research"
 description = "The research crew with publish gated by configuration"
 approval_tools = ["publish"]
+
+[crews.newsletter]
+factory = "tests.crews:newsletter"
+description = "Sends a newsletter with a slow tool, once per idempotency key"
 
 [crews.parallel_payments]
 factory = "tests.crews:parallel_payments"
@@ -129,17 +134,24 @@ class Bench:
     def cli_command() -> list[str]:
         return [sys.executable, "-m", "bot"]
 
-    def spawn(self, *args: str, lease: float = 2.0, **env: str) -> subprocess.Popen[str]:
+    def spawn(
+        self, *args: str, lease: float = 2.0, log: Path | None = None, **env: str
+    ) -> subprocess.Popen[str]:
+        """A worker process until idle; its output is piped, or written to ``log`` (a worker
+        that logs a lot while the test is not reading, say cut off from its database,
+        would otherwise block on a full pipe)."""
         cmd = [*self.cli_command(), "worker", "--until-idle", "--poll", "0.1"]
         cmd += ["--lease", str(lease), *args]
-        return subprocess.Popen(
-            cmd,
-            env=self.worker_env(**env),
-            cwd=self.tmp,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        with contextlib.ExitStack() as stack:
+            output = stack.enter_context(log.open("w")) if log else subprocess.PIPE
+            return subprocess.Popen(
+                cmd,
+                env=self.worker_env(**env),
+                cwd=self.tmp,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
 
     def work(self, *args: str, timeout: float = 120, **env: str) -> int:
         """Run one worker process until idle; return its pid."""
