@@ -118,14 +118,17 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
     )
     expect(revised).to_have_count(1)
     revised.locator('[data-action-id="countersign:approve"]').click()
+    # The decision takes the outline's buttons away: until then a click on them would be a
+    # second decision, which changes nothing.
+    expect(revised).to_have_count(0)
 
     # The article is written from the outline, reviewed and approved. Its review is found by
-    # a line only the article has: the outline's review quotes its task ("a short article"),
-    # and a click on its still-drawn button would be a second decision that changes nothing.
+    # its version line, which only the article has (has_text ignores case: "article" is in
+    # the outline's task, "why it matters" in its first section).
     article = (
         thread.get_by_test_id("message")
         .filter(has=button("approve"))
-        .filter(has_text="Why it matters")
+        .filter(has_text="Article (version 1)")
     )
     expect(article).to_have_count(1)
     article.locator('[data-action-id="countersign:approve"]').click()
