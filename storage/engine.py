@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 DEFAULT_URL = "sqlite:///countersign.db"
+
+# Set on a connection that will write: SQLite then takes its write lock at BEGIN.
+_WRITES = "countersign_writes"
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that writes: committed at the end, rolled back on an exception.
+
+    On SQLite it begins with ``BEGIN IMMEDIATE`` (the write lock up front), so two
+    read-then-write transactions can never deadlock on upgrading their locks; reads
+    (``engine.connect()``) begin deferred and, in WAL mode, never wait for a writer.
+    """
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITES: True})
+        with conn.begin():
+            yield conn
 
 
 def normalise_url(url: str) -> str:
@@ -23,6 +42,8 @@ def make_engine(url: str = DEFAULT_URL) -> Engine:
 
     SQLite serialises writers: WAL lets readers go on during a write, and the busy
     timeout makes a second writer wait instead of failing with "database is locked".
+    Only :func:`write_transaction` takes the write lock; a read holds none, so a burst of
+    reads never queues the writes behind it (nor behind SQLite's busy-wait sleeps).
     """
     url = normalise_url(url)
     if make_url(url).get_backend_name() != "sqlite":
@@ -42,9 +63,8 @@ def make_engine(url: str = DEFAULT_URL) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        # Take the write lock up front: two read-then-write transactions can then
-        # never deadlock on the upgrade from a shared to a reserved lock.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _on_begin(connection: Connection) -> None:
+        writes = connection.get_execution_options().get(_WRITES, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
     return engine

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
+from storage.engine import write_transaction
 from storage.schema import flow_pending, flow_states
 from storage.store import Store
 
@@ -19,7 +20,7 @@ class FlowStore:
         self.store = store
 
     def save_state(self, flow_uuid: str, method_name: str, state: JSON) -> None:
-        with self.store.engine.begin() as conn:
+        with write_transaction(self.store.engine) as conn:
             values = {"method_name": method_name, "state": state, "updated_at": self.store.clock()}
             changed = conn.execute(
                 update(flow_states).where(flow_states.c.flow_uuid == flow_uuid).values(**values)
@@ -35,7 +36,7 @@ class FlowStore:
             return state
 
     def save_pending(self, flow_uuid: str, context: JSON, state: JSON) -> None:
-        with self.store.engine.begin() as conn:
+        with write_transaction(self.store.engine) as conn:
             conn.execute(delete(flow_pending).where(flow_pending.c.flow_uuid == flow_uuid))
             conn.execute(
                 insert(flow_pending).values(
@@ -57,5 +58,5 @@ class FlowStore:
             return None if row is None else (row.state, row.context)
 
     def clear_pending(self, flow_uuid: str) -> None:
-        with self.store.engine.begin() as conn:
+        with write_transaction(self.store.engine) as conn:
             conn.execute(delete(flow_pending).where(flow_pending.c.flow_uuid == flow_uuid))

@@ -8,6 +8,8 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
+from storage.engine import write_transaction
+
 _SCRIPTS = Path(__file__).parent / "migrations"
 
 
@@ -15,7 +17,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply every migration up to ``revision``; a no-op on an up-to-date database."""
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
-    with engine.begin() as connection:
+    with write_transaction(engine) as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 
