@@ -38,8 +38,12 @@ class Countersign:
         *,
         started_by: str | None = None,
         channel: str | None = None,
+        request_key: str | None = None,
     ) -> Run:
         """Queue a run of a configured crew.
+
+        ``request_key`` names the request asking (a Slack request's key): asked again, the
+        run it started is returned and no second run is made.
 
         Raises:
             UnknownCrewError: no crew of that name in the configuration.
@@ -53,11 +57,26 @@ class Countersign:
                 f"(give them as {missing[0]}=value)"
             )
         return self.store.create_run(
-            crew, inputs, started_by=started_by, channel=channel or spec.channel
+            crew,
+            inputs,
+            started_by=started_by,
+            channel=channel or spec.channel,
+            request_key=request_key,
         )
 
-    def decide(self, review_id: str, kind: str, text: str | None, *, by: str) -> Review:
+    def decide(
+        self,
+        review_id: str,
+        kind: str,
+        text: str | None,
+        *,
+        by: str,
+        request_key: str | None = None,
+    ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
+
+        ``request_key`` names the request deciding: replayed, it is answered as the first
+        time instead of as a second decision.
 
         Raises:
             UsageError: unknown decision, or text missing where it is needed.
@@ -71,7 +90,9 @@ class Countersign:
             raise UsageError("a decision needs the reviewer's name (--by USER)")
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_args(review_id, text)
-        return self.store.decide(review_id, NewDecision(decision, by.strip(), text))
+        return self.store.decide(
+            review_id, NewDecision(decision, by.strip(), text, request_key=request_key)
+        )
 
     def _checked_args(self, review_id: str, text: str) -> str:
         """An edit of a tool call is its new arguments: a JSON object fitting the schema."""

@@ -1,4 +1,4 @@
-"""Durable state of Countersign: runs, reviews, decisions, the journal and the outbox.
+"""Durable state of Countersign: runs, reviews, decisions, the journal, the outbox and the inbox.
 
 Depends on SQLAlchemy only; knows nothing of CrewAI or Slack. See ``storage.errors``
 for the exception hierarchy and ``storage.status`` for the state machines.
@@ -18,6 +18,7 @@ from storage.errors import (
     TransitionRejected,
 )
 from storage.flows import FlowStore
+from storage.inbox import InboxRequest, InboxStore, NewRequest
 from storage.records import (
     Decision,
     JournalEntry,
@@ -46,9 +47,12 @@ __all__ = [
     "DecisionKind",
     "DecisionNotAllowed",
     "FlowStore",
+    "InboxRequest",
+    "InboxStore",
     "JournalEntry",
     "LeaseLost",
     "NewDecision",
+    "NewRequest",
     "NewReview",
     "NotFound",
     "NotWaiting",

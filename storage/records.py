@@ -41,6 +41,7 @@ class Decision:
     details: JSON
     decided_by: str
     created_at: datetime
+    request_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,14 @@ class NewReview:
 
 @dataclass(frozen=True)
 class NewDecision:
+    """A decision to record. ``request_key`` names the request that made it (a Slack
+    request's inbox key): the same request replayed is answered as if it were the first."""
+
     kind: DecisionKind
     decided_by: str
     text: str | None = None
     details: JSON = field(default_factory=dict)
+    request_key: str | None = None
 
 
 @dataclass(frozen=True)

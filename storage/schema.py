@@ -36,6 +36,8 @@ runs = Table(
     Column("error", Text),
     Column("divergence", Text),
     Column("started_by", String(64)),
+    # The request that started the run (a Slack request's key): a replay starts nothing.
+    Column("request_key", String(200), unique=True),
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
     Column("attempts", Integer, nullable=False, default=0),
@@ -104,6 +106,8 @@ decisions = Table(
     Column("original", Text),
     Column("details", JSON, nullable=False),
     Column("decided_by", String(64), nullable=False),
+    # The request that made the decision: replayed, it is answered as the first time.
+    Column("request_key", String(200)),
     Column("created_at", DateTime, nullable=False),
     Index("ix_decisions_run", "run_id"),
 )
@@ -138,14 +142,23 @@ outbox = Table(
     Index("ix_outbox_due", "sent_at", "next_attempt_at"),
 )
 
-# Keys of Slack deliveries already handled (event_id, or channel+ts of a message):
-# Slack retries and duplicate events must not act twice.
-slack_events = Table(
-    "slack_events",
+# Slack's requests, written before they are acked and handled after (storage.inbox): a crash
+# after the ack loses nothing, and ``key`` makes a retried or replayed request a no-op.
+inbox = Table(
+    "inbox",
     metadata,
-    Column("key", String(200), primary_key=True),
-    Column("created_at", DateTime, nullable=False),
-    Index("ix_slack_events_created", "created_at"),
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(200), nullable=False, unique=True),
+    # The parsed payload as JSON text (ASCII: whatever the person typed can be stored).
+    Column("payload", Text, nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    # Whoever handles the request holds it until then; past it, anyone may take it again.
+    Column("claimed_until", DateTime, nullable=False),
+    Column("attempts", Integer, nullable=False, default=1),
+    Column("done_at", DateTime),
+    Column("error", Text),
+    Index("ix_inbox_open", "done_at", "claimed_until"),
+    Index("ix_inbox_received", "received_at"),
 )
 
 # CrewAI Flow persistence (crew_runtime.flows): the latest state of each flow, and the

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, up
 from sqlalchemy.exc import IntegrityError
 
 from storage import migrate
-from storage.engine import make_engine
+from storage.engine import make_engine, write_transaction
 from storage.errors import (
     AlreadyDecided,
     AlreadyFinal,
@@ -37,7 +37,7 @@ from storage.records import (
     Review,
     Run,
 )
-from storage.schema import decisions, journal, outbox, reviews, runs, slack_events
+from storage.schema import decisions, journal, outbox, reviews, runs
 from storage.status import (
     ALLOWED_DECISIONS,
     FINAL_RUN_STATUSES,
@@ -87,7 +87,7 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             yield conn
 
     # ------------------------------------------------------------------ runs
@@ -99,26 +99,51 @@ class Store:
         *,
         started_by: str | None = None,
         channel: str | None = None,
+        request_key: str | None = None,
     ) -> Run:
-        """Queue a new run and announce it (the run's root message) in the same transaction."""
+        """Queue a new run and announce it (the run's root message) in the same transaction.
+
+        With ``request_key``, the run a request already started is returned instead of a
+        second one: a replayed ``/crew run`` starts nothing new.
+        """
         now = self.clock()
         run_id = new_id("run")
-        with self._tx() as conn:
-            conn.execute(
-                insert(runs).values(
-                    id=run_id,
-                    crew=crew,
-                    inputs=dict(inputs),
-                    status=RunStatus.QUEUED,
-                    started_by=started_by,
-                    channel=channel,
-                    attempts=0,
-                    created_at=now,
-                    updated_at=now,
+        try:
+            with self._tx() as conn:
+                if request_key is not None:
+                    earlier = self._run_of_request(conn, request_key)
+                    if earlier is not None:
+                        return earlier
+                conn.execute(
+                    insert(runs).values(
+                        id=run_id,
+                        crew=crew,
+                        inputs=dict(inputs),
+                        status=RunStatus.QUEUED,
+                        started_by=started_by,
+                        request_key=request_key,
+                        channel=channel,
+                        attempts=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
                 )
-            )
-            self._enqueue(conn, run_id, OutboxKind.RUN_STARTED)
-            return self._get_run(conn, run_id)
+                self._enqueue(conn, run_id, OutboxKind.RUN_STARTED)
+                return self._get_run(conn, run_id)
+        except IntegrityError:
+            if request_key is None:
+                raise
+            # Two handlers of one request raced (PostgreSQL); the other one's run stands.
+            with self.engine.connect() as conn:
+                found = self._run_of_request(conn, request_key)
+            if found is None:
+                raise
+            return found
+
+    @staticmethod
+    def _run_of_request(conn: Connection, request_key: str) -> Run | None:
+        row = conn.execute(select(runs).where(runs.c.request_key == request_key)).first()
+        return None if row is None else _run(row)
 
     def get_run(self, run_id: str) -> Run:
         with self.engine.connect() as conn:
@@ -367,6 +392,8 @@ class Store:
         try:
             with self._tx() as conn:
                 review = self._get_review(conn, review_id, lock=True)
+                if _made_by(review, decision.request_key):
+                    return review  # the same request, replayed: it was recorded the first time
                 if review.status != ReviewStatus.PENDING:
                     raise _already_decided(review)
                 allowed = ALLOWED_DECISIONS[review.kind]
@@ -391,6 +418,7 @@ class Store:
                         original=review.prompt if decision.kind == DecisionKind.EDIT else None,
                         details=decision.details,
                         decided_by=decision.decided_by,
+                        request_key=decision.request_key,
                         created_at=now,
                     )
                 )
@@ -412,7 +440,10 @@ class Store:
                 return self._get_review(conn, review_id)
         except IntegrityError:
             # The UNIQUE on decisions.review_id caught a race the status check missed.
-            raise _already_decided(self.get_review(review_id)) from None
+            review = self.get_review(review_id)
+            if _made_by(review, decision.request_key):
+                return review
+            raise _already_decided(review) from None
 
     def sweep_reviews(self, *, expired_by: str = "countersign") -> dict[str, int]:
         """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
@@ -624,25 +655,6 @@ class Store:
             ).first()
             return None if row is None else _run(row)
 
-    # ----------------------------------------------------------------- slack
-
-    def first_delivery(self, key: str) -> bool:
-        """True the first time ``key`` (an event id, or channel+ts) is seen; False after."""
-        try:
-            with self._tx() as conn:
-                conn.execute(insert(slack_events).values(key=key[:200], created_at=self.clock()))
-            return True
-        except IntegrityError:
-            return False
-
-    def forget_deliveries(self, older_than: timedelta) -> int:
-        """Drop dedupe keys older than Slack's retry horizon (it retries for minutes)."""
-        with self._tx() as conn:
-            cutoff = self.clock() - older_than
-            return conn.execute(
-                delete(slack_events).where(slack_events.c.created_at < cutoff)
-            ).rowcount
-
     # ---------------------------------------------------------------- outbox
 
     def due_outbox(self, limit: int = 50) -> list[OutboxMessage]:
@@ -793,6 +805,12 @@ def _held(run_id: str, token: str) -> tuple[Any, ...]:
     )
 
 
+def _made_by(review: Review, request_key: str | None) -> bool:
+    """Whether ``review`` was decided by the request ``request_key`` (None: no request)."""
+    decision = review.decision
+    return request_key is not None and decision is not None and decision.request_key == request_key
+
+
 def _already_decided(review: Review) -> AlreadyDecided:
     decision = review.decision
     return AlreadyDecided(
@@ -818,6 +836,7 @@ def _decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, D
             details=row.details,
             decided_by=row.decided_by,
             created_at=row.created_at,
+            request_key=row.request_key,
         )
         for row in rows
     }

@@ -27,6 +27,7 @@ from storage import (
     RunStatus,
     Store,
 )
+from storage.inbox import InboxStore, NewRequest
 from storage.schema import metadata
 from storage.status import RunNote
 
@@ -314,15 +315,47 @@ def test_outbox_retry_and_single_send(db_url: str) -> None:
     store.close()
 
 
-def test_slack_deliveries_are_deduplicated(db_url: str) -> None:
+def test_inbox_records_once_per_key_and_hands_back_what_a_dead_handler_left(db_url: str) -> None:
     clock = FakeClock()
     store = Store.open(db_url, clock=clock)
-    assert store.first_delivery("Ev123")
-    assert not store.first_delivery("Ev123")
+    inbox = InboxStore(store, claim=timedelta(seconds=10))
+    first, twin, other = inbox.record(
+        [
+            NewRequest("msg:C1:1.1", {"text": "lgtm \x00 \ud800"}),
+            NewRequest("msg:C1:1.1", {"text": "the twin event"}),
+            NewRequest("trigger:T2", {"command": "/crew"}),
+        ]
+    )
+    assert first is not None and other is not None and twin is None
+    assert inbox.record([NewRequest("msg:C1:1.1", {"text": "a retry"})]) == [None]
+    assert inbox.claim_stale() == []  # claimed by whoever recorded them
+    inbox.finish([(other, None)])
+    clock.advance(seconds=11)  # the handler of the first one died
+    (stale,) = inbox.claim_stale()
+    assert (stale.id, stale.attempts) == (first, 2)
+    assert stale.payload == {"text": "lgtm \x00 \ud800"}
+    assert inbox.claim_stale() == []  # claimed again, by this caller
+    inbox.record([], finished=[(first, None)])
+    assert inbox.count_open() == 0
     clock.advance(hours=2)
-    assert store.forget_deliveries(timedelta(hours=1)) == 1
-    assert store.first_delivery("Ev123")
+    assert inbox.forget(timedelta(hours=1)) == 2
     store.close()
+
+
+def test_a_request_starts_one_run_and_makes_one_decision_however_often_replayed(
+    store: Store,
+) -> None:
+    run = store.create_run("writer", {"topic": "otters"}, request_key="trigger:T1")
+    again = store.create_run("writer", {"topic": "otters"}, request_key="trigger:T1")
+    assert again.id == run.id
+    assert len(store.list_runs()) == 1
+    (review,) = store.suspend_run(run.id, _token(_claim(store)), [_ask()])
+    approve = NewDecision(DecisionKind.APPROVE, "U1", request_key="trigger:T2")
+    decided = store.decide(review.id, approve)
+    assert store.decide(review.id, approve) == decided  # the replay, answered as the first
+    with pytest.raises(AlreadyDecided):  # the same person's second click is another request
+        store.decide(review.id, NewDecision(DecisionKind.APPROVE, "U1", request_key="trigger:T3"))
+    assert store.get_run(run.id).status == RunStatus.QUEUED
 
 
 def test_thread_and_review_message_are_remembered_with_the_send(store: Store) -> None:

@@ -1,0 +1,152 @@
+"""The inbox: Slack's requests, written down before they are acked and handled after.
+
+A request acked before it is recorded is lost with the process; one recorded first survives a
+crash at any moment after the ack and is handled then. Each row is *claimed* while it is
+handled (``claimed_until``); a row whose claim ran out without being finished is claimed again
+(after a crash, by the next process), so every recorded request is handled at least once.
+Handling is idempotent by the request's ``key`` (a decision or a run made by a request is not
+made again by its replay), which makes that exactly once where it matters.
+
+The unique ``key`` also deduplicates: a Slack retry, the twin events of one message, or a
+replayed request records nothing new (``record`` answers None for it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from storage.engine import write_transaction
+from storage.schema import inbox
+from storage.store import Store
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NewRequest:
+    """A verified request to record: its dedupe ``key`` and its parsed payload."""
+
+    key: str
+    payload: JSON
+
+
+@dataclass(frozen=True)
+class InboxRequest:
+    """A recorded request handed to a handler; ``attempts`` counts the claims so far."""
+
+    id: int
+    key: str
+    payload: JSON
+    attempts: int
+
+
+class InboxStore:
+    """Record, claim, finish and forget requests; each call is one transaction."""
+
+    def __init__(self, store: Store, claim: timedelta = timedelta(seconds=10)) -> None:
+        self.store = store
+        self.claim = claim
+
+    def record(
+        self, requests: Sequence[NewRequest], finished: Sequence[tuple[int, str | None]] = ()
+    ) -> list[int | None]:
+        """Insert ``requests`` claimed by the caller, in one transaction (one commit for a
+        burst); also mark ``finished`` rows done, so they share that commit.
+
+        Returns:
+            The new row's id for each request, in order; None for a duplicate (its key was
+            recorded before, or earlier in the same batch).
+        """
+        now = self.store.clock()
+        rows = []
+        seen: set[str] = set()
+        for request in requests:
+            key = request.key[:200]
+            if key not in seen:
+                seen.add(key)
+                rows.append(
+                    {
+                        "key": key,
+                        # ASCII JSON: a NUL or a lone surrogate in a person's text is stored.
+                        "payload": json.dumps(request.payload, ensure_ascii=True),
+                        "received_at": now,
+                        "claimed_until": now + self.claim,
+                        "attempts": 1,
+                    }
+                )
+        ids: dict[str, int] = {}
+        with write_transaction(self.store.engine) as conn:
+            if rows:
+                dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+                inserted = conn.execute(
+                    dialect.insert(inbox)
+                    .values(rows)
+                    .on_conflict_do_nothing(index_elements=[inbox.c.key])
+                    .returning(inbox.c.id, inbox.c.key)
+                )
+                ids = {key: id_ for id_, key in inserted}
+            self._finish(conn, finished)
+        answers: list[int | None] = []
+        for request in requests:
+            answers.append(ids.pop(request.key[:200], None))
+        return answers
+
+    def finish(self, finished: Sequence[tuple[int, str | None]]) -> None:
+        """Mark rows handled: ``(id, None)`` done, ``(id, error)`` given up with that reason."""
+        with write_transaction(self.store.engine) as conn:
+            self._finish(conn, finished)
+
+    def _finish(self, conn: Any, finished: Sequence[tuple[int, str | None]]) -> None:
+        now = self.store.clock()
+        for row_id, error in finished:
+            conn.execute(
+                update(inbox)
+                .where(inbox.c.id == row_id, inbox.c.done_at.is_(None))
+                .values(done_at=now, error=None if error is None else error[:2000])
+            )
+
+    def claim_stale(self, limit: int = 50) -> list[InboxRequest]:
+        """Claim unfinished requests whose claim ran out (their handler died), oldest first."""
+        now = self.store.clock()
+        claimed = []
+        with write_transaction(self.store.engine) as conn:
+            rows = conn.execute(
+                select(inbox.c.id, inbox.c.key, inbox.c.payload, inbox.c.attempts)
+                .where(inbox.c.done_at.is_(None), inbox.c.claimed_until < now)
+                .order_by(inbox.c.id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            for row in rows:
+                taken = conn.execute(
+                    update(inbox)
+                    .where(inbox.c.id == row.id, inbox.c.claimed_until < now)
+                    .values(claimed_until=now + self.claim, attempts=inbox.c.attempts + 1)
+                ).rowcount
+                if taken == 1:
+                    claimed.append(
+                        InboxRequest(row.id, row.key, json.loads(row.payload), row.attempts + 1)
+                    )
+        return claimed
+
+    def count_open(self) -> int:
+        """Requests recorded and not yet handled (for health checks and tests)."""
+        with self.store.engine.connect() as conn:
+            query = select(func.count()).select_from(inbox).where(inbox.c.done_at.is_(None))
+            return int(conn.execute(query).scalar_one())
+
+    def forget(self, older_than: timedelta) -> int:
+        """Drop handled requests older than ``older_than``: Slack's signatures expire after
+        five minutes, so a replay of an older request is refused before it gets here."""
+        cutoff = self.store.clock() - older_than
+        with write_transaction(self.store.engine) as conn:
+            return conn.execute(
+                delete(inbox).where(inbox.c.done_at.is_not(None), inbox.c.received_at < cutoff)
+            ).rowcount
