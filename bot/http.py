@@ -1,100 +1,68 @@
-"""Slack's HTTP entry point: check the signature, ack at once, let Bolt do the work after.
+"""Slack's HTTP entry point: check the request, record it, ack, and let Bolt handle it after.
 
-Slack wants an HTTP 200 within 3 s. Bolt answers only when a listener calls ``ack()``,
-after its middleware chain: about a millisecond of event-loop CPU per request here, so
-a burst of 200 requests queues for hundreds of milliseconds before the last ack. Our
-acks carry nothing for button clicks, events and slash commands (slash answers go by
-``response_url``), so those are acked as soon as their signature checks out and queued;
-a few consumer tasks hand them to Bolt. The queue keeps the processing of earlier
-requests from interleaving with (and delaying) the acks of a burst. View submissions,
-whose ack may carry ``response_action`` errors, and ``url_verification`` go through Bolt
-synchronously.
+Slack wants an answer within 3 s, and an ack tells the person their click or command was
+taken, so a click, an event or a slash command is acked only once ``bot.intake`` has it in
+the database. When that fails, the answer says so the way Slack shows it: an ephemeral
+"not recorded, try again" for a slash command (the ack's body is shown to its author), an
+error status for a click (Slack marks the button as failed) and for an event (Slack retries
+it). Modal submissions and URL verification carry their answer in the ack: they are handled
+before it.
+
+Malformed requests (a body that is not UTF-8, a timestamp that is not a number, a bad
+signature) are refused with one log line each and no traceback: anyone can send them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import json
 import logging
-from collections.abc import Mapping
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
-from slack_bolt.async_app import AsyncApp
-from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
+
+from bot import text
+from bot.intake import Intake, Kind, Receipt, classify, parse_body
 
 log = logging.getLogger(__name__)
 
-# Markers of the requests whose answer must be in the HTTP response itself, as they
-# appear in the raw body (JSON, or form-encoded JSON). A marker that shows up inside
-# some other request's text only sends that request down the slower, synchronous path.
-_ANSWERED_IN_THE_ACK = (
-    "view_submission",
-    "url_verification",
-    "ssl_check=",
-)
-
-
-def acks_later(raw_body: str) -> bool:
-    """True when the request can be acked before it is parsed and processed.
-
-    Decided on the raw text, not the parsed payload: parsing costs more than the rest
-    of the ack, and a burst of requests waits on it.
-    """
-    return not any(marker in raw_body for marker in _ANSWERED_IN_THE_ACK)
-
 
 class SlackEndpoint:
-    """The aiohttp handler of ``/slack/events`` in front of a Bolt ``AsyncApp``."""
+    """The aiohttp handler of ``/slack/events``, in front of the :class:`Intake`."""
 
-    def __init__(self, app: AsyncApp, signing_secret: str, consumers: int = 4) -> None:
-        self.app = app
+    def __init__(self, intake: Intake, signing_secret: str) -> None:
+        self.intake = intake
         self.verifier = SignatureVerifier(signing_secret)
-        self.consumers = consumers
-        self._queue: asyncio.Queue[tuple[str, str, Mapping[str, str]]] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def start(self) -> None:
-        """Start the consumers on the running loop."""
-        self._queue = asyncio.Queue()
-        self._tasks = [asyncio.create_task(self._consume()) for _ in range(self.consumers)]
 
     async def handle(self, request: web.Request) -> web.Response:
-        body = await request.text()
-        if not self.verifier.is_valid_request(body, dict(request.headers)):
+        raw = await request.read()
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            log.warning("refused a request from %s: its body is not UTF-8", request.remote)
+            return web.Response(status=400)
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not timestamp.isdigit():
+            log.warning("refused a request from %s: bad or missing timestamp", request.remote)
             return web.Response(status=401)
-        if self._queue is None or not acks_later(body):
-            bolt_request = _bolt_request(body, request.query_string, request.headers)
-            return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
-        self._queue.put_nowait((body, request.query_string, dict(request.headers)))
-        return web.Response(status=200)
-
-    async def _consume(self) -> None:
-        assert self._queue is not None
-        while True:
-            body, query, headers = await self._queue.get()
-            try:
-                response = await self.app.async_dispatch(_bolt_request(body, query, headers))
-                if response.status >= 400:
-                    log.warning(
-                        "Bolt answered %d after the ack: %s", response.status, response.body
-                    )
-            except Exception:
-                log.exception("processing an acked Slack request failed")
-            finally:
-                self._queue.task_done()
-
-    async def stop(self, timeout: float = 10.0) -> None:
-        """Finish the requests already acked (bounded), then stop the consumers."""
-        if self._queue is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._queue.join(), timeout)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-
-
-def _bolt_request(body: str, query: str, headers: Mapping[str, str]) -> AsyncBoltRequest:
-    return AsyncBoltRequest(body=body, query=query, headers=dict(headers))
+        if not self.verifier.is_valid(body, timestamp, signature):
+            return web.Response(status=401)
+        try:
+            payload = parse_body(body, request.content_type)
+        except ValueError:
+            log.warning("refused a signed request: its body cannot be parsed")
+            return web.Response(status=400)
+        slack_request = classify(payload, fallback_key=f"sig:{signature}")
+        if slack_request.kind is Kind.ANSWERED_IN_ACK:
+            return await to_aiohttp_response(await self.intake.answer_now(payload))
+        receipt = await self.intake.receive(slack_request)
+        if receipt is not Receipt.FAILED:
+            return web.Response(status=200)
+        if slack_request.kind is Kind.SLASH_COMMAND:
+            # Slack shows the body of a slash command's ack to its author only.
+            answer = {"response_type": "ephemeral", "text": text.NOT_RECORDED}
+            return web.Response(
+                status=200, text=json.dumps(answer), content_type="application/json"
+            )
+        return web.Response(status=503)

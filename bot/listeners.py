@@ -3,8 +3,10 @@
 Each listener acks first (Slack gives 3 s; modals need the trigger id right away),
 parses the payload with a pure function, checks who is asking, calls one runtime
 method across the one sync boundary (``asyncio.to_thread``), and answers in words
-from ``bot.text``. Every entry point is idempotent: a decision is a compare-and-set
-in storage, and events are deduplicated by event id and by channel+ts.
+from ``bot.text``. Every entry point is idempotent: requests are recorded and
+deduplicated by ``bot.intake`` before they get here, a decision is a compare-and-set
+in storage, and what a request starts or decides carries its key, so handling it
+again after a crash changes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -33,6 +35,7 @@ from bot.commands import (
     StatusCommand,
     parse_command,
 )
+from bot.intake import REQUEST_KEY
 from bot.payloads import (
     MODAL_ACTIONS,
     REVISE,
@@ -105,13 +108,19 @@ class Listeners:
 
     # ------------------------------------------------------------ /crew
 
-    async def on_command(self, ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        # The ack is empty and immediate (bot.http may even send it before Bolt runs);
-        # every answer goes by response_url, as an ephemeral message.
+    async def on_command(
+        self,
+        ack: AsyncAck,
+        body: dict[str, Any],
+        respond: AsyncRespond,
+        context: AsyncBoltContext,
+    ) -> None:
+        # The transport acked once the command was recorded (bot.intake); every answer
+        # goes by response_url, as an ephemeral message.
         await ack()
-        await respond(**_ephemeral(await self._answer(body)))
+        await respond(**_ephemeral(await self._answer(body, context.get(REQUEST_KEY))))
 
-    async def _answer(self, body: dict[str, Any]) -> blocks.Message:
+    async def _answer(self, body: dict[str, Any], request_key: str | None) -> blocks.Message:
         try:
             slash = parse_slash(body)
             command = parse_command(slash.text)
@@ -124,11 +133,18 @@ class Listeners:
                 [(s.name, s.description) for s in self.config.crews.values()]
             )
         if isinstance(command, RunCommand):
-            return _words(await self._start(command, slash.user_id, slash.channel_id, body))
+            return _words(
+                await self._start(command, slash.user_id, slash.channel_id, body, request_key)
+            )
         return await self._lookup(command, slash.user_id)
 
     async def _start(
-        self, command: RunCommand, user_id: str, channel_id: str, body: dict[str, Any]
+        self,
+        command: RunCommand,
+        user_id: str,
+        channel_id: str,
+        body: dict[str, Any],
+        request_key: str | None,
     ) -> str:
         try:
             spec = self.config.get(command.crew)
@@ -146,6 +162,7 @@ class Listeners:
                 command.inputs,
                 started_by=user_id,
                 channel=channel_id,
+                request_key=request_key,
             )
         except (UsageError, ConfigError) as exc:
             return str(exc)
@@ -190,7 +207,13 @@ class Listeners:
 
     # ------------------------------------------------------------ buttons
 
-    async def on_button(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_button(
+        self,
+        ack: AsyncAck,
+        body: dict[str, Any],
+        client: AsyncWebClient,
+        context: AsyncBoltContext,
+    ) -> None:
         await ack()
         try:
             click = parse_button(body)
@@ -223,7 +246,8 @@ class Listeners:
         elif refusal is not None:
             await self._ephemeral_via_api(channel, click.user_id, refusal)
         elif found is not None:
-            await self._decide(found[0], "approve", None, click.user_id, channel)
+            request_key = context.get(REQUEST_KEY)
+            await self._decide(found[0], "approve", None, click.user_id, channel, request_key)
 
     async def _open_loading_view(
         self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
@@ -372,7 +396,10 @@ class Listeners:
 
     # ------------------------------------------------------------ replies
 
-    async def on_message(self, body: dict[str, Any]) -> None:
+    async def on_message(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        # Slack's retries and the app_mention/message twins of one message are one request
+        # to the intake (keyed by channel and ts): this runs once per message, or again
+        # only after a crash, when the decision's request key makes it a no-op.
         try:
             message = parse_message_event(body)
         except PayloadError:
@@ -381,12 +408,6 @@ class Listeners:
             return
         if not message.thread_ts or message.thread_ts == message.ts:
             return
-        keys = [f"msg:{message.channel_id}:{message.ts}"]
-        if message.event_id:
-            keys.insert(0, f"event:{message.event_id}")
-        for key in keys:
-            if not await sync(self.store.first_delivery, key):
-                return
         run = await sync(self.store.find_run_by_thread, message.channel_id, message.thread_ts)
         if run is None:
             return
@@ -404,16 +425,29 @@ class Listeners:
             await self._ephemeral_via_api(message.channel_id, message.user_id, text.NOT_A_REVIEWER)
             return
         await self._decide(
-            review, reply.decision.value, reply.text, message.user_id, message.channel_id
+            review,
+            reply.decision.value,
+            reply.text,
+            message.user_id,
+            message.channel_id,
+            context.get(REQUEST_KEY),
         )
 
     # ------------------------------------------------------------ helpers
 
     async def _decide(
-        self, review: Review, kind: str, words: str | None, user_id: str, channel: str | None
+        self,
+        review: Review,
+        kind: str,
+        words: str | None,
+        user_id: str,
+        channel: str | None,
+        request_key: str | None,
     ) -> None:
         try:
-            await sync(self.service.decide, review.id, kind, words, by=user_id)
+            await sync(
+                self.service.decide, review.id, kind, words, by=user_id, request_key=request_key
+            )
         except AlreadyDecided as exc:
             await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
             return

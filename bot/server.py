@@ -17,7 +17,6 @@ from datetime import timedelta
 
 from aiohttp import ClientSession, web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -29,12 +28,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.authz import Reviewers
 from bot.dispatcher import Dispatcher
 from bot.http import SlackEndpoint
+from bot.intake import Intake
 from bot.listeners import Listeners, sync
 from bot.pool import ProcessPool, ThreadPool, WorkerPool
 from bot.settings import Settings
+from bot.socket_mode import DurableSocketModeHandler
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
-from storage import RunStatus, Store
+from storage import InboxStore, RunStatus, Store
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class Deployment:
         poll: timedelta = timedelta(seconds=0.5),
         sweep_every: float = 15.0,
         workers_in_process: bool = False,
+        inbox_claim: timedelta = timedelta(seconds=10),
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
@@ -144,9 +146,16 @@ class Deployment:
                 on_settled=self.dispatcher.wake,
             )
         self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
-        self.app = AsyncApp(client=self.client, signing_secret=slack.signing_secret)
+        # process_before_response: a dispatch returns once its listener is done and says
+        # whether it failed, so the intake knows when a recorded request is handled.
+        self.app = AsyncApp(
+            client=self.client,
+            signing_secret=slack.signing_secret,
+            process_before_response=True,
+        )
         self.listeners.register(self.app)
-        self.endpoint = SlackEndpoint(self.app, slack.signing_secret)
+        self.intake = Intake(self.app, InboxStore(store, claim=inbox_claim))
+        self.endpoint = SlackEndpoint(self.intake, slack.signing_secret)
         self.slack = slack
         self.sweep_every = sweep_every
         self._scheduler: AsyncIOScheduler | None = None
@@ -183,7 +192,7 @@ class Deployment:
             self._sweep, "interval", seconds=self.sweep_every, max_instances=1, coalesce=True
         )
         self._scheduler.add_job(
-            self._forget_deliveries, "interval", minutes=10, max_instances=1, coalesce=True
+            self.intake.forget, "interval", minutes=10, max_instances=1, coalesce=True
         )
         self._scheduler.start()
 
@@ -193,9 +202,6 @@ class Deployment:
         if any(done.values()):
             log.info("review sweep: %s", done)
             self.wake()
-
-    async def _forget_deliveries(self) -> None:
-        await sync(self.store.forget_deliveries, timedelta(hours=1))
 
     async def stop_background(self) -> None:
         self._stop.set()
@@ -214,7 +220,7 @@ class Deployment:
         # No access log: a line per request on the event loop, and nothing an operator needs.
         runner = web.AppRunner(self.web_app(), handle_signals=False, access_log=None)
         await runner.setup()
-        self.endpoint.start()
+        self.intake.start()
         # Everything built so far lives as long as the process: keep it out of the
         # collector's full passes, which otherwise stall the loop (and a burst of acks).
         gc.freeze()
@@ -224,17 +230,21 @@ class Deployment:
         try:
             await stop.wait()
         finally:
-            await self.endpoint.stop()
+            for site in list(runner.sites):  # no new requests; those in hand finish
+                await site.stop()
+            await self.intake.stop()
             await self.stop_background()
             await runner.cleanup()
 
     async def serve_socket_mode(self, stop: asyncio.Event) -> None:
-        handler = AsyncSocketModeHandler(self.app, self.slack.app_token)
+        handler = DurableSocketModeHandler(self.app, self.slack.app_token or "", self.intake)
+        self.intake.start()
         await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("connected to Slack over Socket Mode")
         await self.start_background()
         try:
             await stop.wait()
         finally:
-            await self.stop_background()
             await handler.close_async()  # type: ignore[no-untyped-call]
+            await self.intake.stop()
+            await self.stop_background()

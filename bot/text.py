@@ -177,6 +177,10 @@ EMPTY_TEXT = TEXT_REQUIRED
 REVIEW_GONE = "This review no longer exists."
 RUN_GONE = "This run no longer exists."
 MODAL_FAILED = "I couldn't open the form. Please try again, or reply in the review's thread."
+NOT_RECORDED = (
+    "Countersign could not record that just now (its database did not answer), so nothing "
+    "was done. Please try again in a moment."
+)
 SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
 NO_PENDING = "Nothing is waiting for a review. :tada:"
 NO_CREWS = "No crews are configured yet."

@@ -1,4 +1,4 @@
-"""The HTTP entry point: what is acked before Bolt runs, and what Bolt must answer itself."""
+"""The HTTP entry point: what it refuses, what it answers itself, and what it records first."""
 
 from __future__ import annotations
 
@@ -6,35 +6,11 @@ import json
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
 
-import pytest
-
-from bot.http import acks_later
 from bot.sandbox import sign
 from crew_runtime.config import load_config
 from storage import Store
 from tests.slack_harness import SECRET, slack_and_bot
-
-
-def _form(payload: dict[str, object]) -> str:
-    return urlencode({"payload": json.dumps(payload)})
-
-
-@pytest.mark.parametrize(
-    ("body", "later"),
-    [
-        (urlencode({"command": "/crew", "text": "help"}), True),
-        (_form({"type": "block_actions", "actions": []}), True),
-        (json.dumps({"type": "event_callback", "event": {}}), True),
-        (_form({"type": "view_closed"}), True),
-        (_form({"type": "view_submission", "view": {}}), False),
-        (json.dumps({"type": "url_verification", "challenge": "c"}), False),
-        (urlencode({"ssl_check": "1", "token": "t"}), False),
-    ],
-)
-def test_only_requests_whose_ack_is_empty_are_acked_early(body: str, later: bool) -> None:
-    assert acks_later(body) is later
 
 
 def test_url_verification_is_answered_with_the_challenge(tmp_path: Path) -> None:

@@ -1,0 +1,368 @@
+"""Slack's requests, recorded before they are acked and handled after, exactly once.
+
+Slack wants an answer within 3 s, and an app that answers "200" has told the person their
+click or command was taken. So a request is written to the inbox (``storage.inbox``) before
+it is acked: a process killed a millisecond after the ack loses nothing, since the next one
+finds the request unfinished and handles it. When the database cannot take it, the person
+hears so (the transports decide how: an error status for a click, an ephemeral for a slash
+command) instead of a silent success.
+
+The path of one request, whatever its transport (``bot.http``, ``bot.socket_mode``):
+
+1. :func:`parse_body` and :func:`classify`, pure: what kind of request it is and its key.
+   The key deduplicates: ``trigger:<trigger_id>`` for slash commands and clicks (a replayed
+   request carries the same one), ``msg:<channel>:<ts>`` for messages (Slack's retries and
+   the ``app_mention``/``message`` twins of one message), ``event:<event_id>`` for other events.
+2. :meth:`Intake.receive` hands it to the :class:`Recorder`, a thread that writes whatever is
+   waiting in one transaction (a burst of requests shares one commit), and waits for that
+   commit, at most ``record_timeout``.
+3. Recorded: the transport acks, and the request is handled on the loop: Bolt runs its
+   listener to the end (``process_before_response``), then the row is marked done. A handler
+   that fails (the database went away meanwhile) leaves the row; its claim runs out and the
+   recovery sweep handles it again. Handlers are idempotent by the key (the decision or run a
+   request made is not made again by its replay).
+
+Requests whose ack carries the answer (modal submissions, URL verification) are not recorded:
+they are handled before the ack, and what they change is committed before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qsl
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+
+from storage import InboxRequest, InboxStore, NewRequest
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+REQUEST_KEY = "countersign_request"
+"""Where a listener finds the request's key in Bolt's context (``context[REQUEST_KEY]``)."""
+
+# Requests whose answer is in the ack itself: handled before it, never recorded.
+_ANSWERED_IN_ACK = frozenset({"url_verification", "view_submission", "block_suggestion"})
+MAX_ATTEMPTS = 5
+
+
+class Kind(enum.Enum):
+    """What a request is, as far as acking it goes."""
+
+    SLASH_COMMAND = "slash_command"  # failure: an ephemeral saying so, in the ack
+    INTERACTION = "interaction"  # failure: an error status, Slack shows it on the button
+    EVENT = "event"  # failure: an error status, Slack retries
+    ANSWERED_IN_ACK = "answered_in_ack"  # handled before the ack, not recorded
+
+
+class Receipt(enum.Enum):
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"  # recorded before: a retry, a twin event or a replay
+    FAILED = "failed"  # not recorded: the person must be told
+
+
+@dataclass(frozen=True)
+class SlackRequest:
+    kind: Kind
+    key: str
+    payload: Json
+
+
+def parse_body(raw: str, content_type: str | None) -> Json:
+    """A request body as Slack meant it: JSON, a form, or a form whose ``payload`` is JSON.
+
+    Unlike Bolt's parser (slack_bolt/request/internals.py: any form body *containing* the
+    word "payload" is taken for an interaction), only a form *field* named ``payload`` is,
+    so ``/crew run writer topic=payloads`` stays a slash command.
+
+    Raises:
+        ValueError: the body is not what its type says.
+    """
+    if (content_type or "").startswith("application/json") or raw.lstrip().startswith("{"):
+        parsed = json.loads(raw)
+        if not isinstance(parsed, dict):
+            raise ValueError("a JSON body that is not an object")
+        return parsed
+    form = dict(parse_qsl(raw, keep_blank_values=True))
+    if "payload" in form and "command" not in form:
+        inner = json.loads(form["payload"])
+        if not isinstance(inner, dict):
+            raise ValueError("a payload that is not an object")
+        return inner
+    return form
+
+
+def classify(payload: Json, fallback_key: str) -> SlackRequest:
+    """Kind and dedupe key of a parsed request; ``fallback_key`` (the signature, or the
+    Socket Mode envelope id) when the payload carries no id of its own."""
+    kind_of = str(payload.get("type", ""))
+    if "command" in payload:
+        return SlackRequest(Kind.SLASH_COMMAND, _trigger_key(payload, fallback_key), payload)
+    if kind_of == "event_callback":
+        event = payload.get("event")
+        channel, ts = (
+            (event.get("channel"), event.get("ts")) if isinstance(event, dict) else (None, None)
+        )
+        if isinstance(channel, str) and isinstance(ts, str):
+            key = f"msg:{channel}:{ts}"
+        else:
+            key = f"event:{payload.get('event_id') or fallback_key}"
+        return SlackRequest(Kind.EVENT, key, payload)
+    if kind_of in _ANSWERED_IN_ACK or "ssl_check" in payload or not kind_of:
+        return SlackRequest(Kind.ANSWERED_IN_ACK, fallback_key, payload)
+    return SlackRequest(Kind.INTERACTION, _trigger_key(payload, fallback_key), payload)
+
+
+def _trigger_key(payload: Json, fallback_key: str) -> str:
+    trigger = payload.get("trigger_id")
+    return f"trigger:{trigger}" if isinstance(trigger, str) and trigger else fallback_key
+
+
+def bolt_request(payload: Json, key: str | None = None) -> AsyncBoltRequest:
+    """A Bolt request for an already verified and parsed payload.
+
+    ``mode="socket_mode"`` is how Bolt takes a parsed body: it then neither parses it again
+    (see :func:`parse_body`) nor checks a signature, which the transport checked on arrival
+    (a request handled after a restart is older than Bolt's five-minute window).
+    """
+    context = {REQUEST_KEY: key} if key is not None else None
+    return AsyncBoltRequest(body=payload, mode="socket_mode", context=context)
+
+
+class Recorder:
+    """One thread writing to the inbox: what waits is written in one transaction.
+
+    A burst of requests costs a few commits instead of one each, and the event loop never
+    blocks on the database. Marks of finished requests ride along in the same commits.
+    """
+
+    def __init__(self, inbox: InboxStore, max_batch: int = 500) -> None:
+        self.inbox = inbox
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name="inbox-recorder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(30)
+
+    async def record(self, request: NewRequest) -> int | None:
+        """The inbox row id once committed; None for a duplicate.
+
+        Raises:
+            Exception: the write failed (whatever the database said).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+        self._queue.put(_Job(request, None, _Waiter(loop, future)))
+        return await future
+
+    def finish(self, row_id: int, error: str | None = None) -> None:
+        """Mark a row handled (or given up, with ``error``) in the next commit."""
+        self._queue.put(_Job(None, (row_id, error), None))
+
+    def _main(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            jobs = [] if first is None else [first]
+            stopping = first is None
+            while len(jobs) < self.max_batch:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    stopping = True
+                    break
+                jobs.append(job)
+            if jobs:
+                self._write(jobs)
+
+    def _write(self, jobs: list[_Job]) -> None:
+        # A waiter that gave up (the transport answered "not recorded") must not be recorded.
+        recording = [j for j in jobs if j.request is not None and j.waiter and j.waiter.waiting]
+        finished = [j.finished for j in jobs if j.finished is not None]
+        try:
+            ids = self.inbox.record([j.request for j in recording if j.request], finished)
+        except Exception as exc:
+            log.warning("inbox: could not record %d request(s): %s", len(recording), _brief(exc))
+            for job in recording:
+                if job.waiter is not None:
+                    job.waiter.fail(exc)
+            return
+        late = []
+        for job, row_id in zip(recording, ids, strict=True):
+            if job.waiter is not None and not job.waiter.resolve(row_id) and row_id is not None:
+                late.append((row_id, "not recorded in time; the person was told to try again"))
+        if late:  # committed after the answer "not recorded" went out: never handle them
+            with contextlib.suppress(Exception):
+                self.inbox.finish(late)
+
+
+@dataclass
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[int | None]
+
+    @property
+    def waiting(self) -> bool:
+        return not self.future.done()
+
+    def resolve(self, row_id: int | None) -> bool:
+        """Hand the id to the waiting coroutine; False if it gave up meanwhile."""
+        if not self.waiting:
+            return False
+        self.loop.call_soon_threadsafe(_settle, self.future, row_id, None)
+        return True
+
+    def fail(self, exc: Exception) -> None:
+        self.loop.call_soon_threadsafe(_settle, self.future, None, exc)
+
+
+def _settle(future: asyncio.Future[int | None], value: int | None, exc: Exception | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(value)
+
+
+@dataclass
+class _Job:
+    request: NewRequest | None
+    finished: tuple[int, str | None] | None
+    waiter: _Waiter | None
+
+
+class Intake:
+    """Receives verified requests for the transports, and handles what was recorded.
+
+    Args:
+        app: the Bolt app whose listeners handle requests (``process_before_response=True``,
+            so a dispatch returns once the listener is done and says whether it failed).
+        inbox: the inbox storage; its ``claim`` is how long a handler holds a request.
+        record_timeout: how long an ack may wait for the database before the person is told
+            the request was not recorded (Slack gives up at 3 s).
+        concurrency: requests handled at once.
+    """
+
+    def __init__(
+        self,
+        app: AsyncApp,
+        inbox: InboxStore,
+        *,
+        record_timeout: float = 2.0,
+        concurrency: int = 64,
+    ) -> None:
+        self.app = app
+        self.inbox = inbox
+        self.record_timeout = record_timeout
+        self.recorder = Recorder(inbox)
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    def start(self) -> None:
+        """Start the recorder and the sweep that handles requests left by a dead process."""
+        self._stop.clear()
+        self.recorder.start()
+        self._sweeper = asyncio.create_task(self._sweep())
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let the requests in hand finish (bounded), then stop; what is left is in the inbox."""
+        self._stop.set()
+        if self._sweeper is not None:
+            await self._sweeper
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.to_thread(self.recorder.stop)
+
+    async def receive(self, request: SlackRequest) -> Receipt:
+        """Record ``request``; once recorded, handle it in the background."""
+        try:
+            row_id = await asyncio.wait_for(
+                self.recorder.record(NewRequest(request.key, request.payload)),
+                self.record_timeout,
+            )
+        except TimeoutError:
+            log.warning(
+                "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
+            )
+            return Receipt.FAILED
+        except Exception:  # logged by the recorder, once per batch
+            return Receipt.FAILED
+        if row_id is None:
+            return Receipt.DUPLICATE
+        self._handle_soon(InboxRequest(row_id, request.key, request.payload, 1))
+        return Receipt.RECORDED
+
+    async def answer_now(self, payload: Json) -> BoltResponse:
+        """Handle a request whose ack carries the answer (modal submissions): not recorded."""
+        return await self.app.async_dispatch(bolt_request(payload))
+
+    def _handle_soon(self, request: InboxRequest) -> None:
+        task = asyncio.create_task(self._handle(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, request: InboxRequest) -> None:
+        async with self._slots:
+            try:
+                response = await self.app.async_dispatch(bolt_request(request.payload, request.key))
+                status = response.status
+            except Exception:
+                log.exception("inbox %d: handling failed", request.id)
+                status = 500
+        if status < 500:
+            self.recorder.finish(request.id)
+        elif request.attempts >= MAX_ATTEMPTS:
+            log.error("inbox %d: gave up after %d attempts", request.id, request.attempts)
+            self.recorder.finish(request.id, f"gave up after {request.attempts} attempts")
+        else:  # its claim runs out and the sweep tries again
+            log.warning("inbox %d: handling failed (attempt %d)", request.id, request.attempts)
+
+    async def _sweep(self) -> None:
+        """Every half claim: handle requests whose handler died (a crash after the ack)."""
+        every = max(self.inbox.claim.total_seconds() / 2, 0.05)
+        while not self._stop.is_set():
+            try:
+                stale = await asyncio.to_thread(self.inbox.claim_stale)
+            except Exception as exc:
+                log.warning("inbox: sweep failed: %s", _brief(exc))
+                stale = []
+            for request in stale:
+                log.info("inbox %d: handling a request left unfinished", request.id)
+                self._handle_soon(request)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), every)
+
+    async def forget(self, older_than: timedelta = timedelta(hours=1)) -> int:
+        """Drop requests handled long ago (Slack never replays past five minutes)."""
+        return await asyncio.to_thread(self.inbox.forget, older_than)
+
+
+def _brief(exc: BaseException) -> str:
+    """One line about a database error: its type and first line, never a traceback."""
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0] if first else ''}"[:300]
