@@ -56,6 +56,9 @@ REQUEST_KEY = "countersign_request"
 # Requests whose answer is in the ack itself: handled before it, never recorded.
 _ANSWERED_IN_ACK = frozenset({"url_verification", "view_submission", "block_suggestion"})
 MAX_ATTEMPTS = 5
+# How long handling waits for the acks in progress to go out first (bounded: a steady
+# stream of requests must not starve it).
+_ACKS_FIRST_FOR = 0.2
 
 
 class Kind(enum.Enum):
@@ -277,6 +280,9 @@ class Intake:
         self.record_timeout = record_timeout
         self.recorder = Recorder(inbox)
         self._slots = asyncio.Semaphore(concurrency)
+        self._receiving = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -300,11 +306,11 @@ class Intake:
 
     async def receive(self, request: SlackRequest) -> Receipt:
         """Record ``request``; once recorded, handle it in the background."""
+        self._receiving += 1
+        self._quiet.clear()
         try:
-            row_id = await asyncio.wait_for(
-                self.recorder.record(NewRequest(request.key, request.payload)),
-                self.record_timeout,
-            )
+            async with asyncio.timeout(self.record_timeout):  # no task of its own, unlike wait_for
+                row_id = await self.recorder.record(NewRequest(request.key, request.payload))
         except TimeoutError:
             log.warning(
                 "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
@@ -312,6 +318,10 @@ class Intake:
             return Receipt.FAILED
         except Exception:  # logged by the recorder, once per batch
             return Receipt.FAILED
+        finally:
+            self._receiving -= 1
+            if self._receiving == 0:
+                self._quiet.set()
         if row_id is None:
             return Receipt.DUPLICATE
         self._handle_soon(InboxRequest(row_id, request.key, request.payload, 1))
@@ -327,6 +337,10 @@ class Intake:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, request: InboxRequest) -> None:
+        # Acks first: in a burst, handling the first requests (Bolt's middleware and the
+        # listener's own work) would hold the loop while the others wait for their ack.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), _ACKS_FIRST_FOR)
         async with self._slots:
             try:
                 response = await self.app.async_dispatch(bolt_request(request.payload, request.key))

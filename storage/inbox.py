@@ -85,13 +85,14 @@ class InboxStore:
         with write_transaction(self.store.engine) as conn:
             if rows:
                 dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-                inserted = conn.execute(
+                # One statement for any batch size (compiled once, cached): rows as
+                # executemany parameters, not a new VALUES list per batch.
+                statement = (
                     dialect.insert(inbox)
-                    .values(rows)
                     .on_conflict_do_nothing(index_elements=[inbox.c.key])
                     .returning(inbox.c.id, inbox.c.key)
                 )
-                ids = {key: id_ for id_, key in inserted}
+                ids = {key: id_ for id_, key in conn.execute(statement, rows)}
             self._finish(conn, finished)
         answers: list[int | None] = []
         for request in requests:
