@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import blocks, text
-from bot.authz import Reviewers
+from bot.authz import CheckFailed, Reviewers
 from bot.commands import (
     USAGE,
     CancelCommand,
@@ -175,6 +175,8 @@ class Listeners:
             return _words(text.not_found(str(exc)))
         except AlreadyFinal as exc:
             return _words(text.already_final(exc.run_id, exc.status))
+        except CheckFailed:
+            return _words(text.CHECK_FAILED)
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
         pending = await sync(self.store.list_reviews)
@@ -211,8 +213,8 @@ class Listeners:
             refusal = text.REVIEW_GONE
         elif found[0].status != ReviewStatus.PENDING:
             refusal = text.already_decided(found[0])
-        elif not await self._may_act(click.user_id, found[1]):
-            refusal = text.NOT_A_REVIEWER
+        else:
+            refusal = await self._refusal(click.user_id, found[1])
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             if refusal is None and found is not None:
@@ -265,8 +267,9 @@ class Listeners:
             await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
-        if not await self._may_act(submission.user_id, run):
-            await ack(response_action="errors", errors={where: text.NOT_A_REVIEWER})
+        refusal = await self._refusal(submission.user_id, run)
+        if refusal is not None:
+            await ack(response_action="errors", errors={where: refusal})
             return
         words = submission.text
         if submission.fields and review.kind is ReviewKind.TOOL_APPROVAL:
@@ -309,8 +312,9 @@ class Listeners:
             run = await sync(self.store.get_run, click.run_id)
         except NotFound:
             return blocks.notice_view(text.RUN_GONE)
-        if not await self._may_act(click.user_id, run):
-            return blocks.notice_view(text.NOT_A_REVIEWER)
+        refusal = await self._refusal(click.user_id, run)
+        if refusal is not None:
+            return blocks.notice_view(refusal)
         tasks = await self._revisable(run)
         if not tasks:
             return blocks.notice_view(text.NOTHING_TO_REVISE)
@@ -344,8 +348,9 @@ class Listeners:
         except NotFound:
             await ack(response_action="errors", errors={"task": text.RUN_GONE})
             return
-        if not await self._may_act(submission.user_id, run):
-            await ack(response_action="errors", errors={"task": text.NOT_A_REVIEWER})
+        refusal = await self._refusal(submission.user_id, run)
+        if refusal is not None:
+            await ack(response_action="errors", errors={"task": refusal})
             return
         try:
             await sync(
@@ -400,8 +405,9 @@ class Listeners:
                 message.channel_id, message.user_id, text.reply_hint(review.kind)
             )
             return
-        if not await self._may_act(message.user_id, run):
-            await self._ephemeral_via_api(message.channel_id, message.user_id, text.NOT_A_REVIEWER)
+        refusal = await self._refusal(message.user_id, run)
+        if refusal is not None:
+            await self._ephemeral_via_api(message.channel_id, message.user_id, refusal)
             return
         await self._decide(
             review, reply.decision.value, reply.text, message.user_id, message.channel_id
@@ -430,6 +436,13 @@ class Listeners:
         except NotFound:
             return None
         return review, run
+
+    async def _refusal(self, user_id: str, run: Run) -> str | None:
+        """Why ``user_id`` may not act on ``run``, in words for them; None when they may."""
+        try:
+            return None if await self._may_act(user_id, run) else text.NOT_A_REVIEWER
+        except CheckFailed:
+            return text.CHECK_FAILED
 
     async def _may_act(self, user_id: str, run: Run) -> bool:
         try:

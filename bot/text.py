@@ -168,6 +168,10 @@ def no_arguments(verb: str, usage: str) -> str:
 # --- ephemeral answers to people ----------------------------------------------------------
 
 NOT_A_REVIEWER = "You are not a reviewer of this run."
+CHECK_FAILED = (
+    "I couldn't ask Slack whether you are a reviewer of this run, so I did nothing. "
+    "Please try again in a moment."
+)
 NOT_ALLOWED_TO_START = "You are not allowed to start this crew."
 NOT_ALLOWED_TO_CANCEL = (
     "Only the person who started this run or one of its reviewers can cancel it."

@@ -1,0 +1,75 @@
+"""What the bot refuses through Slack, and how it says so: signed traffic from the stand-in
+to the real bot, crews on the scripted LLM, as in ``test_slack_e2e``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import text
+from crew_runtime.config import Config, load_config
+from storage import Store
+from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, wait_until
+from tests.test_slack_e2e import review_with_buttons, root_of
+
+pytestmark = pytest.mark.slow
+
+CONFIG = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+description = "Outline then article, both reviewed"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}"]
+
+[crews.open]
+factory = "tests.crews:writer"
+description = "Anyone in the channel may review"
+channel = "{CHANNEL}"
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
+    path = tmp_path / "countersign.toml"
+    path.write_text(CONFIG)
+    store = Store.open(db_url)
+    yield load_config(path), store
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    # slack_sdk retries a 5xx twice, so three in a row make the lookup fail.
+    [{"status": 500, "times": 3}, {"status": 200, "error": "internal_error"}],
+    ids=["http-500", "ok-false"],
+)
+def test_a_failed_membership_lookup_is_not_a_no(
+    setup: tuple[Config, Store], failure: dict[str, Any]
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(BOB, CHANNEL, "/crew", "run open topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+
+        slack.fail_next("conversations.members", **failure)
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+        told = wait_until(lambda: slack.ephemerals(ALICE), what="an answer to Alice's click")
+        assert told[-1].text == text.CHECK_FAILED
+        slack.fail_next("conversations.members", **failure)
+        slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "lgtm")
+        told = wait_until(lambda: slack.ephemerals(ALICE)[1:], what="an answer to Alice's reply")
+        assert told[-1].text == text.CHECK_FAILED
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
+
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+        decided = wait_until(
+            lambda: store.get_review(pending.id).decision, what="Alice's second click to count"
+        )
+        assert decided.decided_by == ALICE
+        assert len(slack.ephemerals(ALICE)) == 2
