@@ -14,7 +14,7 @@ from bot import text
 from crew_runtime.config import Config, load_config
 from storage import Store
 from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, wait_until
-from tests.test_slack_e2e import review_with_buttons, root_of
+from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +73,28 @@ def test_a_failed_membership_lookup_is_not_a_no(
         )
         assert decided.decided_by == ALICE
         assert len(slack.ephemerals(ALICE)) == 2
+
+
+def test_text_no_database_can_store_is_refused_where_it_enters(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=a\x00b")
+        told = wait_until(lambda: slack.ephemerals(ALICE), what="an answer to /crew run")
+        assert "the input 'topic' contains U+0000" in told[-1].text
+        assert store.list_runs() == []
+
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        review = review_with_buttons(slack, root["ts"])
+        slack.reply_in_thread(BOB, CHANNEL, root["ts"], "shorter,\x00please")
+        told = wait_until(lambda: slack.ephemerals(BOB), what="an answer to Bob's reply")
+        assert "the decision's text contains U+0000" in told[-1].text
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:changes")
+        view = modal_for(slack, ALICE)
+        # JSON carries a lone surrogate as an escape (\ud800) where a form cannot.
+        refused = slack.submit_view(ALICE, view["id"], {"text": "shorter,\ud800please"})
+        assert "the decision's text contains U+D800" in refused.json["errors"]["text"]
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
