@@ -60,6 +60,10 @@ approval_tools = ["publish"]
 [crews.parallel_payments]
 factory = "tests.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
+
+[crews.unstorable]
+factory = "tests.crews:unstorable"
+description = "Drafts holding a character a database may refuse"
 """
 
 
