@@ -64,6 +64,7 @@ from storage import (
     ReviewKind,
     ReviewStatus,
     Run,
+    RunNotFound,
     RunStatus,
     StorageError,
 )
@@ -125,7 +126,7 @@ class Listeners:
             )
         if isinstance(command, RunCommand):
             return _words(await self._start(command, slash.user_id, slash.channel_id, body))
-        return await self._lookup(command, slash.user_id)
+        return await self._lookup(command, slash.user_id, slash.channel_id)
 
     async def _start(
         self, command: RunCommand, user_id: str, channel_id: str, body: dict[str, Any]
@@ -154,11 +155,16 @@ class Listeners:
         return text.starting(spec.name)
 
     async def _lookup(
-        self, command: StatusCommand | CancelCommand | PendingCommand, user_id: str
+        self,
+        command: StatusCommand | CancelCommand | PendingCommand,
+        user_id: str,
+        channel_id: str,
     ) -> blocks.Message:
         try:
             if isinstance(command, StatusCommand):
                 run = await sync(self.store.get_run, command.run_id)
+                if not await self._may_see(user_id, channel_id, run):
+                    raise RunNotFound(command.run_id)  # the answer to an id that never was
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
                 # The button only for someone who may use it.
                 revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
@@ -436,6 +442,13 @@ class Listeners:
         except NotFound:
             return None
         return review, run
+
+    async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
+        """A run's inputs and reviews are shown in its channel, and elsewhere only to
+        whoever started it and to its reviewers."""
+        if channel_id == run.channel or user_id == run.started_by:
+            return True
+        return await self._may_act(user_id, run)
 
     async def _refusal(self, user_id: str, run: Run) -> str | None:
         """Why ``user_id`` may not act on ``run``, in words for them; None when they may."""

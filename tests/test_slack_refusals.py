@@ -13,7 +13,15 @@ import pytest
 from bot import text
 from crew_runtime.config import Config, load_config
 from storage import Store
-from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, wait_until
+from tests.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    MALLORY,
+    slack_and_bot,
+    text_of,
+    wait_until,
+)
 from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
@@ -98,3 +106,34 @@ def test_text_no_database_can_store_is_refused_where_it_enters(
         assert "the decision's text contains U+D800" in refused.json["errors"]["text"]
         (pending,) = store.list_reviews()
         assert pending.decision is None
+
+
+ELSEWHERE = "C0RANDOM"
+CAROL = "UCAROL"
+
+
+def test_crew_status_shows_a_run_only_in_its_channel_or_to_its_people(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.add_user(CAROL, "carol")
+        slack.add_channel(ELSEWHERE, "random", [ALICE, BOB, MALLORY, CAROL])
+        slack.slash_command(MALLORY, CHANNEL, "/crew", "run writer topic=secret-otters")
+        root = root_of(slack)
+        review_with_buttons(slack, root["ts"])
+        (run,) = store.list_runs()
+
+        def status(user: str, channel: str, run_id: str) -> str:
+            before = len(slack.ephemerals(user))
+            slack.slash_command(user, channel, "/crew", f"status {run_id}")
+            told = wait_until(lambda: slack.ephemerals(user)[before:], what=f"{user}'s answer")
+            return text_of({"text": told[0].text, "blocks": told[0].blocks})
+
+        never = "run_000000000000"
+        hidden = status(CAROL, ELSEWHERE, run.id)
+        assert hidden == status(CAROL, ELSEWHERE, never).replace(never, run.id)
+        assert "secret-otters" not in hidden
+        assert "secret-otters" in status(CAROL, CHANNEL, run.id)  # in the run's channel
+        assert "secret-otters" in status(MALLORY, ELSEWHERE, run.id)  # who started it
+        assert "secret-otters" in status(BOB, ELSEWHERE, run.id)  # a reviewer
