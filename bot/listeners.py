@@ -217,6 +217,10 @@ class Listeners:
         refusal = None
         if found is None:
             refusal = text.REVIEW_GONE
+        elif (click.channel_id, click.message_ts) != (found[0].channel, found[0].message_ts):
+            # A review's buttons are on its own message only: a click elsewhere carrying
+            # its id was not made on it.
+            refusal = text.NOT_THE_REVIEW_MESSAGE
         elif found[0].status != ReviewStatus.PENDING:
             refusal = text.already_decided(found[0])
         else:

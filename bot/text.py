@@ -179,6 +179,10 @@ NOT_ALLOWED_TO_CANCEL = (
 TEXT_REQUIRED = "Please write something here."
 EMPTY_TEXT = TEXT_REQUIRED
 REVIEW_GONE = "This review no longer exists."
+NOT_THE_REVIEW_MESSAGE = (
+    "This button does not belong to the message it was clicked on, so nothing was decided. "
+    "Use the buttons of the review's own message, in its run's thread."
+)
 RUN_GONE = "This run no longer exists."
 MODAL_FAILED = "I couldn't open the form. Please try again, or reply in the review's thread."
 SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."

@@ -4,6 +4,7 @@ to the real bot, crews on the scripted LLM, as in ``test_slack_e2e``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tests.slack_harness import (
     BOB,
     CHANNEL,
     MALLORY,
+    buttons,
     slack_and_bot,
     text_of,
     wait_until,
@@ -25,6 +27,8 @@ from tests.slack_harness import (
 from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
+
+Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
@@ -137,3 +141,37 @@ def test_crew_status_shows_a_run_only_in_its_channel_or_to_its_people(
         assert "secret-otters" in status(CAROL, CHANNEL, run.id)  # in the run's channel
         assert "secret-otters" in status(MALLORY, ELSEWHERE, run.id)  # who started it
         assert "secret-otters" in status(BOB, ELSEWHERE, run.id)  # a reviewer
+
+
+def test_a_click_carrying_another_reviews_id_decides_nothing(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=seals")
+
+        def reviews() -> list[Json]:
+            found = [m for m in slack.messages(CHANNEL) if buttons(m)]
+            return found if len(found) == 2 else []
+
+        first, second = wait_until(reviews, what="both runs' reviews")
+        target = store.get_review(buttons(first)["countersign:approve"]["value"])
+        # A real click on the other review's message (Edit only opens a modal), sent again
+        # as Approve with the target's id: what Slack's client never sends.
+        seen = slack.click_button(ALICE, CHANNEL, second["ts"], "countersign:edit")
+        forged = copy.deepcopy(seen.payload)
+        forged["actions"][0].update(action_id="countersign:approve", value=target.id)
+        told_before = len(slack.ephemerals(ALICE))
+        assert slack.send_interaction(forged).status == 200
+
+        def decisions() -> list[Any]:
+            return [r.decision for r in store.list_reviews(status=None)]
+
+        wait_until(
+            lambda: slack.ephemerals(ALICE)[told_before:] or any(decisions()),
+            what="an answer to the forged click, or a decision",
+        )
+        assert decisions() == [None, None]
+        told = slack.ephemerals(ALICE)[told_before:]
+        assert told[0].text == text.NOT_THE_REVIEW_MESSAGE
