@@ -30,6 +30,8 @@ pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
+EDITORS = "S0EDITORS"
+
 CONFIG = f"""
 [crews.writer]
 factory = "tests.crews:writer"
@@ -41,6 +43,12 @@ reviewers = ["{ALICE}", "{BOB}"]
 factory = "tests.crews:writer"
 description = "Anyone in the channel may review"
 channel = "{CHANNEL}"
+
+[crews.grouped]
+factory = "tests.crews:writer"
+description = "A user group reviews"
+channel = "{CHANNEL}"
+reviewers = ["{EDITORS}"]
 """
 
 
@@ -53,26 +61,30 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     store.close()
 
 
-@pytest.mark.parametrize(
-    "failure",
+# crew, the Web API method its reviewer check calls, how that call fails
+LOOKUPS: dict[str, tuple[str, str, dict[str, Any]]] = {
     # slack_sdk retries a 5xx twice, so three in a row make the lookup fail.
-    [{"status": 500, "times": 3}, {"status": 200, "error": "internal_error"}],
-    ids=["http-500", "ok-false"],
-)
-def test_a_failed_membership_lookup_is_not_a_no(
-    setup: tuple[Config, Store], failure: dict[str, Any]
-) -> None:
+    "channel-http-500": ("open", "conversations.members", {"status": 500, "times": 3}),
+    "channel-ok-false": ("open", "conversations.members", {"status": 200, "error": "fatal_error"}),
+    "group-ok-false": ("grouped", "usergroups.users.list", {"status": 200, "error": "fatal_error"}),
+}
+
+
+@pytest.mark.parametrize("lookup", list(LOOKUPS))
+def test_a_failed_membership_lookup_is_not_a_no(setup: tuple[Config, Store], lookup: str) -> None:
     config, store = setup
+    crew, method, failure = LOOKUPS[lookup]
     with slack_and_bot(config, store) as (slack, _bot):
-        slack.slash_command(BOB, CHANNEL, "/crew", "run open topic=otters")
+        slack.add_usergroup(EDITORS, [ALICE])
+        slack.slash_command(BOB, CHANNEL, "/crew", f"run {crew} topic=otters")
         root = root_of(slack)
         review = review_with_buttons(slack, root["ts"])
 
-        slack.fail_next("conversations.members", **failure)
+        slack.fail_next(method, **failure)
         slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
         told = wait_until(lambda: slack.ephemerals(ALICE), what="an answer to Alice's click")
         assert told[-1].text == text.CHECK_FAILED
-        slack.fail_next("conversations.members", **failure)
+        slack.fail_next(method, **failure)
         slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "lgtm")
         told = wait_until(lambda: slack.ephemerals(ALICE)[1:], what="an answer to Alice's reply")
         assert told[-1].text == text.CHECK_FAILED
