@@ -3,21 +3,30 @@
 A crew's ``reviewers`` lists Slack user ids (``U…``/``W…``) and user-group ids
 (``S…``); when it is empty, anyone in the run's channel may decide. Group and
 channel memberships come from the Web API and are cached for a minute, so a
-burst of clicks costs one lookup.
+burst of clicks costs one lookup. A lookup that fails is not an answer: it is
+never cached, and the caller is told the check could not be made.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from crew_runtime.config import CrewSpec
 
+log = logging.getLogger(__name__)
+
 Clock = Callable[[], float]
+
+
+class CheckFailed(Exception):
+    """Slack did not say who is in a channel or group, so nobody can be told yes or no."""
 
 
 class Reviewers:
@@ -30,12 +39,27 @@ class Reviewers:
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
 
     async def may_decide(self, user_id: str, spec: CrewSpec, channel_id: str | None) -> bool:
+        """Whether ``user_id`` is one of the crew's reviewers (or, with none listed, in the
+        run's channel).
+
+        Raises:
+            CheckFailed: a membership lookup failed and no other one said yes; the next
+                call asks Slack again.
+        """
         if spec.reviewers:
             if user_id in spec.reviewers:
                 return True
+            failed: CheckFailed | None = None
             for group in (r for r in spec.reviewers if r.startswith("S")):
-                if user_id in await self._members(f"group:{group}", partial(self._group, group)):
+                try:
+                    members = await self._members(f"group:{group}", partial(self._group, group))
+                except CheckFailed as exc:
+                    failed = exc
+                    continue
+                if user_id in members:
                     return True
+            if failed is not None:
+                raise failed
             return False
         if channel_id is None:
             return False
@@ -49,28 +73,34 @@ class Reviewers:
         cached = self._cache.get(key)
         if cached is not None and self.clock() - cached[0] < self.ttl:
             return cached[1]
-        members = await fetch()
+        try:
+            members = await fetch()
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            log.warning("members of %s: the lookup failed: %s", key, _reason(exc))
+            raise CheckFailed(key) from exc
         self._cache[key] = (self.clock(), members)
         return members
 
     async def _group(self, group_id: str) -> frozenset[str]:
-        try:
-            response = await self.client.usergroups_users_list(usergroup=group_id)
-        except SlackApiError:
-            return frozenset()
+        response = await self.client.usergroups_users_list(usergroup=group_id)
         return frozenset(response.get("users") or [])
 
     async def _channel(self, channel_id: str) -> frozenset[str]:
         members: set[str] = set()
         cursor: str | None = None
-        try:
-            while True:
-                response = await self.client.conversations_members(
-                    channel=channel_id, cursor=cursor, limit=1000
-                )
-                members.update(response.get("members") or [])
-                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-                if not cursor:
-                    return frozenset(members)
-        except SlackApiError:
-            return frozenset(members)
+        while True:
+            response = await self.client.conversations_members(
+                channel=channel_id, cursor=cursor, limit=1000
+            )
+            members.update(response.get("members") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return frozenset(members)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, SlackApiError):
+        data = exc.response.data
+        error = data.get("error") if isinstance(data, dict) else None
+        return str(error or f"HTTP {exc.response.status_code}")
+    return f"{type(exc).__name__}: {exc}"

@@ -306,9 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="lower this process's CPU priority by N (serve uses 10, to keep acks fast)",
     )
     worker.add_argument(
-        "--exit-with-parent",
-        action="store_true",
-        help="stop when the parent process dies (how serve runs its worker pool)",
+        "--parent-pid",
+        metavar="PID",
+        type=_positive_int,
+        help="stop when process PID, this one's parent, dies (how serve runs its worker pool)",
     )
     # Pipes from serve's worker pool (bot.pool.ProcessPool); not for people.
     worker.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)

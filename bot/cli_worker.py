@@ -10,7 +10,6 @@ not intercepted, for when the graceful way hangs.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import logging
 import os
@@ -24,6 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from bot.cli import Context
+from bot.parent import die_with_parent
 from bot.settings import mask_url
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ _STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
 def run_worker(ctx: Context) -> int:
     args = ctx.args
+    if args.parent_pid is not None:
+        # Done already under ``python -m bot``; not under the ``countersign`` script.
+        die_with_parent(args.parent_pid)
     config = ctx.config()  # a bad file fails here, before crewai is imported
     store = ctx.store()
 
@@ -54,8 +57,7 @@ def run_worker(ctx: Context) -> int:
     if args.wake_fd is not None:
         _listen_for_wakes(args.wake_fd, worker)
     stop_signals = _STOP_SIGNALS
-    if args.exit_with_parent:
-        _exit_with_parent()
+    if args.parent_pid is not None:
         # Ctrl+C reaches the whole process group; the parent stops this child with SIGTERM
         # once, and a second signal racing the first would kill it mid-step.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -156,23 +158,3 @@ def _listen_for_wakes(fd: int, worker: Worker) -> None:
                 worker.wake()
 
     threading.Thread(target=listen, name="countersign-wake", daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    """Get SIGTERM when the parent (``countersign serve``) dies, even by SIGKILL.
-
-    Linux's ``PR_SET_PDEATHSIG``; elsewhere the worker simply outlives its parent
-    (it is a complete worker on its own, so nothing is lost, only a process left).
-    """
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        log.info("cannot ask to be stopped with the parent on this system")
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-_PR_SET_PDEATHSIG = 1

@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import blocks, text
-from bot.authz import Reviewers
+from bot.authz import CheckFailed, Reviewers
 from bot.commands import (
     USAGE,
     CancelCommand,
@@ -67,6 +67,7 @@ from storage import (
     ReviewKind,
     ReviewStatus,
     Run,
+    RunNotFound,
     RunStatus,
     StorageError,
 )
@@ -136,7 +137,7 @@ class Listeners:
             return _words(
                 await self._start(command, slash.user_id, slash.channel_id, body, request_key)
             )
-        return await self._lookup(command, slash.user_id)
+        return await self._lookup(command, slash.user_id, slash.channel_id)
 
     async def _start(
         self,
@@ -171,11 +172,16 @@ class Listeners:
         return text.starting(spec.name)
 
     async def _lookup(
-        self, command: StatusCommand | CancelCommand | PendingCommand, user_id: str
+        self,
+        command: StatusCommand | CancelCommand | PendingCommand,
+        user_id: str,
+        channel_id: str,
     ) -> blocks.Message:
         try:
             if isinstance(command, StatusCommand):
                 run = await sync(self.store.get_run, command.run_id)
+                if not await self._may_see(user_id, channel_id, run):
+                    raise RunNotFound(command.run_id)  # the answer to an id that never was
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
                 # The button only for someone who may use it.
                 revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
@@ -192,6 +198,8 @@ class Listeners:
             return _words(text.not_found(str(exc)))
         except AlreadyFinal as exc:
             return _words(text.already_final(exc.run_id, exc.status))
+        except CheckFailed:
+            return _words(text.CHECK_FAILED)
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
         pending = await sync(self.store.list_reviews)
@@ -232,10 +240,14 @@ class Listeners:
         refusal = None
         if found is None:
             refusal = text.REVIEW_GONE
+        elif (click.channel_id, click.message_ts) != (found[0].channel, found[0].message_ts):
+            # A review's buttons are on its own message only: a click elsewhere carrying
+            # its id was not made on it.
+            refusal = text.NOT_THE_REVIEW_MESSAGE
         elif found[0].status != ReviewStatus.PENDING:
             refusal = text.already_decided(found[0])
-        elif not await self._may_act(click.user_id, found[1]):
-            refusal = text.NOT_A_REVIEWER
+        else:
+            refusal = await self._refusal(click.user_id, found[1])
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             if refusal is None and found is not None:
@@ -289,8 +301,9 @@ class Listeners:
             await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
-        if not await self._may_act(submission.user_id, run):
-            await ack(response_action="errors", errors={where: text.NOT_A_REVIEWER})
+        refusal = await self._refusal(submission.user_id, run)
+        if refusal is not None:
+            await ack(response_action="errors", errors={where: refusal})
             return
         words = submission.text
         if submission.fields and review.kind is ReviewKind.TOOL_APPROVAL:
@@ -333,8 +346,9 @@ class Listeners:
             run = await sync(self.store.get_run, click.run_id)
         except NotFound:
             return blocks.notice_view(text.RUN_GONE)
-        if not await self._may_act(click.user_id, run):
-            return blocks.notice_view(text.NOT_A_REVIEWER)
+        refusal = await self._refusal(click.user_id, run)
+        if refusal is not None:
+            return blocks.notice_view(refusal)
         tasks = await self._revisable(run)
         if not tasks:
             return blocks.notice_view(text.NOTHING_TO_REVISE)
@@ -368,8 +382,9 @@ class Listeners:
         except NotFound:
             await ack(response_action="errors", errors={"task": text.RUN_GONE})
             return
-        if not await self._may_act(submission.user_id, run):
-            await ack(response_action="errors", errors={"task": text.NOT_A_REVIEWER})
+        refusal = await self._refusal(submission.user_id, run)
+        if refusal is not None:
+            await ack(response_action="errors", errors={"task": refusal})
             return
         try:
             await sync(
@@ -421,8 +436,9 @@ class Listeners:
                 message.channel_id, message.user_id, text.reply_hint(review.kind)
             )
             return
-        if not await self._may_act(message.user_id, run):
-            await self._ephemeral_via_api(message.channel_id, message.user_id, text.NOT_A_REVIEWER)
+        refusal = await self._refusal(message.user_id, run)
+        if refusal is not None:
+            await self._ephemeral_via_api(message.channel_id, message.user_id, refusal)
             return
         await self._decide(
             review,
@@ -464,6 +480,20 @@ class Listeners:
         except NotFound:
             return None
         return review, run
+
+    async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
+        """A run's inputs and reviews are shown in its channel, and elsewhere only to
+        whoever started it and to its reviewers."""
+        if channel_id == run.channel or user_id == run.started_by:
+            return True
+        return await self._may_act(user_id, run)
+
+    async def _refusal(self, user_id: str, run: Run) -> str | None:
+        """Why ``user_id`` may not act on ``run``, in words for them; None when they may."""
+        try:
+            return None if await self._may_act(user_id, run) else text.NOT_A_REVIEWER
+        except CheckFailed:
+            return text.CHECK_FAILED
 
     async def _may_act(self, user_id: str, run: Run) -> bool:
         try:

@@ -106,7 +106,10 @@ class ProcessPool:
             str(lease.total_seconds()),
             "--poll",
             str(poll.total_seconds()),
-            "--exit-with-parent",
+            # Read before anything is imported (bot.__main__): the child must not outlive
+            # this process, even if it dies while the child is still importing CrewAI.
+            "--parent-pid",
+            str(os.getpid()),
             # Slack's acks have a 3 s deadline and crews have none: the bot goes first.
             "--nice",
             "10",

@@ -168,6 +168,10 @@ def no_arguments(verb: str, usage: str) -> str:
 # --- ephemeral answers to people ----------------------------------------------------------
 
 NOT_A_REVIEWER = "You are not a reviewer of this run."
+CHECK_FAILED = (
+    "I couldn't ask Slack whether you are a reviewer of this run, so I did nothing. "
+    "Please try again in a moment."
+)
 NOT_ALLOWED_TO_START = "You are not allowed to start this crew."
 NOT_ALLOWED_TO_CANCEL = (
     "Only the person who started this run or one of its reviewers can cancel it."
@@ -175,6 +179,10 @@ NOT_ALLOWED_TO_CANCEL = (
 TEXT_REQUIRED = "Please write something here."
 EMPTY_TEXT = TEXT_REQUIRED
 REVIEW_GONE = "This review no longer exists."
+NOT_THE_REVIEW_MESSAGE = (
+    "This button does not belong to the message it was clicked on, so nothing was decided. "
+    "Use the buttons of the review's own message, in its run's thread."
+)
 RUN_GONE = "This run no longer exists."
 MODAL_FAILED = "I couldn't open the form. Please try again, or reply in the review's thread."
 NOT_RECORDED = (

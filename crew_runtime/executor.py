@@ -43,7 +43,7 @@ from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.tool_journal import register_tool_journal
-from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store
+from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store, UnstorableValue
 from storage.status import RunNote
 
 log = logging.getLogger(__name__)
@@ -205,6 +205,10 @@ def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
             reviews = store.suspend_run(ctx.run.id, ctx.lease_token, ctx.asks)
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
+        except UnstorableValue as refused:
+            # Replaying the run would draft the same text and meet the same refusal.
+            error = _unstorable("the review it asked for", refused)
+            return _settle(store, ctx, RunStatus.FAILED, error=error)
         return Outcome(RunStatus.WAITING, reviews, dict(ctx.stats))
     log.warning("run %s failed: %s", ctx.run.id, "".join(traceback.format_exception(exc)))
     return _settle(store, ctx, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
@@ -218,8 +222,24 @@ def _settle(
     output: str | None = None,
     error: str | None = None,
 ) -> Outcome:
+    """Record how the run ended, if this worker still holds it.
+
+    Output (or a reason) the database refuses fails the run with that refusal as its
+    reason: left running, the run would be taken for a crashed worker's and replayed,
+    to the same refusal, until it gave up without saying why.
+    """
     try:
-        store.finish_run(ctx.run.id, ctx.lease_token, status, output=output, error=error)
+        try:
+            store.finish_run(ctx.run.id, ctx.lease_token, status, output=output, error=error)
+        except UnstorableValue as refused:
+            status = RunStatus.FAILED
+            what = "its output" if output is not None else "the reason it ended"
+            error = _unstorable(what, refused)
+            store.finish_run(ctx.run.id, ctx.lease_token, status, error=error)
     except LeaseLost:
         return Outcome(None, stats=dict(ctx.stats))
     return Outcome(status, stats=dict(ctx.stats))
+
+
+def _unstorable(what: str, refused: UnstorableValue) -> str:
+    return f"{what} could not be stored: the database refused its text ({refused})"

@@ -1,12 +1,14 @@
 """What people do to runs, whatever the door (CLI or Slack): start, decide, cancel.
 
 Validation happens here, before anything is written; a bad request raises
-``UsageError`` (or a storage error) and changes nothing.
+``UsageError`` (or a storage error) and changes nothing. That includes text no database
+can store (see :func:`_storable`), refused here for every door at once.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
@@ -47,7 +49,7 @@ class Countersign:
 
         Raises:
             UnknownCrewError: no crew of that name in the configuration.
-            UsageError: a required input is missing.
+            UsageError: a required input is missing, or holds text that cannot be stored.
         """
         spec = self.config.get(crew)
         missing = [name for name in spec.required_inputs if not inputs.get(name)]
@@ -56,6 +58,9 @@ class Countersign:
                 f"crew {crew!r} needs the input(s) {', '.join(missing)} "
                 f"(give them as {missing[0]}=value)"
             )
+        for name, value in inputs.items():
+            _storable(f"the input {name!r}", name + value)
+        _storable("who starts the run (--by)", started_by or "")
         return self.store.create_run(
             crew,
             inputs,
@@ -79,7 +84,8 @@ class Countersign:
         time instead of as a second decision.
 
         Raises:
-            UsageError: unknown decision, or text missing where it is needed.
+            UsageError: unknown decision, text missing where it is needed, or text that
+                cannot be stored.
             ReviewNotFound, AlreadyDecided, DecisionNotAllowed: from storage.
         """
         decision = parse_decision(kind)
@@ -88,6 +94,8 @@ class Countersign:
             raise UsageError(f"{decision.value!r} needs text: {_TEXT_HINTS[decision]}")
         if not by.strip():
             raise UsageError("a decision needs the reviewer's name (--by USER)")
+        _storable("the decision's text", text or "")
+        _storable("the reviewer's name (--by)", by)
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_args(review_id, text)
         return self.store.decide(
@@ -125,7 +133,8 @@ class Countersign:
         reviewed again. What the tasks did before stays in the audit trail.
 
         Raises:
-            UsageError: no feedback, or the task has no approved review to reopen.
+            UsageError: no feedback, feedback that cannot be stored, or the task has no
+                approved review to reopen.
             RunNotFound, NotWaiting: from storage.
         """
         feedback = feedback.strip()
@@ -133,6 +142,8 @@ class Countersign:
             raise UsageError("revising a task needs feedback for its agent")
         if not by.strip():
             raise UsageError("a decision needs the reviewer's name (--by USER)")
+        _storable("the feedback", feedback)
+        _storable("the reviewer's name (--by)", by)
         run = self.store.get_run(run_id)
         if run.status != RunStatus.WAITING:
             raise NotWaiting(run.id, run.status)
@@ -163,6 +174,7 @@ class Countersign:
         }
 
     def cancel(self, run_id: str, *, by: str) -> Run:
+        _storable("who cancels the run (--by)", by)
         return self.store.cancel_run(run_id, by)
 
 
@@ -173,6 +185,27 @@ _TEXT_HINTS = {
 }
 
 _HUMAN_DECISIONS = [k for k in DecisionKind if k != DecisionKind.EXPIRE]
+
+
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def _storable(what: str, text: str) -> None:
+    """Refuse ``text`` if it holds a NUL or a lone surrogate; ``what`` says whose text it is.
+
+    PostgreSQL's text columns refuse NUL, and no UTF-8 encoder takes a lone surrogate
+    (half of a UTF-16 pair: what a command line makes of bytes that are not UTF-8, or a
+    JSON ``\\udXXX`` escape). Accepted, either fails the run later, where nobody can fix it.
+
+    Raises:
+        UsageError: ``text`` holds one; the message names the character, never shows it.
+    """
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return
+    char = f"U+{ord(found.group()):04X}"
+    kind = "a NUL character" if char == "U+0000" else "half of a surrogate pair, not a character"
+    raise UsageError(f"{what} contains {char} ({kind}), which cannot be stored: remove it")
 
 
 def parse_decision(word: str) -> DecisionKind:

@@ -16,6 +16,7 @@ from storage.errors import (
     RunNotFound,
     StorageError,
     TransitionRejected,
+    UnstorableValue,
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
@@ -68,6 +69,7 @@ __all__ = [
     "StorageError",
     "Store",
     "TransitionRejected",
+    "UnstorableValue",
     "make_engine",
     "utc_now",
 ]

@@ -4,6 +4,7 @@ StorageError
 ├── NotFound
 │   ├── RunNotFound
 │   └── ReviewNotFound
+├── UnstorableValue             the database refused a value, and always will
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the execution's claim on the run is gone
     ├── AlreadyFinal            the run already ended
@@ -34,6 +35,18 @@ class ReviewNotFound(NotFound):
     def __init__(self, review_id: str) -> None:
         super().__init__(f"no review with id {review_id!r}")
         self.review_id = review_id
+
+
+class UnstorableValue(StorageError):
+    """The database refused a value it can never store: a NUL in PostgreSQL's text, a lone
+    surrogate in any text, a string longer than its column. Writing it again fails again,
+    so whoever wrote it must give up on it, not retry.
+
+    The message is the driver's reason, made storable itself (it may quote the value).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason.encode("ascii", "backslashreplace").decode().replace("\0", "\\x00"))
 
 
 class TransitionRejected(StorageError):

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 
 from storage import migrate
 from storage.engine import make_engine, write_transaction
@@ -26,6 +26,7 @@ from storage.errors import (
     ReviewNotFound,
     RunNotFound,
     TransitionRejected,
+    UnstorableValue,
 )
 from storage.records import (
     JSON,
@@ -87,8 +88,19 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        with write_transaction(self.engine) as conn:
-            yield conn
+        """One write transaction; a value the database refuses becomes :class:`UnstorableValue`.
+
+        The database's refusal (``DataError``), or the driver's, which cannot encode a
+        lone surrogate, will repeat; a lost connection (``OperationalError``) may not,
+        and is left as it is.
+        """
+        try:
+            with write_transaction(self.engine) as conn:
+                yield conn
+        except DataError as exc:
+            raise UnstorableValue(_first_line(exc.orig or exc)) from exc
+        except UnicodeEncodeError as exc:
+            raise UnstorableValue(_first_line(exc)) from exc
 
     # ------------------------------------------------------------------ runs
 
@@ -790,6 +802,12 @@ class Store:
         if row is None:
             raise ReviewNotFound(review_id)
         return _review(row, _decisions_by_review(conn, [review_id]).get(review_id))
+
+
+def _first_line(exc: BaseException) -> str:
+    """What a driver says, without the SQL and parameters SQLAlchemy appends."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _held(run_id: str, token: str) -> tuple[Any, ...]:

@@ -299,6 +299,38 @@ def longform(inputs: dict[str, str]) -> Crew:
     return Crew(agents=[agent], tasks=[task], process=Process.sequential)
 
 
+class UnstorableLLM(ScriptedLLM):
+    """Ends every draft with a character a database may refuse (``poison``)."""
+
+    poison: str = "\x00"
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        return f"{super().call(messages, *args, **kwargs)} {self.poison}"
+
+
+def unstorable(inputs: dict[str, str]) -> Crew:
+    """One task whose draft holds a NUL (``poison=nul``) or a lone surrogate (``surrogate``);
+    reviewed with ``reviewed=yes``, else its draft is the run's output."""
+    agent = Agent(
+        role="Typist",
+        goal="Type",
+        backstory="Careless.",
+        llm=UnstorableLLM(
+            model="scripted/unstorable",
+            label="Note",
+            poison={"nul": "\x00", "surrogate": "\ud800"}[inputs["poison"]],
+        ),
+        verbose=False,
+    )
+    task = Task(
+        description="Note on {poison}",
+        expected_output="A note",
+        agent=agent,
+        human_input=inputs.get("reviewed") == "yes",
+    )
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential)
+
+
 class PayInput(BaseModel):
     amount: int
     to: str

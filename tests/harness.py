@@ -65,6 +65,10 @@ description = "Sends a newsletter with a slow tool, once per idempotency key"
 [crews.parallel_payments]
 factory = "tests.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
+
+[crews.unstorable]
+factory = "tests.crews:unstorable"
+description = "Drafts holding a character a database may refuse"
 """
 
 

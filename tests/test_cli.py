@@ -451,6 +451,27 @@ BAD_REQUESTS: dict[str, tuple[list[str], list[str]]] = {
         ["'maybe'", "approve|edit"],
     ),
     "blank reviewer": (["reviews", "decide", "{pending}", "approve", "--by", " "], ["--by"]),
+    # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (U+DC80..U+DCFF).
+    "undecodable byte in an input": (
+        ["runs", "start", "writer", "topic=caf\udce9"],
+        ["the input 'topic'", "U+DCE9", "cannot be stored"],
+    ),
+    "NUL in feedback": (
+        ["reviews", "decide", "{pending}", "changes", "a\x00b", "--by", "x"],
+        ["decision's text", "U+0000"],
+    ),
+    "undecodable byte in --by": (
+        ["reviews", "decide", "{pending}", "approve", "--by", "\udcff"],
+        ["--by", "U+DCFF"],
+    ),
+    "undecodable byte in revise feedback": (
+        ["runs", "revise", "{run_id}", "1", "caf\udce9", "--by", "x"],
+        ["the feedback", "U+DCE9"],
+    ),
+    "undecodable byte in cancel --by": (
+        ["runs", "cancel", "{run_id}", "--by", "\udcff"],
+        ["--by", "U+DCFF"],
+    ),
 }
 
 

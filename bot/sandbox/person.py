@@ -254,6 +254,15 @@ class PersonSide:
         payload["actions"] = [payloads.action(block, element, action_ts, value)]
         return await self._send("interactive", payload, tamper)
 
+    async def send_interaction(self, payload: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
+        """Deliver an interactivity payload as given, signed as Slack signs it.
+
+        For tests of what the bot does with a payload Slack's client would never send, such
+        as a click whose button value was changed; everything else goes through the actions
+        above, which Slack's client would offer.
+        """
+        return await self._send("interactive", payload, tamper)
+
     def _top_view(self, user: str, view_id: str) -> StoredView:
         stored = self.workspace.views.get(view_id)
         if stored is None or not stored.is_open or stored.user != user:

@@ -243,6 +243,9 @@ class StandInThread:
             )
         )
 
+    def send_interaction(self, payload: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
+        return self._run(self.standin.send_interaction(payload, tamper=tamper))
+
     def submit_view(
         self,
         user: str,
