@@ -6,6 +6,7 @@ StorageError
 │   └── ReviewNotFound
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the worker no longer owns the run
+    ├── OutboxClaimLost         another dispatcher took the outbox row over
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
     └── DecisionNotAllowed      e.g. "approve" on a question
@@ -45,6 +46,12 @@ class LeaseLost(TransitionRejected):
         super().__init__(f"worker {worker_id} no longer holds the lease on run {run_id}")
         self.run_id = run_id
         self.worker_id = worker_id
+
+
+class OutboxClaimLost(TransitionRejected):
+    def __init__(self, message_id: int) -> None:
+        super().__init__(f"the claim on outbox row {message_id} was lost (taken over or sent)")
+        self.message_id = message_id
 
 
 class AlreadyFinal(TransitionRejected):
