@@ -10,13 +10,14 @@ run wait, so a thread never shows a result before its draft.
 
 Posts and uploads must not happen twice, and Slack can apply a call and lose its answer
 (a timeout, a reset connection, a 5xx from its edge). So every post carries message
-metadata naming its row and step, each post or upload is recorded as tried before it is
-made, and a step tried before is first looked for: thread replies with
+metadata naming its row and step and is recorded as tried before it is made (and
+forgotten again if Slack answers that it refused it: a 429, an error code); an upload
+goes through the external upload flow, so its file id is recorded before the upload is
+completed. A step tried before is first looked for: thread replies with
 ``conversations.replies``, root messages with ``conversations.history``, files with
-``files.info`` (uploads go through the external upload flow, so the file id is recorded
-before the upload is completed). Lookups happen only on retries: those methods are
-rate-limited hard for apps outside the Marketplace. ``chat.update`` of a message that
-exists is idempotent and is simply made again.
+``files.info``. Lookups happen only on retries: those methods are rate-limited hard for
+apps outside the Marketplace. ``chat.update`` of a message that exists is idempotent
+and is simply made again.
 
 For the same reason the client given to the dispatcher must not retry server errors or
 dropped connections itself (``bot.server.slack_client``): only this module knows how to
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF = timedelta(minutes=5)
 CLAIM = timedelta(seconds=30)
 METADATA_TYPE = "countersign_outbox"
+# Slack's errors after which a call may have been applied in part, as its docs warn.
+MAYBE_APPLIED = frozenset({"fatal_error", "internal_error"})
 # Slack's clock and ours may differ a little: look for a lost post from a bit earlier.
 LOOKUP_MARGIN = timedelta(minutes=1)
 
@@ -344,13 +347,21 @@ class _Steps:
         elif (found := await self._find(step, thread)) is not None:
             await self._save(step, {"state": "done", "channel": found.channel, "ts": found.ts})
             return found
-        response = await self.client.chat_postMessage(
-            channel=thread.channel,
-            thread_ts=thread.ts,
-            text=part.text,
-            blocks=part.blocks,
-            metadata={"event_type": METADATA_TYPE, "event_payload": self._tag(step)},
-        )
+        try:
+            response = await self.client.chat_postMessage(
+                channel=thread.channel,
+                thread_ts=thread.ts,
+                text=part.text,
+                blocks=part.blocks,
+                metadata={"event_type": METADATA_TYPE, "event_payload": self._tag(step)},
+            )
+        except SlackApiError as exc:
+            if _refused(exc):  # nothing was posted: the retry need not look for it
+                del self.progress[step]
+                await sync(
+                    self.store.save_outbox_progress, self.message.id, self.token, self.progress
+                )
+            raise
         posted = _Posted(str(response["channel"]), str(response["ts"]))
         await self._save(step, {"state": "done", "channel": posted.channel, "ts": posted.ts})
         return posted
@@ -461,6 +472,13 @@ async def _post_bytes(
 ) -> None:
     async with session.post(url, data=data, timeout=timeout) as answer:
         answer.raise_for_status()
+
+
+def _refused(exc: SlackApiError) -> bool:
+    """Whether Slack answered that it did not apply the call: a 429, or an error code
+    other than those with which "some aspect of the operation" may have succeeded."""
+    status = exc.response.status_code
+    return status == 429 or (status < 500 and api_error(exc) not in MAYBE_APPLIED)
 
 
 def _note(message: OutboxMessage) -> RunNote | None:

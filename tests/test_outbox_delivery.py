@@ -179,3 +179,20 @@ def test_a_post_applied_whose_answer_was_lost_is_not_made_again(
             assert len(in_thread(slack, root_ts, PART_2)) == 1
         assert lost_call.error in ("http_500", "dropped")
         assert len(slack.calls(lookup)) == 1
+
+
+def test_a_post_slack_refused_is_made_again_without_looking_for_it(
+    setup: tuple[Config, Store],
+) -> None:
+    """Rate limited past the client's own retries: Slack posted nothing, so the retry
+    posts again at once instead of spending a rate-limited lookup."""
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.fail_next("chat.postMessage", retry_after=0, times=6, where=with_text(PART_2))
+        root_ts = start(slack, store, TWO_PARTS)
+        review_out(store)
+        assert len(in_thread(slack, root_ts, PART_1)) == 1
+        assert len(in_thread(slack, root_ts, PART_2)) == 1
+        refused = [c for c in slack.calls("chat.postMessage") if not c.ok]
+        assert [c.status for c in refused] == [429] * 6
+        assert slack.calls("conversations.replies") == []
