@@ -1,10 +1,29 @@
 """The outbox dispatcher: announces in Slack what storage committed.
 
-State changes and the rows announcing them commit together; this loop posts them
-in order, one run at a time, and marks each row sent in the same transaction that
-remembers where Slack put the message. A failed post (rate limit past the client's
-retries, a 5xx, a network error) stays in the outbox and is retried with backoff;
-later rows of the same run wait, so a thread never shows a result before its draft.
+State changes and the rows announcing them commit together; this loop delivers them
+in order, one run at a time. A row may take several Slack calls (a draft in parts, a
+file and its summary, a result and the root message's update), so it is delivered step
+by step and each step is recorded in the row once done: a failed call (rate limit past
+the client's retries, a 5xx, a network error) leaves the row in the outbox, and the
+retry, after a backoff, goes on from the first step not done. Later rows of the same
+run wait, so a thread never shows a result before its draft.
+
+Posts and uploads must not happen twice, and Slack can apply a call and lose its answer
+(a timeout, a reset connection, a 5xx from its edge). So every post carries message
+metadata naming its row and step and is recorded as tried before it is made (and
+forgotten again if Slack answers that it refused it: a 429, an error code); an upload
+goes through the external upload flow, so its file id is recorded before the upload is
+completed. A step tried before is first looked for: thread replies with
+``conversations.replies``, root messages with ``conversations.history``, files with
+``files.info``. Lookups happen only on retries: those methods are rate-limited hard for
+apps outside the Marketplace. ``chat.update`` of a message that exists is idempotent
+and is simply made again.
+
+For the same reason the client given to the dispatcher must not retry server errors or
+dropped connections itself (``bot.server.slack_client``): only this module knows how to
+retry a post that may have been applied. Each row is claimed for a while before its
+first call (renewed while it is delivered), so two dispatchers never deliver one row at
+once, and one that died lets the row go when its claim runs out.
 """
 
 from __future__ import annotations
@@ -12,22 +31,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import timedelta
+import secrets
+from collections.abc import AsyncIterator
+from datetime import UTC, timedelta
+from typing import Any, NamedTuple
 
-from aiohttp import ClientError
+from aiohttp import ClientError, ClientSession, ClientTimeout
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import blocks
 from bot.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
-from storage import OutboxKind, OutboxMessage, Review, ReviewStatus, Run, Store
+from storage import (
+    OutboxClaimLost,
+    OutboxKind,
+    OutboxMessage,
+    Review,
+    ReviewStatus,
+    Run,
+    Store,
+)
 from storage.status import RunNote
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF = timedelta(minutes=5)
-_NUDGES = (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED)
+CLAIM = timedelta(seconds=30)
+METADATA_TYPE = "countersign_outbox"
+# Slack's errors after which a call may have been applied in part, as its docs warn.
+MAYBE_APPLIED = frozenset({"fatal_error", "internal_error"})
+# Slack's clock and ours may differ a little: look for a lost post from a bit earlier.
+LOOKUP_MARGIN = timedelta(minutes=1)
+
+JSON = dict[str, Any]
 
 
 class NotYet(Exception):
@@ -35,12 +72,24 @@ class NotYet(Exception):
 
 
 class Dispatcher:
-    """Posts outbox rows to Slack; wake it from any thread after a commit."""
+    """Posts outbox rows to Slack; wake it from any thread after a commit.
 
-    def __init__(self, client: AsyncWebClient, store: Store, config: Config) -> None:
+    Args:
+        client: a client that waits out rate limits but does not retry server errors or
+            dropped connections (see the module docstring).
+        store: where the rows are.
+        config: the crews, for their descriptions and reviewers.
+        claim: how long a row is held for this dispatcher without news from it; one that
+            died lets its row go after that long.
+    """
+
+    def __init__(
+        self, client: AsyncWebClient, store: Store, config: Config, *, claim: timedelta = CLAIM
+    ) -> None:
         self.client = client
         self.store = store
         self.config = config
+        self.claim = claim
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -65,11 +114,18 @@ class Dispatcher:
         """Send what is due; returns how many rows went out."""
         sent = 0
         held: set[str] = set()
-        for message in await sync(self.store.due_outbox, 100):
-            if message.run_id in held:
+        for listed in await sync(self.store.due_outbox, 100):
+            if listed.run_id in held:
                 continue
+            token = secrets.token_hex(8)
+            message = await sync(self.store.claim_outbox, listed.id, token, self.claim)
+            if message is None:  # another dispatcher has it, or an earlier row of its run
+                held.add(listed.run_id)
+                continue
+            steps = _Steps(self.client, self.store, message, token)
             try:
-                await self._deliver(message)
+                async with self._holding(steps):
+                    await self._deliver(steps)
                 sent += 1
             except (NotYet, SlackApiError, ClientError, TimeoutError) as exc:
                 held.add(message.run_id)
@@ -78,34 +134,66 @@ class Dispatcher:
                 log.warning(
                     "outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff
                 )
-                await sync(self.store.mark_failed, message.id, reason, backoff)
+                await sync(self.store.mark_failed, message.id, token, reason, backoff)
+            except OutboxClaimLost:
+                held.add(message.run_id)
+                log.warning("outbox %d: taken over by another dispatcher", message.id)
         return sent
 
-    async def _deliver(self, message: OutboxMessage) -> None:
+    @contextlib.asynccontextmanager
+    async def _holding(self, steps: _Steps) -> AsyncIterator[None]:
+        """Renew the row's claim while it is delivered (a rate limit may wait minutes)."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.claim.total_seconds() / 3)
+                try:
+                    held = await sync(
+                        self.store.renew_outbox_claim, steps.message.id, steps.token, self.claim
+                    )
+                except Exception:
+                    log.exception("outbox %d: claim not renewed", steps.message.id)
+                    continue
+                if not held:
+                    log.warning("outbox %d: claim lost while delivering", steps.message.id)
+                    return
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+
+    async def _deliver(self, steps: _Steps) -> None:
+        message = steps.message
         run = await sync(self.store.get_run, message.run_id)
         if run.channel is None:  # started outside Slack with no channel configured
-            await sync(self.store.mark_sent, message.id)
+            await steps.sent()
             return
         kind = OutboxKind(message.kind)
         if kind == OutboxKind.RUN_STARTED:
-            await self._root(message, run)
+            await self._root(steps, run, run.channel)
             return
         if run.thread_ts is None:
             raise NotYet("the run's root message is not posted yet")
+        thread = _Thread(run.channel, run.thread_ts)
         if kind == OutboxKind.REVIEW_OPENED and message.review_id:
-            await self._review(message, run, await sync(self.store.get_review, message.review_id))
+            review = await sync(self.store.get_review, message.review_id)
+            await self._review(steps, thread, run, review)
         elif kind == OutboxKind.REVIEW_DECIDED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._replace(review)
             await self._update_root(run)
-            await sync(self.store.mark_sent, message.id)
-        elif (
-            kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and message.review_id
+            await steps.sent()
+        elif kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and (
+            message.review_id
         ):
             review = await sync(self.store.get_review, message.review_id)
             if review.status == ReviewStatus.PENDING:
-                await self._post_thread(run, [self._nudge(kind, review, run)])
-            await sync(self.store.mark_sent, message.id)
+                await steps.post_all(thread, [self._nudge(kind, review, run)])
+            await steps.sent()
         elif kind == OutboxKind.TASK_REOPENED and message.review_id:
             reopened = await sync(self.store.get_review, message.review_id)
             superseded = await sync(
@@ -114,75 +202,51 @@ class Dispatcher:
             for review in superseded:
                 if review.decision is None:  # it was still waiting: take its buttons away
                     await self._replace(review)
-            await self._post_thread(run, [blocks.reopened_message(reopened)])
-            await sync(self.store.mark_sent, message.id)
+            await steps.post_all(thread, [blocks.reopened_message(reopened)])
+            await steps.sent()
         elif kind == OutboxKind.RUN_DIVERGED:
             note = str(message.payload.get("note", ""))
-            await self._post_thread(run, [blocks.divergence_message(note)])
-            await sync(self.store.mark_sent, message.id)
+            await steps.post_all(thread, [blocks.divergence_message(note)])
+            await steps.sent()
         elif kind == OutboxKind.RUN_NOTE:
             asked = _note(message)
             if asked is not None:
-                await self._post_thread(run, [blocks.note_message(asked)])
-            await sync(self.store.mark_sent, message.id)
+                await steps.post_all(thread, [blocks.note_message(asked)])
+            await steps.sent()
         elif kind == OutboxKind.RUN_FINISHED:
             for review in await sync(
                 self.store.list_reviews, status=ReviewStatus.CANCELLED, run_id=run.id
             ):
                 await self._replace(review)
-            await self._post_thread(run, blocks.result_messages(run))
+            await steps.post_all(thread, blocks.result_messages(run))
             await self._update_root(run)
-            await sync(self.store.mark_sent, message.id)
+            await steps.sent()
         else:
-            await sync(self.store.mark_sent, message.id)
+            await steps.sent()
 
-    async def _root(self, message: OutboxMessage, run: Run) -> None:
+    async def _root(self, steps: _Steps, run: Run, channel: str) -> None:
         if run.thread_ts is not None:
-            await sync(self.store.mark_sent, message.id)
+            await steps.sent()
             return
         root = blocks.run_root(run, self._description(run))
-        response = await self.client.chat_postMessage(
-            channel=run.channel or "", text=root.text, blocks=root.blocks
-        )
-        await sync(
-            self.store.mark_sent,
-            message.id,
-            thread=(run.id, str(response["channel"]), str(response["ts"])),
-        )
+        posted = await steps.post("root", _Thread(channel, None), root)
+        await steps.sent(thread=(run.id, posted.channel, posted.ts))
 
-    async def _review(self, message: OutboxMessage, run: Run, review: Review) -> None:
+    async def _review(self, steps: _Steps, thread: _Thread, run: Run, review: Review) -> None:
         if review.message_ts is not None:
-            await sync(self.store.mark_sent, message.id)
+            await steps.sent()
             return
-        if len(review.prompt) > blocks.FILE_THRESHOLD:
+        if blocks.needs_file(review):
             filename = f"draft-{review.id}.md"
-            await self.client.files_upload_v2(
-                channel=run.channel,
-                thread_ts=run.thread_ts,
-                content=review.prompt,
-                filename=filename,
-                title=filename,
-            )
+            await steps.upload("upload", thread, review.prompt, filename)
             messages = [blocks.review_file_summary(review, run, filename)]
         else:
             messages = blocks.review_messages(review, run)
-        channel, ts = await self._post_thread(run, messages)
-        await sync(self.store.mark_sent, message.id, review_message=(review.id, channel, ts))
-        # The root shows "Waiting for review" from now on. Best effort: the review is out
-        # and must not be posted again, and the next decision updates the root anyway.
-        try:
-            await self._update_root(run)
-        except (SlackApiError, ClientError, TimeoutError) as exc:
-            log.warning("run %s: root message not updated: %s", run.id, _reason(exc))
-
-    async def _post_thread(self, run: Run, messages: list[blocks.Message]) -> tuple[str, str]:
-        channel, ts = run.channel or "", ""
-        for part in messages:
-            response = await self.client.chat_postMessage(
-                channel=channel, thread_ts=run.thread_ts, text=part.text, blocks=part.blocks
-            )
-            channel, ts = str(response["channel"]), str(response["ts"])
-        return channel, ts
+        last = await steps.post_all(thread, messages)
+        # The root shows "Waiting for review" from now on; a failed update is retried
+        # with the row, whose posts are done and not made again.
+        await self._update_root(run)
+        await steps.sent(review_message=(review.id, last.channel, last.ts))
 
     async def _replace(self, review: Review) -> None:
         """Swap a decided (or cancelled) review's buttons for who decided what."""
@@ -216,6 +280,205 @@ class Dispatcher:
             return self.config.get(run.crew).description
         except UnknownCrewError:
             return ""
+
+
+class _Thread(NamedTuple):
+    """Where a post goes: a channel, and the thread's root message (None: top level)."""
+
+    channel: str
+    ts: str | None
+
+
+class _Posted(NamedTuple):
+    """Where Slack put a message."""
+
+    channel: str
+    ts: str
+
+
+class _Steps:
+    """One row's delivery: its steps, each made once and recorded in the row when done.
+
+    ``progress`` maps a step to ``{"state": "tried"}`` (its Slack call may have been
+    made), or ``{"state": "done", ...}`` with what Slack made of it: the channel and ts
+    of a post, the id of an uploaded file.
+    """
+
+    def __init__(
+        self, client: AsyncWebClient, store: Store, message: OutboxMessage, token: str
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.message = message
+        self.token = token
+        self.progress: JSON = dict(message.progress)
+
+    async def sent(
+        self,
+        *,
+        thread: tuple[str, str, str] | None = None,
+        review_message: tuple[str, str, str] | None = None,
+    ) -> None:
+        marked = await sync(
+            self.store.mark_sent,
+            self.message.id,
+            self.token,
+            thread=thread,
+            review_message=review_message,
+        )
+        if not marked:
+            raise OutboxClaimLost(self.message.id)
+
+    async def post_all(self, thread: _Thread, messages: list[blocks.Message]) -> _Posted:
+        """Post ``messages`` in order, each once; where the last one is."""
+        posted = _Posted(thread.channel, "")
+        for n, part in enumerate(messages, start=1):
+            posted = await self.post(f"post{n}", thread, part)
+        return posted
+
+    async def post(self, step: str, thread: _Thread, part: blocks.Message) -> _Posted:
+        """Post ``part`` unless it was posted already: by an earlier attempt that recorded
+        it, or by one whose answer was lost (found by its metadata)."""
+        state = self.progress.get(step)
+        if state is not None and state["state"] == "done":
+            return _Posted(state["channel"], state["ts"])
+        if state is None:
+            await self._save(step, {"state": "tried"})
+        elif (found := await self._find(step, thread)) is not None:
+            await self._save(step, {"state": "done", "channel": found.channel, "ts": found.ts})
+            return found
+        try:
+            response = await self.client.chat_postMessage(
+                channel=thread.channel,
+                thread_ts=thread.ts,
+                text=part.text,
+                blocks=part.blocks,
+                metadata={"event_type": METADATA_TYPE, "event_payload": self._tag(step)},
+            )
+        except SlackApiError as exc:
+            if _refused(exc):  # nothing was posted: the retry need not look for it
+                del self.progress[step]
+                await sync(
+                    self.store.save_outbox_progress, self.message.id, self.token, self.progress
+                )
+            raise
+        posted = _Posted(str(response["channel"]), str(response["ts"]))
+        await self._save(step, {"state": "done", "channel": posted.channel, "ts": posted.ts})
+        return posted
+
+    async def upload(self, step: str, thread: _Thread, content: str, filename: str) -> None:
+        """Upload ``content`` as a file in ``thread`` unless an earlier attempt did.
+
+        The three calls of the external upload flow, so that the file's id is recorded
+        before the upload is completed (shared): a retry asks Slack about that file.
+        """
+        state = self.progress.get(step)
+        if state is not None and state["state"] == "done":
+            return
+        if state is not None and await self._shared(str(state["file"]), thread):
+            await self._save(step, {"state": "done", "file": state["file"]})
+            return
+        data = content.encode()
+        started = await self.client.files_getUploadURLExternal(filename=filename, length=len(data))
+        file_id = str(started["file_id"])
+        await self._save(step, {"state": "tried", "file": file_id})
+        await self._put(str(started["upload_url"]), data)
+        await self.client.files_completeUploadExternal(
+            files=[{"id": file_id, "title": filename}],
+            channel_id=thread.channel,
+            thread_ts=thread.ts,
+        )
+        await self._save(step, {"state": "done", "file": file_id})
+
+    async def _save(self, step: str, state: JSON) -> None:
+        self.progress[step] = state
+        await sync(self.store.save_outbox_progress, self.message.id, self.token, self.progress)
+
+    def _tag(self, step: str) -> JSON:
+        return {"outbox_id": self.message.id, "run_id": self.message.run_id, "step": step}
+
+    async def _find(self, step: str, thread: _Thread) -> _Posted | None:
+        """The message an earlier attempt posted for ``step``, if Slack has it."""
+        since = self.message.created_at.replace(tzinfo=UTC) - LOOKUP_MARGIN
+        oldest = f"{since.timestamp():.6f}"
+        tag = self._tag(step)
+        cursor: str | None = None
+        while True:
+            try:
+                if thread.ts is None:
+                    page = await self.client.conversations_history(
+                        channel=thread.channel,
+                        oldest=oldest,
+                        include_all_metadata=True,
+                        cursor=cursor,
+                    )
+                else:
+                    page = await self.client.conversations_replies(
+                        channel=thread.channel,
+                        ts=thread.ts,
+                        oldest=oldest,
+                        include_all_metadata=True,
+                        cursor=cursor,
+                    )
+            except SlackApiError as exc:
+                if api_error(exc) != "channel_not_found":
+                    raise
+                # A channel configured by name: the lookup needs its id, which only an
+                # answer would have told. Posting again risks a duplicate; not posting
+                # would hold the run's thread forever.
+                log.warning(
+                    "outbox %d: cannot look for %s in %s", self.message.id, step, thread.channel
+                )
+                return None
+            for found in page.get("messages") or []:
+                metadata = found.get("metadata") or {}
+                if metadata.get("event_type") == METADATA_TYPE and (
+                    metadata.get("event_payload") == tag
+                ):
+                    log.info("outbox %d: %s was posted, its answer lost", self.message.id, step)
+                    return _Posted(thread.channel, str(found["ts"]))
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return None
+
+    async def _shared(self, file_id: str, thread: _Thread) -> bool:
+        """Whether the file an earlier attempt uploaded is in the thread already."""
+        try:
+            info = await self.client.files_info(file=file_id)
+        except SlackApiError as exc:
+            if api_error(exc) == "file_not_found":  # never uploaded: start over
+                return False
+            raise
+        shares = (info.get("file") or {}).get("shares") or {}
+        for scope in ("public", "private"):
+            for share in (shares.get(scope) or {}).get(thread.channel, []):
+                if share.get("thread_ts") == thread.ts:
+                    return True
+        return False
+
+    async def _put(self, url: str, data: bytes) -> None:
+        """The upload's second call: the bytes to the URL Slack gave."""
+        timeout = ClientTimeout(total=self.client.timeout)
+        session = self.client.session
+        if session is not None:
+            await _post_bytes(session, url, data, timeout)
+            return
+        async with ClientSession() as own:
+            await _post_bytes(own, url, data, timeout)
+
+
+async def _post_bytes(
+    session: ClientSession, url: str, data: bytes, timeout: ClientTimeout
+) -> None:
+    async with session.post(url, data=data, timeout=timeout) as answer:
+        answer.raise_for_status()
+
+
+def _refused(exc: SlackApiError) -> bool:
+    """Whether Slack answered that it did not apply the call: a 429, or an error code
+    other than those with which "some aspect of the operation" may have succeeded."""
+    status = exc.response.status_code
+    return status == 429 or (status < 500 and api_error(exc) not in MAYBE_APPLIED)
 
 
 def _note(message: OutboxMessage) -> RunNote | None:

@@ -18,6 +18,7 @@ from datetime import timedelta
 from aiohttp import ClientSession, web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -93,16 +94,22 @@ class SlackSettings:
         return f"SlackSettings(api_url={self.api_url!r}, credentials=<hidden>)"
 
 
-def slack_client(settings: SlackSettings) -> AsyncWebClient:
-    """A Web API client that waits out rate limits (Retry-After) and retries 5xx."""
-    return AsyncWebClient(
-        token=settings.bot_token,
-        base_url=settings.api_url,
-        retry_handlers=[
-            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+def slack_client(settings: SlackSettings, *, retry_lost_answers: bool = True) -> AsyncWebClient:
+    """A Web API client that waits out rate limits (Retry-After) and retries 5xx and dropped
+    connections, unless ``retry_lost_answers`` is False.
+
+    Slack may have applied a call whose answer was a 5xx or a dropped connection, so the
+    outbox dispatcher's client must not retry those: the dispatcher looks for a post it
+    may have made before making it again (``bot.dispatcher``). A 429 is never applied.
+    """
+    handlers: list[AsyncRetryHandler] = [AsyncRateLimitErrorRetryHandler(max_retry_count=5)]
+    if retry_lost_answers:
+        handlers += [
             AsyncServerErrorRetryHandler(max_retry_count=2),
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
-        ],
+        ]
+    return AsyncWebClient(
+        token=settings.bot_token, base_url=settings.api_url, retry_handlers=handlers
     )
 
 
@@ -124,7 +131,9 @@ class Deployment:
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
-        self.dispatcher = Dispatcher(self.client, store, config)
+        # A worker's lease is also how long a dead process holds its outbox row.
+        self.dispatch_client = slack_client(slack, retry_lost_answers=False)
+        self.dispatcher = Dispatcher(self.dispatch_client, store, config, claim=lease)
         self.pool: WorkerPool
         if workers_in_process:
             self.pool = ThreadPool(
@@ -185,6 +194,7 @@ class Deployment:
         # One pooled HTTP session for every Web API call (slack_sdk opens a new
         # connection per call otherwise). It belongs to this loop, hence made here.
         self.client.session = ClientSession()
+        self.dispatch_client.session = self.client.session
         self.pool.start()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
         self._scheduler = AsyncIOScheduler()
@@ -214,7 +224,7 @@ class Deployment:
         await self.pool.stop()
         if self.client.session is not None:
             await self.client.session.close()
-            self.client.session = None
+            self.client.session = self.dispatch_client.session = None
 
     async def serve_http(self, host: str, port: int, stop: asyncio.Event) -> None:
         # No access log: a line per request on the event loop, and nothing an operator needs.

@@ -7,6 +7,7 @@ StorageError
 ├── UnstorableValue             the database refused a value, and always will
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the execution's claim on the run is gone
+    ├── OutboxClaimLost         another dispatcher took the outbox row over
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
     └── DecisionNotAllowed      e.g. "approve" on a question
@@ -61,6 +62,12 @@ class LeaseLost(TransitionRejected):
         super().__init__(f"the execution of run {run_id} under lease {token} no longer holds it")
         self.run_id = run_id
         self.token = token
+
+
+class OutboxClaimLost(TransitionRejected):
+    def __init__(self, message_id: int) -> None:
+        super().__init__(f"the claim on outbox row {message_id} was lost (taken over or sent)")
+        self.message_id = message_id
 
 
 class AlreadyFinal(TransitionRejected):

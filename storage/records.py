@@ -103,6 +103,8 @@ class JournalEntry:
 
 @dataclass(frozen=True)
 class OutboxMessage:
+    """An announcement to deliver; ``progress`` holds the steps of it already done."""
+
     id: int
     run_id: str
     review_id: str | None
@@ -110,3 +112,4 @@ class OutboxMessage:
     payload: JSON
     attempts: int
     created_at: datetime
+    progress: JSON = field(default_factory=dict)

@@ -139,7 +139,14 @@ outbox = Table(
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
     Column("sent_at", DateTime),
+    # The steps of the delivery already done (step name -> what Slack made of it), so a
+    # retry goes on from the first step not done instead of posting everything again.
+    Column("progress", JSON, nullable=False, server_default="{}"),
+    # Held by one dispatcher (its claim token) until ``claimed_until``.
+    Column("claim", String(32)),
+    Column("claimed_until", DateTime),
     Index("ix_outbox_due", "sent_at", "next_attempt_at"),
+    Index("ix_outbox_run", "run_id", "sent_at"),
 )
 
 # Slack's requests, written before they are acked and handled after (storage.inbox): a crash

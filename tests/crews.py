@@ -273,21 +273,28 @@ def newsletter(inputs: dict[str, str]) -> Crew:
 
 
 class LongformLLM(ScriptedLLM):
-    """Answers with a draft far longer than one Slack message (30,000 characters)."""
+    """Answers with a draft longer than one Slack message (``length`` characters of body)."""
+
+    length: int = 30_000
 
     def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
         reply = super().call(messages, *args, **kwargs)
         body = "".join(f"Paragraph {n}: otters are <b>&amp; fun</b>.\n\n" for n in range(800))
-        return f"{reply}\n\n{body[:30_000]}"
+        return f"{reply}\n\n{body[: self.length]}"
 
 
 def longform(inputs: dict[str, str]) -> Crew:
-    """One reviewed task whose draft is 30,000 characters long."""
+    """One reviewed task whose draft is ``length`` characters long (30,000 by default).
+
+    Past 12,000 characters the draft goes up as a file; 8,000 makes a two-part draft.
+    """
     agent = Agent(
         role="Novelist",
         goal="Write at length",
         backstory="Verbose.",
-        llm=LongformLLM(model="scripted/longform", label="Chapter"),
+        llm=LongformLLM(
+            model="scripted/longform", label="Chapter", length=int(inputs.get("length", 30_000))
+        ),
         verbose=False,
     )
     task = Task(

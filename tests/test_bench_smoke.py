@@ -23,6 +23,7 @@ SMALL = {
         "Goal p99",
     ),
     "bench/demo_start.py": (["--reps", "1"], "| first review |"),
+    "bench/outbox.py": (["--runs", "5"], "commits/row"),
 }
 
 

@@ -365,6 +365,9 @@ def test_a_30000_character_draft_reaches_slack(setup: tuple[Config, Store]) -> N
         slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
         _succeeded(store)
         assert [c for c in slack.calls() if not c.ok] == []
+        # Nothing failed, so nothing was looked for (those methods are rate-limited hard).
+        lookups = ("conversations.history", "conversations.replies", "files.info")
+        assert [c.method for c in slack.calls() if c.method in lookups] == []
 
 
 def test_slack_failures_are_retried_without_duplicates(setup: tuple[Config, Store]) -> None:

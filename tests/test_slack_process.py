@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from bot import text as t
 from bot.sandbox import StandInThread
+from bot.sandbox.calls import NO_ANSWER
 from crew_runtime.scripted_llm import parse_draft
-from storage import RunStatus, Store
+from storage import ReviewKind, RunStatus, Store
 from tests.harness import ROOT
 from tests.slack_harness import (
     ALICE,
@@ -45,6 +47,10 @@ channel = "{CHANNEL}"
 [flows.article]
 factory = "tests.crews:article_flow"
 description = "A CrewAI Flow reviewed with @human_feedback"
+
+[crews.longform]
+factory = "tests.crews:longform"
+description = "One long draft"
 """
 
 
@@ -171,4 +177,54 @@ def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
             second.send_signal(signal.SIGTERM)
             out, _ = second.communicate(timeout=60)
         assert second.returncode == 0, out
+    store.close()
+
+
+def test_bot_killed_between_a_post_and_recording_it_does_not_post_it_again(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Slack stores the second part of a draft and the bot dies before the answer comes:
+    the next bot finds that part by its metadata and goes on from there."""
+    (tmp_path / "countersign.toml").write_text(CONFIG)
+    store = Store.open(db_url)
+    port = free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
+    part_1 = t.review_fallback("longform", ReviewKind.TASK_REVIEW)
+    part_2 = t.part_label(2, 2)
+    with StandInThread(standin) as slack:
+        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        slack.fail_next(
+            "chat.postMessage",
+            status=NO_ANSWER,
+            after_applying=True,
+            where=lambda params: params.get("text") == part_2,
+        )
+        first = _serve(env, port)
+        try:
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run longform topic=otters length=8000")
+            wait_until(
+                lambda: [c for c in slack.calls("chat.postMessage") if c.applied],
+                what="Slack to store part 2 and keep its answer",
+            )
+        finally:
+            os.kill(first.pid, signal.SIGKILL)
+            first.communicate(timeout=30)
+
+        second = _serve(env, port)
+        try:
+            review = wait_until(
+                lambda: next((r for r in store.list_reviews() if r.message_ts), None),
+                what="the review's row to go out under the second bot",
+            )
+        finally:
+            second.send_signal(signal.SIGTERM)
+            out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0, out
+        (run,) = store.list_runs()
+        assert run.thread_ts is not None
+        replies = slack.thread(CHANNEL, run.thread_ts)[1:]
+        assert [m["text"] for m in replies if m["text"] in (part_1, part_2)] == [part_1, part_2]
+        (with_buttons,) = [m for m in replies if buttons(m)]
+        assert with_buttons["ts"] == review.message_ts
+        assert len(slack.calls("conversations.replies")) == 1
     store.close()

@@ -18,6 +18,7 @@ from storage import (
     LeaseLost,
     NewDecision,
     NewReview,
+    OutboxClaimLost,
     OutboxKind,
     ReviewKind,
     ReviewNotFound,
@@ -32,6 +33,7 @@ from storage.schema import metadata
 from storage.status import RunNote
 
 LEASE = timedelta(seconds=30)
+HOLD = timedelta(seconds=30)  # a dispatcher's claim on an outbox row
 
 
 class FakeClock:
@@ -304,14 +306,65 @@ def test_outbox_retry_and_single_send(db_url: str) -> None:
     store = Store.open(db_url, clock=clock)
     store.create_run("writer", {})
     (message,) = store.due_outbox()
-    store.mark_failed(message.id, "ratelimited", timedelta(seconds=5))
+    assert store.claim_outbox(message.id, "d1", HOLD) is not None
+    store.mark_failed(message.id, "d1", "ratelimited", timedelta(seconds=5))
     assert store.due_outbox() == []
+    assert store.claim_outbox(message.id, "d1", HOLD) is None  # backing off
     clock.advance(seconds=6)
     (again,) = store.due_outbox()
     assert again.attempts == 1
-    assert store.mark_sent(again.id)
-    assert not store.mark_sent(again.id)
+    assert store.claim_outbox(again.id, "d2", HOLD) is not None
+    assert not store.mark_sent(again.id, "d1")  # the first claim is spent
+    assert store.mark_sent(again.id, "d2")
+    assert not store.mark_sent(again.id, "d2")
     assert store.due_outbox() == []
+    store.close()
+
+
+def test_one_dispatcher_holds_a_row_until_its_claim_runs_out(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    store.create_run("writer", {})
+    (message,) = store.due_outbox()
+    first = store.claim_outbox(message.id, "d1", HOLD)
+    assert first is not None and first.progress == {}
+    assert store.claim_outbox(message.id, "d2", HOLD) is None
+    assert store.due_outbox() == []
+    store.save_outbox_progress(message.id, "d1", {"root": {"state": "tried"}})
+    with pytest.raises(OutboxClaimLost):
+        store.save_outbox_progress(message.id, "d2", {"root": {"state": "done"}})
+    clock.advance(seconds=20)
+    assert store.renew_outbox_claim(message.id, "d1", HOLD)
+    clock.advance(seconds=20)  # 40 s after the claim, 20 s after the renewal
+    assert store.claim_outbox(message.id, "d2", HOLD) is None
+    clock.advance(seconds=11)  # d1 died: its claim runs out, d2 goes on from its progress
+    taken = store.claim_outbox(message.id, "d2", HOLD)
+    assert taken is not None and taken.progress == {"root": {"state": "tried"}}
+    assert not store.renew_outbox_claim(message.id, "d1", HOLD)
+    with pytest.raises(OutboxClaimLost):
+        store.save_outbox_progress(message.id, "d1", {})
+    store.mark_failed(message.id, "d1", "late", timedelta(seconds=1))  # not its row any more
+    assert store.mark_sent(message.id, "d2")
+    store.close()
+
+
+def test_later_rows_of_a_run_wait_for_one_that_keeps_failing(db_url: str) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    run_id, _ = _waiting_review(store)
+    other = store.create_run("writer", {})
+    started, opened, other_started = store.due_outbox()
+    assert other_started.run_id == other.id
+    assert store.claim_outbox(opened.id, "d1", HOLD) is None  # its root message comes first
+    assert store.claim_outbox(started.id, "d1", HOLD) is not None
+    assert [m.id for m in store.due_outbox()] == [other_started.id]  # held: the run waits
+    store.mark_failed(started.id, "d1", "slack: fatal_error", timedelta(seconds=30))
+    assert [m.id for m in store.due_outbox()] == [other_started.id]  # backing off: still
+    clock.advance(seconds=31)
+    assert [m.id for m in store.due_outbox()] == [started.id, opened.id, other_started.id]
+    assert store.claim_outbox(started.id, "d1", HOLD) is not None
+    assert store.mark_sent(started.id, "d1", thread=(run_id, "C1", "100.1"))
+    assert store.claim_outbox(opened.id, "d1", HOLD) is not None
     store.close()
 
 
@@ -361,8 +414,10 @@ def test_a_request_starts_one_run_and_makes_one_decision_however_often_replayed(
 def test_thread_and_review_message_are_remembered_with_the_send(store: Store) -> None:
     run_id, review_id = _waiting_review(store)
     started, opened = store.due_outbox()
-    assert store.mark_sent(started.id, thread=(run_id, "C1", "100.1"))
-    assert store.mark_sent(opened.id, review_message=(review_id, "C1", "100.2"))
+    assert store.claim_outbox(started.id, "d1", HOLD) is not None
+    assert store.mark_sent(started.id, "d1", thread=(run_id, "C1", "100.1"))
+    assert store.claim_outbox(opened.id, "d1", HOLD) is not None
+    assert store.mark_sent(opened.id, "d1", review_message=(review_id, "C1", "100.2"))
     found = store.find_run_by_thread("C1", "100.1")
     assert found is not None and found.id == run_id
     assert store.get_review(review_id).message_ts == "100.2"
@@ -410,7 +465,11 @@ def test_a_run_note_is_enqueued_once_by_the_lease_holder(store: Store) -> None:
     assert store.note_run(run_id, claim, RunNote.OFFLINE_MODEL) is True
     (note,) = [m for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE]
     assert note.payload == {"note": "offline_model"}
-    assert store.mark_sent(note.id)
+    for message in store.due_outbox():  # the rows before it first, then the note
+        assert store.claim_outbox(message.id, "d1", HOLD) is not None
+        assert store.mark_sent(message.id, "d1")
+        if message.id == note.id:
+            break
     assert store.note_run(run_id, claim, RunNote.OFFLINE_MODEL) is False  # sent, still once
     other = store.create_run("writer", {})
     other_claim = _token(_claim(store, "w2"))

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 
 from bot.sandbox.blockkit import validate_blocks
-from bot.sandbox.calls import Call, CallLog, FaultPlan
+from bot.sandbox.calls import DROP_CONNECTION, NO_ANSWER, Call, CallLog, Fault, FaultPlan
 from bot.sandbox.delivery import Sender, Transport
 from bot.sandbox.errors import SlackApiFailure
 from bot.sandbox.person import PersonSide
@@ -118,6 +118,7 @@ class SlackStandIn(PersonSide):
         self._condition: asyncio.Condition | None = None
         self._page: SandboxPage | None = None
         self._stopping = False
+        self._released = asyncio.Event()  # set at stop: calls left without an answer end
         self.version = 0  # counts changes; the page's live updates follow it
         self.state_file = state_file
         self._saved: str | None = None  # the text last written, to skip writing it again
@@ -146,6 +147,7 @@ class SlackStandIn(PersonSide):
         if page is not None:
             app.add_routes(page.routes())
         self._page, self._stopping = page, False
+        self._released = asyncio.Event()
         self._condition = asyncio.Condition()
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -159,6 +161,7 @@ class SlackStandIn(PersonSide):
     async def stop(self) -> None:
         """End the page's event streams, close sockets, the outgoing session and the server."""
         self._stopping = True
+        self._released.set()
         await self._wake()
         if self._page is not None:
             await self._page.close()
@@ -281,10 +284,19 @@ class SlackStandIn(PersonSide):
         retry_after: int = 1,
         times: int = 1,
         error: str | None = None,
+        *,
+        after_applying: bool = False,
+        where: Callable[[Json], bool] | None = None,
     ) -> None:
         """Make the next ``times`` calls of ``method`` fail; see ``FaultPlan.fail_next``."""
         self.faults.fail_next(
-            method, status=status, retry_after=retry_after, times=times, error=error
+            method,
+            status=status,
+            retry_after=retry_after,
+            times=times,
+            error=error,
+            after_applying=after_applying,
+            where=where,
         )
 
     def calls(self, method: str | None = None) -> list[Call]:
@@ -362,51 +374,90 @@ class SlackStandIn(PersonSide):
         error = self._token_error(method, request, params)
         params.pop("token", None)
         response: web.Response
-        fault = self.faults.take(method) if error is None else None
+        fault = self.faults.take(method, _decoded(params)) if error is None else None
         if error is not None:
             body: Json = {"ok": False, "error": error}
+        elif fault is not None and fault.after_applying:
+            return await self._lose_answer(request, method, params, fault)
         elif fault is not None and fault.status == 429:
             body = {"ok": False, "error": "ratelimited"}
             response = web.json_response(
                 body, status=429, headers={"Retry-After": str(fault.retry_after)}
             )
             return await self._answered(method, params, body, response)
-        elif fault is not None and fault.status >= 500:
-            body = {"ok": False, "error": f"http_{fault.status}"}
-            response = web.Response(status=fault.status, text="Internal Server Error")
-            return await self._answered(method, params, body, response)
+        elif fault is not None and fault.loses_answer:
+            await self._record(method, params, {"ok": False, "error": fault.lost_answer}, fault)
+            return await self._no_answer(request, fault)
         elif fault is not None:
             body = {"ok": False, "error": fault.error}
         else:
-            try:
-                body = self.api.call(method, copy.deepcopy(params))  # log what was sent
-            except SlackApiFailure as failure:
-                body = {"ok": False, "error": failure.code}
-                if failure.messages:
-                    body["errors"] = [m.removeprefix("[ERROR] ") for m in failure.messages]
-                    body["response_metadata"] = {"messages": failure.messages}
+            body = self._apply(method, params)
         return await self._answered(method, params, body, web.json_response(body))
+
+    def _apply(self, method: str, params: dict[str, Any]) -> Json:
+        """Slack's answer to the call, with its changes made to the workspace."""
+        try:
+            return self.api.call(method, copy.deepcopy(params))  # log what was sent
+        except SlackApiFailure as failure:
+            body: Json = {"ok": False, "error": failure.code}
+            if failure.messages:
+                body["errors"] = [m.removeprefix("[ERROR] ") for m in failure.messages]
+                body["response_metadata"] = {"messages": failure.messages}
+            return body
+
+    async def _lose_answer(
+        self, request: web.Request, method: str, params: dict[str, Any], fault: Fault
+    ) -> web.Response:
+        """Apply the call, then lose Slack's answer the way ``fault`` says.
+
+        A call that Slack refuses (a bad argument) is answered as usual: nothing was
+        applied, so there is no answer to lose.
+        """
+        body = self._apply(method, params)
+        if not body.get("ok"):
+            return await self._answered(method, params, body, web.json_response(body))
+        lost = {"ok": False, "error": fault.lost_answer}
+        await self._record(method, params, lost, fault, applied=True)
+        return await self._no_answer(request, fault)
+
+    async def _no_answer(self, request: web.Request, fault: Fault) -> web.Response:
+        """A 5xx page, or no answer at all: the connection dropped, or left hanging."""
+        if fault.status == NO_ANSWER:
+            await self._released.wait()
+        if fault.status in (DROP_CONNECTION, NO_ANSWER) and request.transport is not None:
+            request.transport.abort()
+        return web.Response(status=max(fault.status, 500), text="Internal Server Error")
 
     async def _answered(
         self, method: str, params: dict[str, Any], body: Json, response: web.Response
     ) -> web.Response:
-        recorded = dict(params)
-        for key in _STRUCTURED:
-            if isinstance(recorded.get(key), str):
-                with contextlib.suppress(ValueError):
-                    recorded[key] = json.loads(recorded[key])
-        self.log.record(
-            Call(
-                method,
-                recorded,
-                self._clock(),
-                bool(body.get("ok")),
-                body.get("error"),
-                response.status,
-            )
+        call = Call(
+            method,
+            _decoded(params),
+            self._clock(),
+            bool(body.get("ok")),
+            body.get("error"),
+            response.status,
         )
+        self.log.record(call)
         await self._changed()
         return response
+
+    async def _record(
+        self,
+        method: str,
+        params: dict[str, Any],
+        body: Json,
+        fault: Fault,
+        *,
+        applied: bool = False,
+    ) -> None:
+        """Log a call whose answer a fault takes away (its status: the fault's)."""
+        call = Call(
+            method, _decoded(params), self._clock(), False, body.get("error"), fault.status, applied
+        )
+        self.log.record(call)
+        await self._changed()
 
     async def _on_upload(self, request: web.Request) -> web.Response:
         stored = self.workspace.files.get(request.match_info["file_id"])
@@ -496,3 +547,13 @@ class SlackStandIn(PersonSide):
                     params.get("thread_ts") or thread_ts,
                 )
             )
+
+
+def _decoded(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters with JSON-encoded arguments (form bodies) decoded, as tests read them."""
+    decoded = dict(params)
+    for key in _STRUCTURED:
+        if isinstance(decoded.get(key), str):
+            with contextlib.suppress(ValueError):
+                decoded[key] = json.loads(decoded[key])
+    return decoded

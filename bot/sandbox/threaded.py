@@ -138,8 +138,22 @@ class StandInThread:
         retry_after: int = 1,
         times: int = 1,
         error: str | None = None,
+        *,
+        after_applying: bool = False,
+        where: Callable[[Json], bool] | None = None,
     ) -> None:
-        self._query(lambda: self.standin.fail_next(method, status, retry_after, times, error))
+        """See ``FaultPlan.fail_next``; ``where`` runs on the stand-in's loop."""
+        self._query(
+            lambda: self.standin.fail_next(
+                method,
+                status,
+                retry_after,
+                times,
+                error,
+                after_applying=after_applying,
+                where=where,
+            )
+        )
 
     def calls(self, method: str | None = None) -> list[Call]:
         return self._query(lambda: self.standin.calls(method))

@@ -6,20 +6,31 @@ The HTTP layer (auth, fault injection, recording) stays in ``server.py``, so the
 each method can be read in one place and called from tests without a socket.
 
 Methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.postEphemeral,
-chat.getPermalink, conversations.info, conversations.members, conversations.replies,
-users.info, usergroups.users.list, views.open, views.update, views.push,
-files.getUploadURLExternal, files.completeUploadExternal, apps.connections.open.
+chat.getPermalink, conversations.info, conversations.members, conversations.history,
+conversations.replies, users.info, usergroups.users.list, views.open, views.update,
+views.push, files.getUploadURLExternal, files.completeUploadExternal, files.info,
+apps.connections.open.
+
+Message metadata (``metadata={"event_type": ..., "event_payload": {...}}``) is kept with the
+message, and listed by conversations.history and conversations.replies only when asked
+with ``include_all_metadata``, as Slack does. Like Slack, metadata whose ``event_type`` is
+not letters, digits, ``_`` and ``-``, or whose ``event_payload`` is not an object, is
+dropped with an ``invalid_metadata_schema`` warning while the message is posted; metadata
+that is not a JSON object at all fails the call with ``invalid_metadata_format``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
 from bot.sandbox.errors import SlackApiFailure
-from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace, ensure_ids
+from bot.sandbox.workspace import Channel, Ephemeral, StoredFile, Workspace, ensure_ids
 
 __all__ = ["APP_TOKEN_METHODS", "METHODS", "WebApi"]
 
@@ -28,6 +39,9 @@ Json = dict[str, Any]
 MAX_POST_TEXT = 40_000  # chat.postMessage text (the brief: reject with msg_too_long)
 MAX_UPDATE_TEXT = 4_000  # chat.update: "text cannot exceed 4,000 characters"
 MAX_PUSHED_VIEWS = 3  # views.push: push_limit_reached beyond a stack of three
+MAX_HISTORY_LIMIT = 999  # conversations.history: "maximum of 999"
+MAX_REPLIES_LIMIT = 1000
+EVENT_TYPE = re.compile(r"[A-Za-z0-9_-]+")  # "letters, numbers, underscores, and hyphens"
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
 
@@ -90,32 +104,57 @@ class WebApi:
         if blocks is not None:
             fail_on(validate_blocks(blocks))
             fields["blocks"] = ensure_ids(blocks)
-        metadata = decoded(params, "metadata")
-        if metadata is not None:
-            fields["metadata"] = metadata
         return fields
+
+    def _metadata(self, params: Mapping[str, Any]) -> tuple[Json | None, Json]:
+        """The message metadata to store, and the warning fields of the answer, if any."""
+        raw = params.get("metadata")
+        if raw is None or raw == "":
+            return None, {}
+        try:
+            metadata = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            metadata = None
+        if not isinstance(metadata, dict):
+            raise SlackApiFailure("invalid_metadata_format")
+        event_type, payload = metadata.get("event_type"), metadata.get("event_payload")
+        if (
+            not isinstance(event_type, str)
+            or not EVENT_TYPE.fullmatch(event_type)
+            or not isinstance(payload, dict)
+        ):
+            warning = "invalid_metadata_schema"
+            return None, {"warning": warning, "response_metadata": {"warnings": [warning]}}
+        return {"event_type": event_type, "event_payload": payload}, {}
 
     def post_message(self, params: Mapping[str, Any]) -> Json:
         channel = self.ws.channel(params.get("channel"))
         if self.ws.bot_user_id not in channel.members:
             raise SlackApiFailure("not_in_channel")
         fields = self._message_fields(params, MAX_POST_TEXT)
+        metadata, warned = self._metadata(params)
+        if metadata is not None:
+            fields["metadata"] = metadata
         thread_ts = params.get("thread_ts") or None
         message = self.ws.post(channel, self.ws.bot_user_id, fields, thread_ts=thread_ts)
         if thread_ts and flag(params, "reply_broadcast"):
             message["subtype"] = "thread_broadcast"
-        return {"channel": channel.id, "ts": message["ts"], "message": message}
+        return {"channel": channel.id, "ts": message["ts"], "message": message, **warned}
 
     def update(self, params: Mapping[str, Any]) -> Json:
         channel = self.ws.channel(params.get("channel"))
         self.ws.message(channel.id, params.get("ts"))
         fields = self._message_fields(params, MAX_UPDATE_TEXT)
+        metadata, warned = self._metadata(params)
+        if metadata is not None:
+            fields["metadata"] = metadata
         message = self.ws.update(channel.id, params.get("ts"), fields)
         return {
             "channel": channel.id,
             "ts": message["ts"],
             "text": message["text"],
             "message": message,
+            **warned,
         }
 
     def delete(self, params: Mapping[str, Any]) -> Json:
@@ -169,10 +208,45 @@ class WebApi:
         return {"members": sorted(channel.members), "response_metadata": {"next_cursor": ""}}
 
     def replies(self, params: Mapping[str, Any]) -> Json:
-        channel = self.ws.channel(params.get("channel"))
+        """A thread, oldest first: the parent, then the replies in ``oldest``..``latest``."""
+        channel = self._readable(params)
         parent = self.ws.message(channel.id, params.get("ts"))
         thread = self.ws.thread(channel.id, str(parent.get("thread_ts", parent["ts"])))
-        return {"messages": thread, "has_more": False, "response_metadata": {"next_cursor": ""}}
+        head, replies = thread[:1], _between(thread[1:], params)
+        return self._page([*head, *replies], params, MAX_REPLIES_LIMIT, MAX_REPLIES_LIMIT)
+
+    def history(self, params: Mapping[str, Any]) -> Json:
+        """A channel's messages, newest first: thread replies only if broadcast."""
+        channel = self._readable(params)
+        listed = [
+            m
+            for m in self.ws.messages.get(channel.id, {}).values()
+            if m.get("thread_ts") in (None, m["ts"]) or m.get("subtype") == "thread_broadcast"
+        ]
+        newest_first = sorted(_between(listed, params), key=lambda m: float(m["ts"]), reverse=True)
+        return self._page(newest_first, params, 100, MAX_HISTORY_LIMIT)
+
+    def _readable(self, params: Mapping[str, Any]) -> Channel:
+        channel = self.ws.channel(params.get("channel"))
+        if self.ws.bot_user_id not in channel.members:
+            raise SlackApiFailure("not_in_channel")
+        return channel
+
+    def _page(
+        self, messages: list[Json], params: Mapping[str, Any], default: int, most: int
+    ) -> Json:
+        """One page of ``messages`` (``limit``, ``cursor``), metadata only if asked for."""
+        limit = params.get("limit") or default
+        if not str(limit).isdigit():
+            raise SlackApiFailure("invalid_limit")
+        limit = min(max(int(limit), 1), most)
+        start = _cursor_offset(params.get("cursor"), len(messages))
+        shown = messages[start : start + limit]
+        more = start + limit < len(messages)
+        if not flag(params, "include_all_metadata"):
+            shown = [{k: v for k, v in m.items() if k != "metadata"} for m in shown]
+        cursor = _cursor(start + limit) if more else ""
+        return {"messages": shown, "has_more": more, "response_metadata": {"next_cursor": cursor}}
 
     def user_info(self, params: Mapping[str, Any]) -> Json:
         user = self.ws.user(params.get("user"))
@@ -270,6 +344,26 @@ class WebApi:
                 f.shared_in.append((channel.id, message["ts"]))
         return {"files": [self.file_json(f) for f in stored]}
 
+    def file_info(self, params: Mapping[str, Any]) -> Json:
+        """A file and where it is shared (``shares``), once its content was uploaded."""
+        found = self.ws.files.get(str(params.get("file")))
+        if found is None or found.content is None:
+            raise SlackApiFailure("file_not_found")
+        shares: dict[str, dict[str, list[Json]]] = {}
+        lists: dict[str, list[str]] = {"channels": [], "groups": [], "ims": []}
+        for channel_id, ts in found.shared_in:
+            channel = self.ws.channels[channel_id]
+            kind = "ims" if channel.is_im else "groups" if channel.is_private else "channels"
+            if channel_id not in lists[kind]:
+                lists[kind].append(channel_id)
+            share: Json = {"ts": ts, "channel_name": channel.name}
+            thread_ts = self.ws.messages.get(channel_id, {}).get(ts, {}).get("thread_ts")
+            if thread_ts is not None:
+                share["thread_ts"] = thread_ts
+            scope = "public" if kind == "channels" else "private"
+            shares.setdefault(scope, {}).setdefault(channel_id, []).append(share)
+        return {"file": {**self.file_json(found), **lists, "shares": shares}}
+
     def file_json(self, f: StoredFile) -> Json:
         return {
             "id": f.id,
@@ -304,6 +398,7 @@ METHODS: dict[str, Callable[[WebApi, Mapping[str, Any]], Json]] = {
     "chat.getPermalink": WebApi.permalink,
     "conversations.info": WebApi.conversation_info,
     "conversations.members": WebApi.conversation_members,
+    "conversations.history": WebApi.history,
     "conversations.replies": WebApi.replies,
     "users.info": WebApi.user_info,
     "usergroups.users.list": WebApi.usergroup_users,
@@ -312,5 +407,41 @@ METHODS: dict[str, Callable[[WebApi, Mapping[str, Any]], Json]] = {
     "views.push": WebApi.views_push,
     "files.getUploadURLExternal": WebApi.upload_url,
     "files.completeUploadExternal": WebApi.complete_upload,
+    "files.info": WebApi.file_info,
     "apps.connections.open": WebApi.connections_open,
 }
+
+
+def _between(messages: list[Json], params: Mapping[str, Any]) -> list[Json]:
+    """The messages within ``oldest`` and ``latest`` (exclusive unless ``inclusive``)."""
+    try:
+        oldest = float(params.get("oldest") or 0)
+        latest = float(params.get("latest") or "inf")
+    except ValueError:
+        raise SlackApiFailure("invalid_ts_oldest") from None
+    inclusive = flag(params, "inclusive")
+
+    def within(ts: float) -> bool:
+        if inclusive:
+            return oldest <= ts <= latest
+        return oldest < ts < latest
+
+    return [m for m in messages if within(float(m["ts"]))]
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"next:{offset}".encode()).decode("ascii")
+
+
+def _cursor_offset(cursor: Any, size: int) -> int:
+    """Where the page a ``cursor`` names begins; 0 without one."""
+    if not cursor:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(str(cursor).encode("ascii")).decode("ascii")
+    except (binascii.Error, UnicodeError, ValueError):
+        raise SlackApiFailure("invalid_cursor") from None
+    label, _, number = text.partition(":")
+    if label != "next" or not number.isdigit() or int(number) > size:
+        raise SlackApiFailure("invalid_cursor")
+    return int(number)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from sandbox_helpers import ALICE, BOB, CHANNEL, new_standin, running
 from slack_sdk import WebClient
@@ -21,6 +22,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.sandbox import SlackStandIn, StandInThread
+from bot.sandbox.calls import DROP_CONNECTION, NO_ANSWER
 
 Scenario = Callable[[SlackStandIn, AsyncWebClient], Awaitable[None]]
 MODAL = {
@@ -315,3 +317,170 @@ def test_thread_wrapper_serves_the_sync_web_client() -> None:
         assert [c.error for c in slack.calls("chat.postMessage")] == ["ratelimited", None]
         assert slack.calls("chat.postMessage")[1].params["blocks"] == [{"type": "divider"}]
         assert slack.messages(CHANNEL)[0]["blocks"][0]["block_id"]  # Slack fills it in
+
+
+def test_metadata_is_kept_and_listed_only_when_asked_for() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        tag = {"event_type": "countersign_outbox", "event_payload": {"outbox_id": 7, "step": "p"}}
+        root = await web.chat_postMessage(channel=CHANNEL, text="root", metadata=tag)
+        assert root["message"]["metadata"] == tag
+        reply = await web.chat_postMessage(
+            channel=CHANNEL, text="reply", thread_ts=root["ts"], metadata=tag
+        )
+        bare = await web.conversations_history(channel=CHANNEL)
+        assert [m["text"] for m in bare["messages"]] == ["root"]  # replies stay in the thread
+        assert "metadata" not in bare["messages"][0]
+        full = await web.conversations_history(channel=CHANNEL, include_all_metadata=True)
+        assert full["messages"][0]["metadata"] == tag
+        thread = await web.conversations_replies(
+            channel=CHANNEL, ts=root["ts"], include_all_metadata=True
+        )
+        assert [m.get("metadata") for m in thread["messages"]] == [tag, tag]
+        assert thread["messages"][1]["ts"] == reply["ts"]
+        plain = await web.conversations_replies(channel=CHANNEL, ts=root["ts"])
+        assert all("metadata" not in m for m in plain["messages"])
+
+        # Slack posts the message and drops metadata it cannot take, with a warning.
+        for bad in (
+            {"event_type": "countersign.outbox", "event_payload": {}},
+            {"event_type": "ok", "event_payload": ["not", "an", "object"]},
+            {"event_payload": {}},
+        ):
+            warned = await web.chat_postMessage(channel=CHANNEL, text="warned", metadata=bad)
+            assert warned["warning"] == "invalid_metadata_schema"
+            assert "metadata" not in warned["message"]
+        refused = web.api_call(
+            "chat.postMessage", data={"channel": CHANNEL, "text": "x", "metadata": "[1, 2]"}
+        )
+        assert (await error_of(refused))["error"] == "invalid_metadata_format"
+
+    run(scenario)
+
+
+def test_history_and_replies_are_paged_and_bounded_by_oldest() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        posted = [
+            (await web.chat_postMessage(channel=CHANNEL, text=f"m{i}"))["ts"] for i in range(5)
+        ]
+        first = await web.conversations_history(channel=CHANNEL, limit=2, oldest=posted[0])
+        assert [m["text"] for m in first["messages"]] == ["m4", "m3"]  # newest first
+        assert first["has_more"]
+        cursor = first["response_metadata"]["next_cursor"]
+        second = await web.conversations_history(
+            channel=CHANNEL, limit=2, oldest=posted[0], cursor=cursor
+        )
+        assert [m["text"] for m in second["messages"]] == ["m2", "m1"]  # m0 is not after oldest
+        assert not second["has_more"] and second["response_metadata"]["next_cursor"] == ""
+        inclusive = await web.conversations_history(
+            channel=CHANNEL, oldest=posted[0], latest=posted[1], inclusive=True
+        )
+        assert [m["text"] for m in inclusive["messages"]] == ["m1", "m0"]
+        bad = web.conversations_history(channel=CHANNEL, cursor="bm90LWEtY3Vyc29y")
+        assert (await error_of(bad))["error"] == "invalid_cursor"
+
+        root = posted[0]
+        replies = [
+            (await web.chat_postMessage(channel=CHANNEL, text=f"r{i}", thread_ts=root))["ts"]
+            for i in range(3)
+        ]
+        page = await web.conversations_replies(channel=CHANNEL, ts=root, oldest=replies[0])
+        assert [m["text"] for m in page["messages"]] == ["m0", "r1", "r2"]  # the parent first
+        paged = await web.conversations_replies(channel=CHANNEL, ts=root, limit=2)
+        assert [m["text"] for m in paged["messages"]] == ["m0", "r0"]
+        rest = await web.conversations_replies(
+            channel=CHANNEL, ts=root, limit=2, cursor=paged["response_metadata"]["next_cursor"]
+        )
+        assert [m["text"] for m in rest["messages"]] == ["r1", "r2"]
+
+        slack.add_channel("C0ELSE", "elsewhere", [ALICE], bot_is_member=False)
+        hidden = web.conversations_history(channel="C0ELSE")
+        assert (await error_of(hidden))["error"] == "not_in_channel"
+
+    run(scenario)
+
+
+def test_files_info_says_where_a_file_is_shared() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        root = await web.chat_postMessage(channel=CHANNEL, text="Draft ready")
+        started = await web.files_getUploadURLExternal(filename="draft.md", length=5)
+        file_id = started["file_id"]
+        assert (await error_of(web.files_info(file=file_id)))["error"] == "file_not_found"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(started["upload_url"], data=b"draft") as answer,
+        ):
+            assert answer.status == 200
+        unshared = (await web.files_info(file=file_id))["file"]
+        assert (unshared["size"], unshared["channels"], unshared["shares"]) == (5, [], {})
+        await web.files_completeUploadExternal(
+            files=[{"id": file_id, "title": "Draft"}], channel_id=CHANNEL, thread_ts=root["ts"]
+        )
+        shared = (await web.files_info(file=file_id))["file"]
+        assert shared["channels"] == [CHANNEL]
+        (share,) = shared["shares"]["public"][CHANNEL]
+        assert share["thread_ts"] == root["ts"]
+        assert share["ts"] == slack.thread(CHANNEL, root["ts"])[-1]["ts"]
+        assert (await error_of(web.files_info(file="F0NOPE")))["error"] == "file_not_found"
+
+    run(scenario)
+
+
+def test_a_call_can_be_applied_and_its_answer_lost() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next("chat.postMessage", status=500, after_applying=True)
+        slack.fail_next("chat.postMessage", status=DROP_CONNECTION, after_applying=True)
+        slack.fail_next("chat.postMessage", status=DROP_CONNECTION)
+        with pytest.raises(SlackApiError) as caught:
+            await web.chat_postMessage(channel=CHANNEL, text="one")
+        assert caught.value.response.status_code == 500
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            await web.chat_postMessage(channel=CHANNEL, text="two")
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            await web.chat_postMessage(channel=CHANNEL, text="never stored")
+        assert [m["text"] for m in slack.messages(CHANNEL)] == ["one", "two"]
+        calls = slack.calls("chat.postMessage")
+        assert [(c.error, c.applied) for c in calls] == [
+            ("http_500", True),
+            ("dropped", True),
+            ("dropped", False),
+        ]
+        # A call Slack refuses is not applied, so its answer is not lost: the fault is spent.
+        slack.fail_next("chat.postMessage", status=503, after_applying=True)
+        assert (await error_of(web.chat_postMessage(channel="C0NOPE", text="x")))[
+            "error"
+        ] == "channel_not_found"
+        assert (await web.chat_postMessage(channel=CHANNEL, text="three"))["ok"]
+        with pytest.raises(ValueError, match="HTTP 429"):
+            slack.fail_next("chat.postMessage", status=429, after_applying=True)
+
+    run(scenario, retry_handlers=[])
+
+
+def test_no_answer_leaves_the_call_hanging_after_applying_it() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next("chat.postMessage", status=NO_ANSWER, after_applying=True)
+        impatient = AsyncWebClient(
+            token=slack.bot_token, base_url=slack.api_url, timeout=1, retry_handlers=[]
+        )
+        with pytest.raises(TimeoutError):
+            await impatient.chat_postMessage(channel=CHANNEL, text="stored, never answered")
+        assert [m["text"] for m in slack.messages(CHANNEL)] == ["stored, never answered"]
+        (call,) = slack.calls("chat.postMessage")
+        assert (call.error, call.applied) == ("no_answer", True)
+
+    run(scenario, retry_handlers=[])
+
+
+def test_a_fault_can_pick_the_calls_it_fails() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        slack.fail_next(
+            "chat.postMessage", status=200, error="fatal_error", where=lambda p: "2" in p["text"]
+        )
+        await web.chat_postMessage(channel=CHANNEL, text="part 1")
+        assert (await error_of(web.chat_postMessage(channel=CHANNEL, text="part 2")))[
+            "error"
+        ] == "fatal_error"
+        await web.chat_postMessage(channel=CHANNEL, text="part 2")
+        assert [c.error for c in slack.calls("chat.postMessage")] == [None, "fatal_error", None]
+
+    run(scenario)
