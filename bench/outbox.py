@@ -39,9 +39,9 @@ def setup(store: c.Store, runs: int) -> None:
     for n in range(runs):
         run = store.create_run("draft", {"n": str(n)}, channel=CHANNEL)
         claimed = store.claim_run("bench", timedelta(minutes=5))
-        assert claimed is not None and claimed.id == run.id
+        assert claimed is not None and claimed.id == run.id and claimed.lease_token
         ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt=DRAFT)
-        store.suspend_run(run.id, "bench", [ask])
+        store.suspend_run(run.id, claimed.lease_token, [ask])
 
 
 async def drain(store: c.Store, config: Config, api_url: str, token: str) -> tuple[int, float]:

@@ -40,6 +40,7 @@ from bot.payloads import (
     MODAL_ACTIONS,
     REVISE,
     ArgumentErrors,
+    ButtonClick,
     ModalSubmission,
     PayloadError,
     ReviseClick,
@@ -240,9 +241,7 @@ class Listeners:
         refusal = None
         if found is None:
             refusal = text.REVIEW_GONE
-        elif (click.channel_id, click.message_ts) != (found[0].channel, found[0].message_ts):
-            # A review's buttons are on its own message only: a click elsewhere carrying
-            # its id was not made on it.
+        elif not _on_its_message(click, *found):
             refusal = text.NOT_THE_REVIEW_MESSAGE
         elif found[0].status != ReviewStatus.PENDING:
             refusal = text.already_decided(found[0])
@@ -511,6 +510,15 @@ class Listeners:
             )
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", user_id, api_error(exc))
+
+
+def _on_its_message(click: ButtonClick, review: Review, run: Run) -> bool:
+    """Whether a click was made on its review's own message: a click elsewhere carrying the
+    review's id was not. Until the dispatcher has recorded where the message went (it does
+    so after its last step), a click in the run's thread stands for it."""
+    if review.message_ts is not None:
+        return (click.channel_id, click.message_ts) == (review.channel, review.message_ts)
+    return (click.channel_id, click.thread_ts) == (run.channel, run.thread_ts)
 
 
 def _edited_args(

@@ -107,6 +107,7 @@ class ButtonClick:
     channel_id: str | None
     message_ts: str | None
     trigger_id: str | None
+    thread_ts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,10 @@ def parse_button(body: Mapping[str, Any]) -> ButtonClick:
         channel_id=channel_id,
         message_ts=message_ts,
         trigger_id=_optional_id(body, "trigger_id", "payload"),
+        thread_ts=_first_id(
+            (_optional_mapping(body, "container"), "thread_ts"),
+            (_optional_mapping(body, "message"), "thread_ts"),
+        ),
     )
 
 

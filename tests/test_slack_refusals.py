@@ -174,6 +174,7 @@ def test_a_click_carrying_another_reviews_id_decides_nothing(
         seen = slack.click_button(ALICE, CHANNEL, second["ts"], "countersign:edit")
         forged = copy.deepcopy(seen.payload)
         forged["actions"][0].update(action_id="countersign:approve", value=target.id)
+        forged["trigger_id"] += "-forged"  # another request, not a replay of the first
         told_before = len(slack.ephemerals(ALICE))
         assert slack.send_interaction(forged).status == 200
 
@@ -187,3 +188,20 @@ def test_a_click_carrying_another_reviews_id_decides_nothing(
         assert decisions() == [None, None]
         told = slack.ephemerals(ALICE)[told_before:]
         assert told[0].text == text.NOT_THE_REVIEW_MESSAGE
+
+
+def test_a_click_on_a_review_whose_posting_is_not_finished_is_taken(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        # The review is posted, then the root message's update fails: the dispatcher has not
+        # recorded the review's message yet when the reviewer, quick, clicks.
+        slack.fail_next("chat.update", status=500, times=5)
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        review = review_with_buttons(slack, root_of(slack)["ts"])
+        review_id = buttons(review)["countersign:approve"]["value"]
+        assert store.get_review(review_id).message_ts is None
+        assert slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve").ok
+        decided = wait_until(lambda: store.get_review(review_id).decision, what="the decision")
+        assert (decided.kind, decided.decided_by) == ("approve", ALICE)
