@@ -11,7 +11,7 @@ Commands::
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
-    countersign serve [--host H] [--port P] [--socket-mode] [--workers N]
+    countersign serve [--host H] [--port P] [--socket-mode] [--workers N (0: none)]
     countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
     countersign crews list
@@ -180,6 +180,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    """A whole number, 0 included."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -323,7 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--socket-mode", action="store_true", help="connect over Socket Mode (SLACK_APP_TOKEN)"
     )
-    serve.add_argument("--workers", metavar="N", type=_positive_int, default=2)
+    serve.add_argument(
+        "--workers",
+        metavar="N",
+        type=_count,
+        default=2,
+        help="runs its own workers execute at once (0: none, the Slack side alone)",
+    )
     serve.add_argument(
         "--workers-in-process",
         action="store_true",

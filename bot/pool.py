@@ -35,6 +35,22 @@ class WorkerPool(Protocol):
     def alive(self) -> bool: ...
 
 
+class NoWorkers:
+    """``serve --workers 0``: the Slack side alone; workers run elsewhere."""
+
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def wake(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return True  # nothing here to die
+
+
 class ThreadPool:
     """A ``Worker`` on a thread of this process."""
 

@@ -31,7 +31,7 @@ from bot.dispatcher import Dispatcher
 from bot.http import SlackEndpoint
 from bot.intake import Intake
 from bot.listeners import Listeners, sync
-from bot.pool import ProcessPool, ThreadPool, WorkerPool
+from bot.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
 from bot.settings import Settings
 from bot.socket_mode import DurableSocketModeHandler
 from crew_runtime.config import Config
@@ -135,7 +135,9 @@ class Deployment:
         self.dispatch_client = slack_client(slack, retry_lost_answers=False)
         self.dispatcher = Dispatcher(self.dispatch_client, store, config, claim=lease)
         self.pool: WorkerPool
-        if workers_in_process:
+        if workers == 0:
+            self.pool = NoWorkers()
+        elif workers_in_process:
             self.pool = ThreadPool(
                 store,
                 config,

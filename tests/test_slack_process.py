@@ -54,9 +54,9 @@ description = "One long draft"
 """
 
 
-def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+def _serve(env: dict[str, str], port: int, *extra: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot", "serve", "--port", str(port), "--lease", "3"],
+        [sys.executable, "-m", "bot", "serve", "--port", str(port), "--lease", "3", *extra],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -227,4 +227,40 @@ def test_bot_killed_between_a_post_and_recording_it_does_not_post_it_again(
         (with_buttons,) = [m for m in replies if buttons(m)]
         assert with_buttons["ts"] == review.message_ts
         assert len(slack.calls("conversations.replies")) == 1
+    store.close()
+
+
+def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "countersign.toml").write_text(CONFIG)
+    store = Store.open(db_url)
+    port = free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
+    with StandInThread(standin) as slack:
+        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        bot = _serve(env, port, "--workers", "0")
+        try:
+            assert slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters").ok
+            wait_until(
+                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+                what="the run's root message",
+            )
+            children = Path(f"/proc/{bot.pid}/task/{bot.pid}/children").read_text().split()
+            assert children == [], "serve --workers 0 started a worker"
+            (run,) = store.list_runs()
+            assert run.status == RunStatus.QUEUED
+            worker = subprocess.run(
+                [sys.executable, "-m", "bot", "worker", "--until-idle", "--poll", "0.1"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert worker.returncode == 0, worker.stderr
+            assert store.get_run(run.id).status == RunStatus.WAITING
+        finally:
+            bot.send_signal(signal.SIGTERM)
+            out, _ = bot.communicate(timeout=60)
+        assert bot.returncode == 0, out
     store.close()
