@@ -218,6 +218,7 @@ def test_click_on_a_rendered_button(action: str) -> None:
         channel_id="C0DRAFTS",
         message_ts="1700000250.000400",
         trigger_id="123.456.abcdef",
+        thread_ts="1700000000.000100",
     )
 
 
