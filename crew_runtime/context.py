@@ -14,21 +14,33 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 
 from crew_runtime.config import CrewSpec
 from crew_runtime.gates import Gate
 from crew_runtime.signals import RunAborted
-from storage import JournalEntry, LeaseLost, NewReview, Review, ReviewKind, ReviewStatus, Run, Store
+from storage import (
+    JournalEntry,
+    LeaseLost,
+    NewReview,
+    Review,
+    ReviewKind,
+    ReviewStatus,
+    Run,
+    Store,
+    UnstorableValue,
+)
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
 
@@ -78,6 +90,11 @@ class ToolSlot:
     batch: ToolBatch | None = None
 
 
+def unstorable_reason(what: str, refused: UnstorableValue) -> str:
+    """Why a run fails when the database refused what it wrote (it would every time)."""
+    return f"{what} could not be stored: the database refused its text ({refused})"
+
+
 def current_run() -> RunContext | None:
     return _current.get()
 
@@ -115,6 +132,8 @@ class RunContext:
         self.stats: Counter[str] = Counter()
         self.asks: list[NewReview] = []
         self.rejection: str | None = None
+        # Set when the database refused something this execution wrote: the run fails.
+        self.refused: str | None = None
         self.divergences: list[str] = []
         self._aborted = threading.Event()
         self._lock = threading.Lock()
@@ -234,8 +253,9 @@ class RunContext:
         prompt_hash: str | None = None,
     ) -> None:
         self.check_alive()
-        try:
-            pos = self.store.append_journal(
+        pos = self._until_stored(
+            f"a turn of {stream}",
+            lambda: self.store.append_journal(
                 self.run.id,
                 self.lease_token,
                 stream=stream,
@@ -243,9 +263,8 @@ class RunContext:
                 seq=seq,
                 payload=payload,
                 prompt_hash=prompt_hash,
-            )
-        except LeaseLost:
-            self._lost()
+            ),
+        )
         with self._lock:
             self._recorded[(stream, kind, seq)] = JournalEntry(
                 pos, stream, kind, seq, payload, prompt_hash
@@ -253,10 +272,10 @@ class RunContext:
 
     def diverge(self, entry: JournalEntry, note: str) -> None:
         """The crew no longer matches its recording: drop the rest and go on live."""
-        try:
-            self.store.record_divergence(self.run.id, self.lease_token, entry.pos, note)
-        except LeaseLost:
-            self._lost()
+        self._until_stored(
+            "the divergence",
+            lambda: self.store.record_divergence(self.run.id, self.lease_token, entry.pos, note),
+        )
         with self._lock:
             self._recorded = {k: e for k, e in self._recorded.items() if e.pos < entry.pos}
             self._reviews = {k: r for k, r in self._reviews.items() if r.journal_pos <= entry.pos}
@@ -297,6 +316,47 @@ class RunContext:
         self.rejection = reason
 
     # -- liveness
+
+    def _until_stored(self, what: str, write: Callable[[], T]) -> T:
+        """``write``, retried while the database does not answer, until the lease would end.
+
+        Called from inside CrewAI (an LLM wrapper, a tool hook), which swallows or retries
+        what is raised there: a tool's after-hook logs the error and goes on with the result
+        the journal does not have, which a later replay calls again and finds different. So
+        a write is retried (the journal's are idempotent by turn), and whatever ends the
+        attempt stops the execution with :class:`RunAborted`, which CrewAI lets through.
+
+        Raises:
+            RunAborted: the lease is lost, the database refused the value (``refused`` says
+                why; the run fails), or it did not answer before the lease would end.
+        """
+        failing = False
+        while True:
+            self.check_alive()
+            try:
+                return write()
+            except LeaseLost:
+                self._lost()
+            except UnstorableValue as exc:
+                self.refused = unstorable_reason(what, exc)
+                self.abort()
+                raise RunAborted(f"run {self.run.id}: {self.refused}") from None
+            except Exception as exc:  # the database's failure, whatever the driver calls it
+                failure = type(exc).__name__  # the message would quote the parameters
+                with self._lock:
+                    deadline = self._renewed_at + self.lease.total_seconds()
+                if time.monotonic() >= deadline:
+                    log.warning("run %s: %s not written (%s); stopping", self.run.id, what, failure)
+                    self._lost()
+                if not failing:
+                    log.warning(
+                        "run %s: %s not written (%s); retrying until the lease ends",
+                        self.run.id,
+                        what,
+                        failure,
+                    )
+                    failing = True
+                self._aborted.wait(_RECHECK_EVERY)
 
     def renew(self) -> bool:
         """Extend the lease if this execution's claim still holds the run (the heartbeat).

@@ -29,7 +29,7 @@ from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
 from crew_runtime.config import Config, load_factory
-from crew_runtime.context import RunContext
+from crew_runtime.context import RunContext, unstorable_reason
 from crew_runtime.errors import CrewBuildError
 from crew_runtime.flows import (
     ReviewFeedbackProvider,
@@ -196,6 +196,8 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
 
 def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
     """``kickoff()`` raised: a pause, a rejection, a lost lease, or a real failure."""
+    if ctx.refused is not None:  # replaying it would meet the same refusal
+        return _settle(store, ctx, RunStatus.FAILED, error=ctx.refused)
     if ctx.aborted or isinstance(exc, LeaseLost):
         return Outcome(None, stats=dict(ctx.stats))
     if ctx.rejection is not None:
@@ -207,7 +209,7 @@ def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
             return Outcome(None, stats=dict(ctx.stats))
         except UnstorableValue as refused:
             # Replaying the run would draft the same text and meet the same refusal.
-            error = _unstorable("the review it asked for", refused)
+            error = unstorable_reason("the review it asked for", refused)
             return _settle(store, ctx, RunStatus.FAILED, error=error)
         return Outcome(RunStatus.WAITING, reviews, dict(ctx.stats))
     log.warning("run %s failed: %s", ctx.run.id, "".join(traceback.format_exception(exc)))
@@ -234,12 +236,8 @@ def _settle(
         except UnstorableValue as refused:
             status = RunStatus.FAILED
             what = "its output" if output is not None else "the reason it ended"
-            error = _unstorable(what, refused)
+            error = unstorable_reason(what, refused)
             store.finish_run(ctx.run.id, ctx.lease_token, status, error=error)
     except LeaseLost:
         return Outcome(None, stats=dict(ctx.stats))
     return Outcome(status, stats=dict(ctx.stats))
-
-
-def _unstorable(what: str, refused: UnstorableValue) -> str:
-    return f"{what} could not be stored: the database refused its text ({refused})"

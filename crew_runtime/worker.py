@@ -84,6 +84,7 @@ class Worker:
     def run(self, *, until_idle: bool = False) -> None:
         settings = self.settings
         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+        failing = False
         with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
             while not self.stopping.is_set():
                 self._reap()
@@ -94,12 +95,23 @@ class Worker:
                         self._heartbeat()
                         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
                     claimed = self._fill(pool)
+                    if failing:
+                        log.info("worker %s: storage works again", self.worker_id)
+                        failing = False
                     if until_idle and not self._active and not claimed and self._system_idle():
                         break
-                except Exception:
+                except Exception as exc:
                     # The database blinked (restart, failover, network): the leases
-                    # outlive a few polls, so keep going rather than drop every run.
-                    log.exception("worker %s: storage error; retrying", self.worker_id)
+                    # outlive a few polls, so keep going rather than drop every run. Told
+                    # once per outage (with its traceback), not at every poll.
+                    if not failing:
+                        log.warning(
+                            "worker %s: storage error (%s); retrying until it passes",
+                            self.worker_id,
+                            type(exc).__name__,
+                            exc_info=True,
+                        )
+                        failing = True
                     claimed = False
                 if self._active:
                     wait(

@@ -599,9 +599,23 @@ class Store:
         payload: JSON,
         prompt_hash: str | None = None,
     ) -> int:
-        """Append one turn, fenced by the claim: an execution that lost the run cannot write."""
+        """Append one turn, fenced by the claim: an execution that lost the run cannot write.
+
+        Idempotent: asked again for a turn it holds (a retry after a commit whose answer
+        the connection lost), it returns that turn's position and writes nothing.
+        """
         with self._tx() as conn:
             self._fence(conn, run_id, token)
+            earlier = conn.execute(
+                select(journal.c.pos).where(
+                    journal.c.run_id == run_id,
+                    journal.c.stream == stream,
+                    journal.c.kind == kind,
+                    journal.c.seq == seq,
+                )
+            ).scalar_one_or_none()
+            if earlier is not None:
+                return int(earlier)
             pos = self._next_pos(conn, run_id)
             conn.execute(
                 insert(journal).values(

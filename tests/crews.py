@@ -317,15 +317,16 @@ class UnstorableLLM(ScriptedLLM):
 
 def unstorable(inputs: dict[str, str]) -> Crew:
     """One task whose draft holds a NUL (``poison=nul``) or a lone surrogate (``surrogate``);
-    reviewed with ``reviewed=yes``, else its draft is the run's output."""
+    reviewed with ``reviewed=yes``, else its draft is the run's output. ``role`` names its
+    agent (a very long one makes a journal stream longer than its column)."""
     agent = Agent(
-        role="Typist",
+        role=inputs.get("role", "Typist"),
         goal="Type",
         backstory="Careless.",
         llm=UnstorableLLM(
             model="scripted/unstorable",
             label="Note",
-            poison={"nul": "\x00", "surrogate": "\ud800"}[inputs["poison"]],
+            poison={"nul": "\x00", "surrogate": "\ud800", "none": ""}[inputs["poison"]],
         ),
         verbose=False,
     )

@@ -296,3 +296,39 @@ def _claimed(store: Store, lease: timedelta) -> Any:
     run = store.claim_run("w1", lease)
     assert run is not None
     return run
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_tool_result_the_database_could_not_take_is_journaled_once_it_can(
+    bench: Bench, tmp_path: Path
+) -> None:
+    # CrewAI swallows an error raised in a tool's after-hook and goes on: a result written
+    # nowhere would be called again, and found different, by a later replay.
+    server = make_url(bench.db_url)
+    release, log = tmp_path / "release", tmp_path / "worker.log"
+    with TcpProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        run = bench.start("newsletter", topic="otters")
+        worker = bench.spawn(
+            log=log,
+            lease=30,
+            DATABASE_URL=proxy.url_through(bench.db_url),
+            COUNTERSIGN_TEST_RELEASE=str(release),
+        )
+        wait_until(
+            lambda: [e["what"] for e in _live(bench, run.id)] == ["llm", "tool"],
+            what="the tool call",
+        )
+        proxy.cut()
+        release.touch()  # the tool returns while the database is unreachable
+
+        def met_the_outage() -> bool:
+            said = log.read_text()
+            return "the journal not written" in said or "cannot confirm the lease" in said
+
+        wait_until(met_the_outage, what="the worker meeting the outage after the tool")
+        proxy.restore()
+        assert worker.wait(120) == 0, log.read_text()
+    assert bench.run(run.id).status == RunStatus.SUCCEEDED
+    assert [e.kind for e in bench.store.load_journal(run.id)] == ["llm", "tool", "llm"]
+    assert [e["what"] for e in _live(bench, run.id)] == ["llm", "tool", "llm"]
+    _sent_once(bench, [run.id])
