@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/resume.py
 	$(BIN)/python bench/ack_latency.py
 	$(BIN)/python bench/demo_start.py
+	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/outbox.py
 
 clean:
