@@ -60,6 +60,7 @@ from sqlalchemy import select  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
 from bot import text  # noqa: E402
+from bot.intake import parse_body  # noqa: E402
 from bot.sandbox import SlackStandIn, StandInThread  # noqa: E402
 from storage import ReviewStatus, Store  # noqa: E402
 from storage.schema import inbox  # noqa: E402
@@ -250,7 +251,7 @@ class Faults:
 class Action:
     review_id: str
     how: str  # "click" or "reply"
-    key: str | None  # the request's inbox key: what the decision it makes carries
+    seen_as: str | None  # its trigger id (a click) or its message (a reply): see _identity
     acked: bool
 
 
@@ -324,18 +325,28 @@ class Reviewer:
                 lambda: self.slack.reply_in_thread(REVIEWER, CHANNEL, thread_ts, "approve")
             )
         acked = delivery is not None and delivery.ok
-        key = None
+        seen_as = None
         if delivery is not None and how == "click":
-            key = f"trigger:{delivery.payload['trigger_id']}"
+            seen_as = f"trigger:{delivery.payload['trigger_id']}"
         elif delivery is not None:
-            key = f"msg:{CHANNEL}:{delivery.payload['event']['ts']}"
-        self.actions.append(Action(review_id, how, key, acked))
+            seen_as = f"msg:{CHANNEL}:{delivery.payload['event']['ts']}"
+        self.actions.append(Action(review_id, how, seen_as, acked))
         # Not acked: a person sees the error and tries again soon.
         now = time.monotonic()
         self.last[review_id] = now if acked else now - RETRY_AFTER_S + 1.0
 
 
 # ---------------------------------------------------------------------------- figures
+
+
+def _identity(payload: Json) -> str | None:
+    """What a recorded request was, in the reviewer's terms: a click's trigger id, or a reply's
+    message (slash commands: None)."""
+    if payload.get("type") == "event_callback":
+        event = payload.get("event") or {}
+        return f"msg:{event.get('channel')}:{event.get('ts')}"
+    trigger = payload.get("trigger_id")
+    return f"trigger:{trigger}" if trigger and "command" not in payload else None
 
 
 def executions_taking_turns(log: list[Json]) -> int:
@@ -383,10 +394,25 @@ def report(
     # An acked request is in the inbox and was handled: it decided its review, or found it
     # decided by another (an earlier click whose message still showed its buttons).
     with store.engine.connect() as conn:
-        rows = conn.execute(select(inbox.c.key, inbox.c.done_at, inbox.c.error)).all()
-    handled = {row.key for row in rows if row.done_at is not None and row.error is None}
-    lost = [a for a in acked if a.key not in handled]
-    theirs = [a for a in acked if (reviews[a.review_id].decision or _NONE).request_key == a.key]
+        rows = conn.execute(
+            select(inbox.c.key, inbox.c.body, inbox.c.content_type, inbox.c.done_at, inbox.c.error)
+        ).all()
+    # Each recorded request, by what the person did: its inbox key (what a decision it made
+    # carries), and whether it was handled.
+    recorded = {
+        _identity(parse_body(row.body, row.content_type)): (
+            row.key,
+            row.done_at is not None and row.error is None,
+        )
+        for row in rows
+    }
+    lost = [a for a in acked if not recorded.get(a.seen_as, ("", False))[1]]
+    theirs = [
+        a
+        for a in acked
+        if a.seen_as in recorded
+        and (reviews[a.review_id].decision or _NONE).request_key == recorded[a.seen_as][0]
+    ]
     undecided = [r.id for r in reviews.values() if r.status == ReviewStatus.PENDING]
     review_statuses = Counter(r.status.value for r in reviews.values())
     applied = Counter(e["key"] for e in log if e["what"] == "effect" and e["applied"])
@@ -446,7 +472,7 @@ def report(
     for name, value, goal in rows:
         print(f"| {name.ljust(width)} | {value} | {goal} |")
     if lost:
-        print("acked but lost:", [(a.review_id, a.how, a.key) for a in lost])
+        print("acked but lost:", [(a.review_id, a.how, a.seen_as) for a in lost])
     for run_id, note in diverged:
         print(f"diverged: {run_id}: {note}")
     met = not lost and not undecided and not diverged and settled == runs

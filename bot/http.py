@@ -22,7 +22,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_sdk.signature import SignatureVerifier
 
 from bot import text
-from bot.intake import Intake, Kind, Receipt, classify, parse_body
+from bot.intake import Intake, Kind, Receipt, classify
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +49,12 @@ class SlackEndpoint:
         if not self.verifier.is_valid(body, timestamp, signature):
             return web.Response(status=401)
         try:
-            payload = parse_body(body, request.content_type)
+            slack_request = classify(body, request.content_type, fallback_key=f"sig:{signature}")
+            if slack_request.kind is Kind.ANSWERED_IN_ACK:
+                return await to_aiohttp_response(await self.intake.answer_now(slack_request))
         except ValueError:
             log.warning("refused a signed request: its body cannot be parsed")
             return web.Response(status=400)
-        slack_request = classify(payload, fallback_key=f"sig:{signature}")
-        if slack_request.kind is Kind.ANSWERED_IN_ACK:
-            return await to_aiohttp_response(await self.intake.answer_now(payload))
         receipt = await self.intake.receive(slack_request)
         if receipt is not Receipt.FAILED:
             return web.Response(status=200)

@@ -9,10 +9,12 @@ command) instead of a silent success.
 
 The path of one request, whatever its transport (``bot.http``, ``bot.socket_mode``):
 
-1. :func:`parse_body` and :func:`classify`, pure: what kind of request it is and its key.
-   The key deduplicates: ``trigger:<trigger_id>`` for slash commands and clicks (a replayed
-   request carries the same one), ``msg:<channel>:<ts>`` for messages (Slack's retries and
-   the ``app_mention``/``message`` twins of one message), ``event:<event_id>`` for other events.
+1. :func:`classify`, pure and cheap (it runs before the ack): what kind of request it is
+   and its key. The key deduplicates: for slash commands and clicks, what the transport
+   gives (the signature over HTTP, so a request replayed byte for byte is one; the envelope
+   id in Socket Mode); for messages ``msg:<channel>:<ts>`` (Slack's retries, and the
+   ``app_mention``/``message`` twins of one message); ``event:<event_id>`` for other events.
+   The body is recorded as it came and parsed (:func:`parse_body`) once it is acked.
 2. :meth:`Intake.receive` hands it to the :class:`Recorder`, a thread that writes whatever is
    waiting in one transaction (a burst of requests shares one commit), and waits for that
    commit, at most ``record_timeout``.
@@ -55,6 +57,8 @@ REQUEST_KEY = "countersign_request"
 
 # Requests whose answer is in the ack itself: handled before it, never recorded.
 _ANSWERED_IN_ACK = frozenset({"url_verification", "view_submission", "block_suggestion"})
+_ANSWERED_IN_ACK_MARKERS = ("view_submission", "block_suggestion", "ssl_check=")
+_JSON = "application/json"
 MAX_ATTEMPTS = 5
 # How long handling waits for the acks in progress to go out first (bounded: a steady
 # stream of requests must not starve it).
@@ -78,9 +82,15 @@ class Receipt(enum.Enum):
 
 @dataclass(frozen=True)
 class SlackRequest:
+    """A verified request: what it is, its dedupe key, and its body as it came."""
+
     kind: Kind
     key: str
-    payload: Json
+    body: str
+    content_type: str
+
+    def payload(self) -> Json:
+        return parse_body(self.body, self.content_type)
 
 
 def parse_body(raw: str, content_type: str | None) -> Json:
@@ -107,12 +117,35 @@ def parse_body(raw: str, content_type: str | None) -> Json:
     return form
 
 
-def classify(payload: Json, fallback_key: str) -> SlackRequest:
-    """Kind and dedupe key of a parsed request; ``fallback_key`` (the signature, or the
-    Socket Mode envelope id) when the payload carries no id of its own."""
+def classify(body: str, content_type: str, fallback_key: str) -> SlackRequest:
+    """Kind and dedupe key of a request, looking no further into it than needed.
+
+    Runs before the ack, for every request of a burst: a click's form body (several
+    kilobytes: the clicked message comes with it) is not parsed here, only a JSON body (an
+    event, whose key is inside). ``fallback_key`` is what the transport gives: the signature
+    (HTTP) or the envelope id (Socket Mode).
+
+    Raises:
+        ValueError: a JSON body that is not a JSON object.
+    """
+    if content_type.startswith("application/json") or body.lstrip().startswith("{"):
+        return classify_payload(parse_body(body, content_type), fallback_key)
+    if any(marker in body for marker in _ANSWERED_IN_ACK_MARKERS):
+        # Its answer is in the ack, so it is parsed now anyway (a marker in some other
+        # request's text only costs that request a parse).
+        request = classify_payload(parse_body(body, content_type), fallback_key)
+        return SlackRequest(request.kind, request.key, body, content_type)
+    if body.startswith("payload=") or "&payload=" in body:
+        return SlackRequest(Kind.INTERACTION, fallback_key, body, content_type)
+    return SlackRequest(Kind.SLASH_COMMAND, fallback_key, body, content_type)
+
+
+def classify_payload(payload: Json, fallback_key: str) -> SlackRequest:
+    """:func:`classify` for a payload already parsed (Socket Mode delivers them so)."""
+    body = json.dumps(payload)
     kind_of = str(payload.get("type", ""))
     if "command" in payload:
-        return SlackRequest(Kind.SLASH_COMMAND, _trigger_key(payload, fallback_key), payload)
+        return SlackRequest(Kind.SLASH_COMMAND, fallback_key, body, _JSON)
     if kind_of == "event_callback":
         event = payload.get("event")
         channel, ts = (
@@ -122,15 +155,10 @@ def classify(payload: Json, fallback_key: str) -> SlackRequest:
             key = f"msg:{channel}:{ts}"
         else:
             key = f"event:{payload.get('event_id') or fallback_key}"
-        return SlackRequest(Kind.EVENT, key, payload)
+        return SlackRequest(Kind.EVENT, key, body, _JSON)
     if kind_of in _ANSWERED_IN_ACK or "ssl_check" in payload or not kind_of:
-        return SlackRequest(Kind.ANSWERED_IN_ACK, fallback_key, payload)
-    return SlackRequest(Kind.INTERACTION, _trigger_key(payload, fallback_key), payload)
-
-
-def _trigger_key(payload: Json, fallback_key: str) -> str:
-    trigger = payload.get("trigger_id")
-    return f"trigger:{trigger}" if isinstance(trigger, str) and trigger else fallback_key
+        return SlackRequest(Kind.ANSWERED_IN_ACK, fallback_key, body, _JSON)
+    return SlackRequest(Kind.INTERACTION, fallback_key, body, _JSON)
 
 
 def bolt_request(payload: Json, key: str | None = None) -> AsyncBoltRequest:
@@ -173,12 +201,12 @@ class Recorder:
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int | None] = loop.create_future()
-        self._queue.put(_Job(request, None, _Waiter(loop, future)))
+        self._queue.put(_Job(request, None, future, loop))
         return await future
 
     def finish(self, row_id: int, error: str | None = None) -> None:
         """Mark a row handled (or given up, with ``error``) in the next commit."""
-        self._queue.put(_Job(None, (row_id, error), None))
+        self._queue.put(_Job(None, (row_id, error), None, None))
 
     def _main(self) -> None:
         stopping = False
@@ -200,59 +228,49 @@ class Recorder:
 
     def _write(self, jobs: list[_Job]) -> None:
         # A waiter that gave up (the transport answered "not recorded") must not be recorded.
-        recording = [j for j in jobs if j.request is not None and j.waiter and j.waiter.waiting]
+        recording = [j for j in jobs if j.request is not None and not _gave_up(j)]
         finished = [j.finished for j in jobs if j.finished is not None]
         try:
             ids = self.inbox.record([j.request for j in recording if j.request], finished)
         except Exception as exc:
             log.warning("inbox: could not record %d request(s): %s", len(recording), _brief(exc))
-            for job in recording:
-                if job.waiter is not None:
-                    job.waiter.fail(exc)
+            self._answer([(job, None) for job in recording], exc)
             return
-        late = []
-        for job, row_id in zip(recording, ids, strict=True):
-            if job.waiter is not None and not job.waiter.resolve(row_id) and row_id is not None:
-                late.append((row_id, "not recorded in time; the person was told to try again"))
-        if late:  # committed after the answer "not recorded" went out: never handle them
-            with contextlib.suppress(Exception):
-                self.inbox.finish(late)
+        self._answer(list(zip(recording, ids, strict=True)), None)
+
+    def _answer(self, answers: list[tuple[_Job, int | None]], exc: Exception | None) -> None:
+        """Hand each waiter its row id (or the failure): one wake-up of the loop per batch."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, int | None]]] = {}
+        for job, row_id in answers:
+            if job.loop is not None:
+                by_loop.setdefault(job.loop, []).append((job, row_id))
+        for loop, mine in by_loop.items():
+            loop.call_soon_threadsafe(self._settle, mine, exc)
+
+    def _settle(self, answers: list[tuple[_Job, int | None]], exc: Exception | None) -> None:
+        for job, row_id in answers:
+            if job.future is None:
+                continue
+            if job.future.done():
+                # The person was told "not recorded" before this commit: never handle it.
+                if row_id is not None and exc is None:
+                    self.finish(row_id, "not recorded in time; the person was told to try again")
+            elif exc is not None:
+                job.future.set_exception(exc)
+            else:
+                job.future.set_result(row_id)
 
 
-@dataclass
-class _Waiter:
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[int | None]
-
-    @property
-    def waiting(self) -> bool:
-        return not self.future.done()
-
-    def resolve(self, row_id: int | None) -> bool:
-        """Hand the id to the waiting coroutine; False if it gave up meanwhile."""
-        if not self.waiting:
-            return False
-        self.loop.call_soon_threadsafe(_settle, self.future, row_id, None)
-        return True
-
-    def fail(self, exc: Exception) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.future, None, exc)
-
-
-def _settle(future: asyncio.Future[int | None], value: int | None, exc: Exception | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(value)
+def _gave_up(job: _Job) -> bool:
+    return job.future is not None and job.future.done()
 
 
 @dataclass
 class _Job:
     request: NewRequest | None
     finished: tuple[int, str | None] | None
-    waiter: _Waiter | None
+    future: asyncio.Future[int | None] | None
+    loop: asyncio.AbstractEventLoop | None
 
 
 class Intake:
@@ -310,7 +328,9 @@ class Intake:
         self._quiet.clear()
         try:
             async with asyncio.timeout(self.record_timeout):  # no task of its own, unlike wait_for
-                row_id = await self.recorder.record(NewRequest(request.key, request.payload))
+                row_id = await self.recorder.record(
+                    NewRequest(request.key, request.body, request.content_type)
+                )
         except TimeoutError:
             log.warning(
                 "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
@@ -324,12 +344,12 @@ class Intake:
                 self._quiet.set()
         if row_id is None:
             return Receipt.DUPLICATE
-        self._handle_soon(InboxRequest(row_id, request.key, request.payload, 1))
+        self._handle_soon(InboxRequest(row_id, request.key, request.body, request.content_type, 1))
         return Receipt.RECORDED
 
-    async def answer_now(self, payload: Json) -> BoltResponse:
+    async def answer_now(self, request: SlackRequest) -> BoltResponse:
         """Handle a request whose ack carries the answer (modal submissions): not recorded."""
-        return await self.app.async_dispatch(bolt_request(payload))
+        return await self.app.async_dispatch(bolt_request(request.payload()))
 
     def _handle_soon(self, request: InboxRequest) -> None:
         task = asyncio.create_task(self._handle(request))
@@ -343,8 +363,12 @@ class Intake:
             await asyncio.wait_for(self._quiet.wait(), _ACKS_FIRST_FOR)
         async with self._slots:
             try:
-                response = await self.app.async_dispatch(bolt_request(request.payload, request.key))
+                payload = parse_body(request.body, request.content_type)
+                response = await self.app.async_dispatch(bolt_request(payload, request.key))
                 status = response.status
+            except ValueError:  # signed, yet not what its type says: nothing to handle
+                log.warning("inbox %d: its body cannot be parsed; dropped", request.id)
+                status = 400
             except Exception:
                 log.exception("inbox %d: handling failed", request.id)
                 status = 500

@@ -20,7 +20,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot import text
-from bot.intake import Intake, Kind, Receipt, classify
+from bot.intake import Intake, Kind, Receipt, classify_payload
 
 
 class DurableSocketModeHandler(AsyncSocketModeHandler):
@@ -34,12 +34,11 @@ class DurableSocketModeHandler(AsyncSocketModeHandler):
         self, connection: SocketModeClient, req: SocketModeRequest
     ) -> None:
         payload = req.payload if isinstance(req.payload, dict) else {}
-        request = classify(payload, fallback_key=f"envelope:{req.envelope_id}")
+        request = classify_payload(payload, fallback_key=f"envelope:{req.envelope_id}")
         if request.kind is Kind.ANSWERED_IN_ACK:
             started = time.time()
-            await send_async_response(
-                connection, req, await self.intake.answer_now(payload), started
-            )
+            response = await self.intake.answer_now(request)
+            await send_async_response(connection, req, response, started)
             return
         receipt = await self.intake.receive(request)
         if receipt is not Receipt.FAILED:

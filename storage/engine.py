@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,18 +15,27 @@ DEFAULT_URL = "sqlite:///countersign.db"
 
 # Set on a connection that will write: SQLite then takes its write lock at BEGIN.
 _WRITES = "countersign_writes"
+# Set on a writer that must not wait long (what acks a person's click): see write_transaction.
+_EAGER = "countersign_eager"
+BUSY_TIMEOUT_MS = 30_000
+_EAGER_RETRY_S = 0.0005
 
 
 @contextmanager
-def write_transaction(engine: Engine) -> Iterator[Connection]:
+def write_transaction(engine: Engine, *, eager: bool = False) -> Iterator[Connection]:
     """A transaction that writes: committed at the end, rolled back on an exception.
 
     On SQLite it begins with ``BEGIN IMMEDIATE`` (the write lock up front), so two
     read-then-write transactions can never deadlock on upgrading their locks; reads
     (``engine.connect()``) begin deferred and, in WAL mode, never wait for a writer.
+
+    ``eager``: while another process writes, SQLite's busy handler sleeps 1, 2, 5, … up to
+    100 ms between tries, so a writer that found the lock taken a few times loses it to
+    busy workers for a long while; an eager one asks again every half millisecond (only
+    that writer spins, and only while the lock is taken).
     """
     with engine.connect() as conn:
-        conn.execution_options(**{_WRITES: True})
+        conn.execution_options(**{_WRITES: True, _EAGER: eager})
         with conn.begin():
             yield conn
 
@@ -57,14 +68,35 @@ def make_engine(url: str = DEFAULT_URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        writes = connection.get_execution_options().get(_WRITES, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+        options = connection.get_execution_options()
+        if options.get(_EAGER, False):
+            _begin_eagerly(connection.connection.dbapi_connection)
+        else:
+            writes = options.get(_WRITES, False)
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
     return engine
+
+
+def _begin_eagerly(raw: Any) -> None:
+    """``BEGIN IMMEDIATE``, asked for every half millisecond until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                raw.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(_EAGER_RETRY_S)
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

@@ -13,28 +13,25 @@ replayed request records nothing new (``record`` answers None for it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from storage.engine import write_transaction
 from storage.schema import inbox
 from storage.store import Store
 
-JSON = dict[str, Any]
-
 
 @dataclass(frozen=True)
 class NewRequest:
-    """A verified request to record: its dedupe ``key`` and its parsed payload."""
+    """A verified request to record: its dedupe ``key``, and its body as it came."""
 
     key: str
-    payload: JSON
+    body: str
+    content_type: str
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,8 @@ class InboxRequest:
 
     id: int
     key: str
-    payload: JSON
+    body: str
+    content_type: str
     attempts: int
 
 
@@ -74,15 +72,16 @@ class InboxStore:
                 rows.append(
                     {
                         "key": key,
-                        # ASCII JSON: a NUL or a lone surrogate in a person's text is stored.
-                        "payload": json.dumps(request.payload, ensure_ascii=True),
+                        "body": request.body,
+                        "content_type": request.content_type[:100],
                         "received_at": now,
                         "claimed_until": now + self.claim,
                         "attempts": 1,
                     }
                 )
         ids: dict[str, int] = {}
-        with write_transaction(self.store.engine) as conn:
+        # Eager: a person waits for this commit (the ack), and busy workers must not starve it.
+        with write_transaction(self.store.engine, eager=True) as conn:
             if rows:
                 dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
                 # One statement for any batch size (compiled once, cached): rows as
@@ -104,7 +103,7 @@ class InboxStore:
         with write_transaction(self.store.engine) as conn:
             self._finish(conn, finished)
 
-    def _finish(self, conn: Any, finished: Sequence[tuple[int, str | None]]) -> None:
+    def _finish(self, conn: Connection, finished: Sequence[tuple[int, str | None]]) -> None:
         now = self.store.clock()
         for row_id, error in finished:
             conn.execute(
@@ -119,7 +118,9 @@ class InboxStore:
         claimed = []
         with write_transaction(self.store.engine) as conn:
             rows = conn.execute(
-                select(inbox.c.id, inbox.c.key, inbox.c.payload, inbox.c.attempts)
+                select(
+                    inbox.c.id, inbox.c.key, inbox.c.body, inbox.c.content_type, inbox.c.attempts
+                )
                 .where(inbox.c.done_at.is_(None), inbox.c.claimed_until < now)
                 .order_by(inbox.c.id)
                 .limit(limit)
@@ -133,7 +134,7 @@ class InboxStore:
                 ).rowcount
                 if taken == 1:
                     claimed.append(
-                        InboxRequest(row.id, row.key, json.loads(row.payload), row.attempts + 1)
+                        InboxRequest(row.id, row.key, row.body, row.content_type, row.attempts + 1)
                     )
         return claimed
 

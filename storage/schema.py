@@ -156,8 +156,9 @@ inbox = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("key", String(200), nullable=False, unique=True),
-    # The parsed payload as JSON text (ASCII: whatever the person typed can be stored).
-    Column("payload", Text, nullable=False),
+    # The body as it came (Slack's UTF-8 form or JSON: whatever a person typed is escaped).
+    Column("body", Text, nullable=False),
+    Column("content_type", String(100), nullable=False),
     Column("received_at", DateTime, nullable=False),
     # Whoever handles the request holds it until then; past it, anyone may take it again.
     Column("claimed_until", DateTime, nullable=False),

@@ -7,9 +7,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.intake import Kind, classify, parse_body
+from bot.intake import Kind, classify, classify_payload, parse_body
 
 FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
 
 
 def _slash(text: str) -> str:
@@ -21,16 +22,18 @@ def _slash(text: str) -> str:
 )
 def test_a_slash_command_stays_one_whatever_its_text(text: str) -> None:
     # Bolt's own parser takes any form body containing "payload" for an interaction.
-    parsed = parse_body(_slash(text), FORM)
-    assert parsed["text"] == text
-    request = classify(parsed, "sig:x")
-    assert (request.kind, request.key) == (Kind.SLASH_COMMAND, "trigger:T.1")
+    request = classify(_slash(text), FORM, "sig:x")
+    assert (request.kind, request.key) == (Kind.SLASH_COMMAND, "sig:x")
+    assert request.payload()["text"] == text
 
 
-def test_an_interaction_is_keyed_by_its_trigger() -> None:
+def test_a_click_is_keyed_by_what_the_transport_gives_and_parsed_only_when_handled() -> None:
     body = urlencode({"payload": json.dumps({"type": "block_actions", "trigger_id": "T.2"})})
-    request = classify(parse_body(body, FORM), "sig:x")
-    assert (request.kind, request.key) == (Kind.INTERACTION, "trigger:T.2")
+    request = classify(body, FORM, "sig:v0=abc")
+    assert (request.kind, request.key, request.body) == (Kind.INTERACTION, "sig:v0=abc", body)
+    assert request.payload()["trigger_id"] == "T.2"
+    over_socket = classify_payload({"type": "block_actions"}, "envelope:E1")
+    assert (over_socket.kind, over_socket.key) == (Kind.INTERACTION, "envelope:E1")
 
 
 def test_the_twins_of_a_message_share_a_key_and_other_events_use_their_id() -> None:
@@ -38,34 +41,37 @@ def test_the_twins_of_a_message_share_a_key_and_other_events_use_their_id() -> N
         inner = {"type": event_type, "channel": "C1", "ts": "1.000100", "text": "lgtm"}
         return json.dumps({"type": "event_callback", "event_id": event_id, "event": inner})
 
-    mention = classify(parse_body(event("app_mention", "Ev1"), "application/json"), "sig:a")
-    message = classify(parse_body(event("message", "Ev2"), "application/json"), "sig:b")
+    mention = classify(event("app_mention", "Ev1"), JSON, "sig:a")
+    message = classify(event("message", "Ev2"), JSON, "sig:b")
     assert mention.kind is Kind.EVENT and mention.key == message.key == "msg:C1:1.000100"
     other = {"type": "event_callback", "event_id": "Ev3", "event": {"type": "app_home_opened"}}
-    assert classify(other, "sig:c").key == "event:Ev3"
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        {"type": "url_verification", "challenge": "c"},
-        {"type": "view_submission", "trigger_id": "T.3", "view": {}},
-        {"ssl_check": "1", "token": "t"},
-    ],
-)
-def test_requests_answered_in_the_ack_are_not_recorded(payload: dict[str, str]) -> None:
-    assert classify(payload, "sig:x").kind is Kind.ANSWERED_IN_ACK
-
-
-def test_a_request_without_an_id_of_its_own_is_keyed_by_what_the_transport_gives() -> None:
-    assert classify({"type": "view_closed"}, "sig:v0=abc").key == "sig:v0=abc"
+    assert classify(json.dumps(other), JSON, "sig:c").key == "event:Ev3"
+    assert classify_payload(other, "envelope:E2").key == "event:Ev3"
 
 
 @pytest.mark.parametrize(
     ("body", "content_type"),
     [
-        ("[1, 2]", "application/json"),
-        ("{not json", "application/json"),
+        (json.dumps({"type": "url_verification", "challenge": "c"}), JSON),
+        (urlencode({"payload": json.dumps({"type": "view_submission", "view": {}})}), FORM),
+        (urlencode({"ssl_check": "1", "token": "t"}), FORM),
+    ],
+)
+def test_requests_answered_in_the_ack_are_not_recorded(body: str, content_type: str) -> None:
+    assert classify(body, content_type, "sig:x").kind is Kind.ANSWERED_IN_ACK
+
+
+def test_a_click_whose_text_mentions_a_modal_submission_is_still_a_click() -> None:
+    click = {"type": "block_actions", "message": {"text": "what a view_submission does"}}
+    request = classify(urlencode({"payload": json.dumps(click)}), FORM, "sig:x")
+    assert request.kind is Kind.INTERACTION
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ("[1, 2]", JSON),
+        ("{not json", JSON),
         (urlencode({"payload": "[]"}), FORM),
         (urlencode({"payload": "{"}), FORM),
     ],

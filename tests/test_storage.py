@@ -374,19 +374,19 @@ def test_inbox_records_once_per_key_and_hands_back_what_a_dead_handler_left(db_u
     inbox = InboxStore(store, claim=timedelta(seconds=10))
     first, twin, other = inbox.record(
         [
-            NewRequest("msg:C1:1.1", {"text": "lgtm \x00 \ud800"}),
-            NewRequest("msg:C1:1.1", {"text": "the twin event"}),
-            NewRequest("trigger:T2", {"command": "/crew"}),
+            NewRequest("msg:C1:1.1", '{"text": "lgtm \\u0000"}', "application/json"),
+            NewRequest("msg:C1:1.1", '{"text": "the twin event"}', "application/json"),
+            NewRequest("sig:v0=2", "command=%2Fcrew&text=caf%C3%A9", "application/x-www-form"),
         ]
     )
     assert first is not None and other is not None and twin is None
-    assert inbox.record([NewRequest("msg:C1:1.1", {"text": "a retry"})]) == [None]
+    assert inbox.record([NewRequest("msg:C1:1.1", "{}", "application/json")]) == [None]
     assert inbox.claim_stale() == []  # claimed by whoever recorded them
     inbox.finish([(other, None)])
     clock.advance(seconds=11)  # the handler of the first one died
     (stale,) = inbox.claim_stale()
     assert (stale.id, stale.attempts) == (first, 2)
-    assert stale.payload == {"text": "lgtm \x00 \ud800"}
+    assert (stale.body, stale.content_type) == ('{"text": "lgtm \\u0000"}', "application/json")
     assert inbox.claim_stale() == []  # claimed again, by this caller
     inbox.record([], finished=[(first, None)])
     assert inbox.count_open() == 0
