@@ -1,8 +1,8 @@
 """Block Kit for every message and modal the bot posts, built from storage records.
 
 Pure functions returning plain dicts, so each one is checked against Slack's limits
-(``bot/sandbox/blockkit.py``) without a network. The rules they keep (notes/slack-platform.md
-§0, §5, §6):
+(``bot/sandbox/blockkit.py``) without a network. The rules they keep (Slack's limits, as
+docs/architecture.md lists them):
 
 - Every text from an LLM, a person or the configuration is escaped (:func:`escape`) and
   put in ``mrkdwn`` with ``verbatim: true``, so it can neither ping (``<!channel>``) nor

@@ -2,8 +2,8 @@
 
 Why: a listener should not dig through nested dicts, and it must never crash on what
 arrives over the network. Every field a listener uses is checked here once, the way
-bolt's ``request/payload_utils.py`` reads payloads without I/O. Shapes follow
-notes/slack-platform.md §3.
+bolt's ``request/payload_utils.py`` reads payloads without I/O. Shapes follow Slack's
+reference pages for ``block_actions``, ``view_submission`` and slash commands.
 
 A tool call's edit modal has one input per argument (block and action ``arg:<name>``, as
 action ids must be unique in a view): its texts come

@@ -1,7 +1,8 @@
 """A threaded reply, in plain words, turned into a typed decision by fixed rules.
 
 Why rules and not an LLM: a reviewer must be able to predict what their words do, and
-the same reply must always mean the same thing (STYLE.md practice 5). The rules:
+the same reply must always mean the same thing (decisions are typed, never an LLM's
+reading of a person's words). The rules:
 
 1. Leading mentions (``<@U123>``, ``<@U123|name>``) and surrounding whitespace are
    removed; Slack's ``&amp;``, ``&lt;`` and ``&gt;`` are turned back into ``&``, ``<``

@@ -4,7 +4,7 @@ Why one module: wording is reviewed, translated and kept consistent in one sitti
 the parsers and Block Kit builders stay about structure. Everything here returns mrkdwn
 that is safe to post: text that came from a person, an LLM or the configuration goes
 through :func:`escape` before it lands in a string, so ``<!channel>`` in a draft or a
-command argument never pings anyone (notes/slack-platform.md §6). Mentions, channel
+command argument never pings anyone (Slack's "Escaping text"). Mentions, channel
 links and dates are built here, by our code, after escaping.
 
 Nothing here does I/O. Times from storage are naive UTC. Use it as a vocabulary:

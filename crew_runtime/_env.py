@@ -1,7 +1,7 @@
 """CrewAI phones home unless told not to; set the opt-outs before ``crewai`` is imported.
 
-See notes/crewai-internals.md §7: telemetry, trace sessions and a PyPI version check
-all reach the network by default. ``setdefault`` lets an operator still opt in.
+CrewAI's telemetry, its trace sessions and its PyPI version check all reach the network by
+default. ``setdefault`` lets an operator still opt in.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def prepare(crew: Crew, ctx: RunContext) -> None:
     """Put every LLM behind the journal and switch off what makes replays differ.
 
     ``inject_date`` puts the wall clock in prompts and memory recalls change with
-    the store (notes/crewai-internals.md §5 "non-deterministic sources").
+    the store: a replay would meet other prompts than were recorded.
     """
     ctx.index_tasks(list(crew.tasks))
     ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)

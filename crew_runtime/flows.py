@@ -4,7 +4,7 @@ A flow method decorated with CrewAI's own ``@human_feedback(message=..., emit=[.
 pauses into a task review in the run's thread (same buttons as a crew task). The flow's
 state and its pending feedback live in the Countersign database (``FlowStore``); any
 worker resumes it with ``Flow.from_pending(...).resume(feedback)``. Three CrewAI
-pitfalls are handled here (notes/crewai-internals.md §2):
+pitfalls are handled here:
 
 - outcomes come from the reviewer's button, mapped by fixed rules, never from an LLM
   (``_collapse_to_outcome`` would call one, in another process from a serialised model);

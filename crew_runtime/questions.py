@@ -6,7 +6,8 @@ Give it to an agent like any tool::
     Agent(role="Researcher", tools=[ask_human], ...)
 
 With no answer recorded it returns ``ToolFailure(code="AWAITING_HUMAN")`` under the
-``raise`` policy, which stops ``kickoff()`` at once (notes/crewai-internals.md §5);
+``raise`` policy, which stops ``kickoff()`` at once (an exception raised in ``_run`` would be
+swallowed, or retried by the agent loop);
 the worker then suspends the run. When the run is resumed, the same call returns
 the person's answer and the agent carries on in the same turn.
 """

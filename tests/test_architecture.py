@@ -1,4 +1,4 @@
-"""The direction of imports (DESIGN.md "Layout"): bot → crew_runtime → storage, never back.
+"""The direction of imports (docs/architecture.md, "Layers"): bot → crew_runtime → storage.
 
 Read from the source with ``ast``, so a violation anywhere in a package fails here,
 whether or not a test happens to import that module.

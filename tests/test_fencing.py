@@ -314,20 +314,25 @@ def test_a_tool_result_the_database_could_not_take_is_journaled_once_it_can(
             DATABASE_URL=proxy.url_through(bench.db_url),
             COUNTERSIGN_TEST_RELEASE=str(release),
         )
-        wait_until(
-            lambda: [e["what"] for e in _live(bench, run.id)] == ["llm", "tool"],
-            what="the tool call",
-        )
-        proxy.cut()
-        release.touch()  # the tool returns while the database is unreachable
+        try:
+            wait_until(
+                lambda: [e["what"] for e in _live(bench, run.id)] == ["llm", "tool"],
+                what="the tool call",
+            )
+            proxy.cut()
+            release.touch()  # the tool returns while the database is unreachable
 
-        def met_the_outage() -> bool:
-            said = log.read_text()
-            return "the journal not written" in said or "cannot confirm the lease" in said
+            def met_the_outage() -> bool:
+                said = log.read_text()
+                return "not written (" in said or "cannot confirm the lease" in said
 
-        wait_until(met_the_outage, what="the worker meeting the outage after the tool")
-        proxy.restore()
-        assert worker.wait(120) == 0, log.read_text()
+            wait_until(met_the_outage, what="the worker meeting the outage after the tool")
+            proxy.restore()
+            assert worker.wait(120) == 0, log.read_text()
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
     assert bench.run(run.id).status == RunStatus.SUCCEEDED
     assert [e.kind for e in bench.store.load_journal(run.id)] == ["llm", "tool", "llm"]
     assert [e["what"] for e in _live(bench, run.id)] == ["llm", "tool", "llm"]

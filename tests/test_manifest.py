@@ -1,6 +1,6 @@
 """manifest.yml is what a person pastes into Slack: check it as Slack would, and against the code.
 
-The limits are those of Slack's manifest schema v1 (notes/slack-platform.md §7). The
+The limits are those of Slack's manifest schema v1 (slackapi/manifest-schema). The
 cross-checks catch drift: a Web API method the bot calls without the scope it needs,
 a listener whose events are not subscribed, a command the bot does not handle.
 """

@@ -1,7 +1,7 @@
 """Slack payloads parse into typed values; anything malformed or untrusted is a
 ``PayloadError`` with a reason, never a ``KeyError``/``TypeError`` in a listener.
 
-The happy-path payloads follow notes/slack-platform.md §3; the click and the submission
+The happy-path payloads follow Slack's reference pages; the click and the submission
 are built by the Slack stand-in's own payload functions from the blocks and the modal
 ``bot.blocks`` produces, so a button or input the bot never rendered cannot parse here."""
 

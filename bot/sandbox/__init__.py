@@ -3,8 +3,8 @@
 It plays Slack at the network boundary: a stateful Web API that validates Block Kit like
 Slack, injects rate limits and server errors on demand, and acts as people who send
 correctly signed slash commands, clicks, modal submissions and messages to the bot's real
-endpoint (HTTP or Socket Mode). See ``standin.py`` for the routes and DESIGN.md
-"Testing at the real boundaries" for why.
+endpoint (HTTP or Socket Mode). See ``standin.py`` for the routes. Why: tests replace
+Slack at the network boundary only, so what passes here is what Slack would accept.
 
 Modules: ``blockkit`` (pure validation), ``workspace`` (state), ``webapi`` (methods),
 ``calls`` (call log, faults), ``signing``, ``payloads`` (what Slack sends), ``delivery``

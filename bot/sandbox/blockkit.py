@@ -1,7 +1,7 @@
 """Block Kit validation the way Slack's servers do it, as pure functions.
 
 Why: the bot's Block Kit builders must be tested against the limits Slack enforces
-(notes/slack-platform.md §5), not against our own idea of them. Slack rejects a bad
+(Slack's Block Kit reference), not against our own idea of them. Slack rejects a bad
 message with ``invalid_blocks`` and a ``response_metadata.messages`` list of lines such as
 ``"[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]"``; the
 stand-in answers the same way, using the problems found here.
@@ -32,7 +32,7 @@ __all__ = [
 
 Surface = Literal["message", "modal", "home"]
 
-# Limits, with their source in notes/slack-platform.md §0 and §5.
+# Limits, from Slack's Block Kit reference (docs/architecture.md lists those that shape the bot).
 MAX_BLOCKS = {"message": 50, "modal": 100, "home": 100}
 MAX_TEXT_OBJECT = 3000
 MAX_SECTION_FIELD = 2000

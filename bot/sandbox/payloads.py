@@ -3,7 +3,7 @@
 Why from state and not hand-written JSON: a ``block_actions`` click is built from the
 message the bot actually posted (its blocks, ts, thread), and a ``view_submission`` from
 the modal the bot actually opened, so a test of "click Approve" fails when the bot never
-posted that button. Shapes follow notes/slack-platform.md §3 and Slack's reference pages.
+posted that button. Shapes follow Slack's reference pages.
 
 Pure functions over read-only state; nothing here sends anything.
 """

@@ -2,7 +2,7 @@
 
 Why our own HMAC and not slack_sdk's ``SignatureVerifier``: the stand-in plays Slack, so
 it must produce the signature independently of the library the bot uses to check it;
-a shared bug would otherwise pass unnoticed. The scheme (notes/slack-platform.md §2):
+a shared bug would otherwise pass unnoticed. The scheme (Slack's "Verifying requests"):
 ``v0=`` + hex(HMAC-SHA256(secret, ``"v0:{timestamp}:{raw body}"``)).
 """
 

@@ -1,6 +1,6 @@
 """Slack's side of Socket Mode: the WebSocket the app connects to, envelopes and acks.
 
-Why: the bot supports Socket Mode for laptops (notes/slack-platform.md §1.3, §9), and the
+Why: the bot supports Socket Mode for laptops (no public URL needed), and the
 same end-to-end scenarios must run over it. The protocol: the app calls
 ``apps.connections.open`` with its app-level token and gets a ``ws://`` URL; on connect
 Slack sends ``hello``; every request is an envelope

@@ -1,4 +1,4 @@
-"""The sandbox's public names, and the packages it must never import (DESIGN.md: only ``bot``
+"""The sandbox's public names, and the packages it must never import (only ``bot``
 talks to Slack; the stand-in stays free of CrewAI, storage and the runtime so it starts fast
 and can serve the offline sandbox on its own)."""
 
