@@ -43,7 +43,7 @@ from bot.settings import Settings, SettingsError, mask_url
 from crew_runtime.config import Config, ConfigError, load_config
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
-from storage import AlreadyDecided, NotFound, RunStatus, Store, TransitionRejected
+from storage import AlreadyDecided, RunStatus, StorageError, Store
 
 __all__ = ["CliError", "Context", "build_parser", "main"]
 
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return _fail(str(exc), 2)
     except AlreadyDecided as exc:
         return _fail(f"{exc} at {iso(exc.at)}" if exc.at else str(exc), 2)
-    except (NotFound, TransitionRejected) as exc:
+    except StorageError as exc:  # not found, refused by a compare-and-set, or unstorable
         return _fail(str(exc), 2)
 
 

@@ -14,6 +14,7 @@ from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
 from storage import (
+    PERSON_LENGTH,
     DecisionKind,
     NewDecision,
     NotWaiting,
@@ -60,7 +61,7 @@ class Countersign:
             )
         for name, value in inputs.items():
             _storable(f"the input {name!r}", name + value)
-        _storable("who starts the run (--by)", started_by or "")
+        _person("who starts the run (--by)", started_by or "")
         return self.store.create_run(
             crew,
             inputs,
@@ -95,7 +96,7 @@ class Countersign:
         if not by.strip():
             raise UsageError("a decision needs the reviewer's name (--by USER)")
         _storable("the decision's text", text or "")
-        _storable("the reviewer's name (--by)", by)
+        _person("the reviewer's name (--by)", by)
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_args(review_id, text)
         return self.store.decide(
@@ -143,7 +144,7 @@ class Countersign:
         if not by.strip():
             raise UsageError("a decision needs the reviewer's name (--by USER)")
         _storable("the feedback", feedback)
-        _storable("the reviewer's name (--by)", by)
+        _person("the reviewer's name (--by)", by)
         run = self.store.get_run(run_id)
         if run.status != RunStatus.WAITING:
             raise NotWaiting(run.id, run.status)
@@ -174,7 +175,7 @@ class Countersign:
         }
 
     def cancel(self, run_id: str, *, by: str) -> Run:
-        _storable("who cancels the run (--by)", by)
+        _person("who cancels the run (--by)", by)
         return self.store.cancel_run(run_id, by)
 
 
@@ -206,6 +207,14 @@ def _storable(what: str, text: str) -> None:
     char = f"U+{ord(found.group()):04X}"
     kind = "a NUL character" if char == "U+0000" else "half of a surrogate pair, not a character"
     raise UsageError(f"{what} contains {char} ({kind}), which cannot be stored: remove it")
+
+
+def _person(what: str, name: str) -> None:
+    """Refuse a person's name or id that cannot be stored (see :func:`_storable`), or that is
+    longer than its column (PostgreSQL would refuse it; SQLite would keep it whole)."""
+    _storable(what, name)
+    if len(name.strip()) > PERSON_LENGTH:
+        raise UsageError(f"{what} is longer than {PERSON_LENGTH} characters")
 
 
 def parse_decision(word: str) -> DecisionKind:

@@ -30,6 +30,7 @@ from storage.records import (
     Review,
     Run,
 )
+from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
     DecisionKind,
@@ -43,6 +44,7 @@ from storage.store import Store, utc_now
 __all__ = [
     "ALLOWED_DECISIONS",
     "DEFAULT_URL",
+    "PERSON_LENGTH",
     "AlreadyDecided",
     "AlreadyFinal",
     "Decision",

@@ -16,6 +16,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+PERSON_LENGTH = 64
+"""How long a person's name or id (who started a run, who decided) may be."""
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(column_0_label)s",
@@ -35,7 +38,7 @@ runs = Table(
     Column("output", Text),
     Column("error", Text),
     Column("divergence", Text),
-    Column("started_by", String(64)),
+    Column("started_by", String(PERSON_LENGTH)),
     # The request that started the run (a Slack request's key): a replay starts nothing.
     Column("request_key", String(200), unique=True),
     Column("channel", String(64)),
@@ -105,7 +108,7 @@ decisions = Table(
     Column("text", Text),
     Column("original", Text),
     Column("details", JSON, nullable=False),
-    Column("decided_by", String(64), nullable=False),
+    Column("decided_by", String(PERSON_LENGTH), nullable=False),
     # The request that made the decision: replayed, it is answered as the first time.
     Column("request_key", String(200)),
     Column("created_at", DateTime, nullable=False),

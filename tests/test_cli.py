@@ -468,6 +468,10 @@ BAD_REQUESTS: dict[str, tuple[list[str], list[str]]] = {
         ["runs", "revise", "{run_id}", "1", "caf\udce9", "--by", "x"],
         ["the feedback", "U+DCE9"],
     ),
+    "a reviewer's name longer than its column": (
+        ["reviews", "decide", "{pending}", "approve", "--by", "x" * 65],
+        ["--by", "longer than 64"],
+    ),
     "undecodable byte in cancel --by": (
         ["runs", "cancel", "{run_id}", "--by", "\udcff"],
         ["--by", "U+DCFF"],
