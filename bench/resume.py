@@ -60,7 +60,7 @@ from crew_runtime.config import Config
 from crew_runtime.context import RunContext
 from crew_runtime.executor import execute
 from crew_runtime.review import ReviewProvider
-from storage import JournalEntry, NewReview, Review, ReviewKind, Run, RunStatus, Store
+from storage import JournalEntry, NewReview, Review, ReviewStatus, Run, RunStatus, Store
 from storage.schema import decisions, journal, reviews, runs
 from storage.store import new_id
 
@@ -96,10 +96,12 @@ class TimedStore(Store):
         finally:
             self._count(t0)
 
-    def find_review(self, run_id: str, kind: ReviewKind, stream: str, seq: int) -> Review | None:
+    def list_reviews(
+        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+    ) -> list[Review]:
         t0 = time.perf_counter()
         try:
-            return super().find_review(run_id, kind, stream, seq)
+            return super().list_reviews(status=status, run_id=run_id)
         finally:
             self._count(t0)
 
