@@ -413,6 +413,12 @@ class RunContext:
     def aborted(self) -> bool:
         return self._aborted.is_set()
 
+    @property
+    def stopping_on_purpose(self) -> bool:
+        """This execution will stop for a person (a review queued, a rejection) or because it
+        lost its run: what leaves ``kickoff()`` then is no failure (``crew_runtime.quiet``)."""
+        return bool(self.asks) or self.rejection is not None or self.aborted
+
     def _lost(self) -> NoReturn:
         """Another worker owns the run now (or it was cancelled): stop at once.
 

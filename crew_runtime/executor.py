@@ -28,6 +28,7 @@ from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
+from crew_runtime import quiet
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext, unstorable_reason
 from crew_runtime.errors import CrewBuildError
@@ -126,6 +127,7 @@ def _wrap(llm: Any, ctx: RunContext) -> Any:
 
 def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     """Run the crew (or flow) under ``ctx`` and record how it ended."""
+    quiet.install()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
@@ -142,7 +144,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     token = set_provider(ReviewProvider())
     # A pause leaves kickoff() from inside open event scopes (task, agent); CrewAI
     # would print a "pairing mismatch" warning for each. They are expected here.
-    quiet = _event_context_config.set(_QUIET_EVENTS)
+    events = _event_context_config.set(_QUIET_EVENTS)
     try:
         with ctx.active(), scoped_hooks():
             register_tool_journal(ctx)
@@ -151,7 +153,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
             except Exception as exc:
                 return _stopped(store, ctx, exc)
     finally:
-        _event_context_config.reset(quiet)
+        _event_context_config.reset(events)
         reset_provider(token)
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))

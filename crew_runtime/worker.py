@@ -158,7 +158,10 @@ class Worker:
             except Exception:
                 log.exception("run %s: the executor itself failed", ctx.run.id)
                 continue
-            log.info("run %s: %s %s", ctx.run.id, outcome.status, outcome.stats)
+            # A pause is no failure: one line says what the run waits for.
+            waits = ", ".join(sorted({r.kind.value.replace("_", " ") for r in outcome.reviews}))
+            status = f"waiting for a person ({waits})" if waits else outcome.status
+            log.info("run %s: %s %s", ctx.run.id, status, outcome.stats)
             self.finished.append((ctx.run.id, outcome))
             self.executions += 1
             if self._on_settled is not None:

@@ -446,3 +446,31 @@ def parallel_payments(inputs: dict[str, str]) -> Crew:
     )
     task = Task(description="Pay ACME and GLOBEX", expected_output="A receipt", agent=clerk)
     return Crew(agents=[clerk], tasks=[task], process=Process.sequential)
+
+
+class FailingLLM(ScriptedLLM):
+    """A model whose provider fails: a real error, to tell apart from a pause."""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the provider is down")
+
+
+def verbose(inputs: dict[str, str]) -> Crew:
+    """A verbose crew (CrewAI prints panels as it goes) that asks a human, or whose model
+    fails with ``fail=yes``."""
+    llm = (
+        FailingLLM(model="scripted/failing")
+        if inputs.get("fail") == "yes"
+        else _llm("Report", [("ask_human", {"question": "Formal or casual for {subject}?"})])
+    )
+    agent = Agent(
+        role="Reporter",
+        goal="Report",
+        backstory="Chatty.",
+        llm=llm,
+        tools=[ask_human],
+        verbose=True,
+        max_retry_limit=0,
+    )
+    task = Task(description="Report on {topic}", expected_output="A report", agent=agent)
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential, verbose=True)

@@ -62,6 +62,10 @@ approval_tools = ["publish"]
 factory = "tests.crews:newsletter"
 description = "Sends a newsletter with a slow tool, once per idempotency key"
 
+[crews.verbose]
+factory = "tests.crews:verbose"
+description = "A verbose crew that asks a human (or whose model fails)"
+
 [crews.parallel_payments]
 factory = "tests.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
