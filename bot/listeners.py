@@ -78,6 +78,10 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
+# A person's reply comes plain, "also sent to the channel" (thread_broadcast), or with a
+# file attached (file_share, a screenshot say): each decides like any reply.
+_REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+
 BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
 MODAL = re.compile(rf"^countersign:modal:({'|'.join(MODAL_ACTIONS)})$")
 
@@ -418,8 +422,8 @@ class Listeners:
             message = parse_message_event(body)
         except PayloadError:
             return
-        if message.bot_id or message.subtype or not message.user_id:
-            return
+        if message.bot_id or message.subtype not in _REPLY_SUBTYPES or not message.user_id:
+            return  # bots, edits, deletions, joins: not a person's reply
         if not message.thread_ts or message.thread_ts == message.ts:
             return
         run = await sync(self.store.find_run_by_thread, message.channel_id, message.thread_ts)

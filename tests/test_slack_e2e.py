@@ -622,3 +622,28 @@ def test_the_root_message_says_the_run_waits_once_its_review_is_out(
             lambda: "Waiting for review" in text_of(slack.thread(CHANNEL, root["ts"])[0]),
             what="the root message to say the run waits",
         )
+
+
+def test_a_reply_also_sent_to_the_channel_or_with_a_screenshot_decides_like_any(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        root = root_of(slack)
+        first = review_with_buttons(slack, root["ts"])
+        # "Also send to #channel": Slack delivers it with the subtype thread_broadcast.
+        slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "lgtm", also_to_channel=True)
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        # A screenshot with no words is no decision: the person is told how to reply.
+        slack.reply_in_thread(BOB, CHANNEL, root["ts"], "", file_name="screenshot.png")
+        wait_until(lambda: slack.ephemerals(BOB), what="a hint for Bob")
+        # With words, it decides (subtype file_share).
+        slack.reply_in_thread(BOB, CHANNEL, root["ts"], "ship it", file_name="screenshot.png")
+        _succeeded(store)
+        decisions = [r.decision for r in store.list_reviews(status=None) if r.decision]
+        assert [(d.kind, d.decided_by) for d in decisions] == [
+            ("approve", ALICE),
+            ("approve", BOB),
+        ]
+        assert second

@@ -20,7 +20,14 @@ from bot.sandbox.blockkit import validate_blocks, validate_view
 from bot.sandbox.delivery import Delivery, Kind, Sender
 from bot.sandbox.errors import PersonActionRefused, SlackApiFailure
 from bot.sandbox.signing import Tamper
-from bot.sandbox.workspace import Channel, Ephemeral, ResponseUrl, StoredView, Workspace
+from bot.sandbox.workspace import (
+    Channel,
+    Ephemeral,
+    ResponseUrl,
+    StoredFile,
+    StoredView,
+    Workspace,
+)
 
 __all__ = ["PersonSide"]
 
@@ -147,10 +154,37 @@ class PersonSide:
         return await self.send_event(payloads.message_event(where, message), tamper=tamper)
 
     async def reply_in_thread(
-        self, user: str, channel: str, thread_ts: str, text: str, *, tamper: Tamper = Tamper.NONE
+        self,
+        user: str,
+        channel: str,
+        thread_ts: str,
+        text: str,
+        *,
+        also_to_channel: bool = False,
+        file_name: str | None = None,
+        tamper: Tamper = Tamper.NONE,
     ) -> Delivery:
-        """A threaded reply: the way reviewers give free-text feedback."""
-        return await self.send_message(user, channel, text, thread_ts=thread_ts, tamper=tamper)
+        """A threaded reply: the way reviewers give free-text feedback.
+
+        ``also_to_channel`` ticks Slack's "Also send to #channel" (the event's subtype is
+        ``thread_broadcast``); ``file_name`` attaches a file, a screenshot say (``file_share``).
+        """
+        if not (also_to_channel or file_name):
+            return await self.send_message(user, channel, text, thread_ts=thread_ts, tamper=tamper)
+        where = self._seen_channel(user, channel)
+        fields = payloads.human_message(self.workspace, text)
+        if also_to_channel:
+            fields.update(subtype="thread_broadcast", root={"ts": thread_ts})
+        if file_name:
+            file_id = self.workspace.new_id("F")
+            self.workspace.files[file_id] = StoredFile(file_id, file_name, 0, b"", file_name)
+            shared = {"id": file_id, "name": file_name, "title": file_name, "user": user}
+            fields.update(subtype="file_share", files=[shared], upload=True)
+        try:
+            message = self.workspace.post(where, user, fields, thread_ts=thread_ts)
+        except SlackApiFailure as error:
+            raise PersonActionRefused(f"{error.code}: {channel} {thread_ts}") from None
+        return await self.send_event(payloads.message_event(where, message), tamper=tamper)
 
     async def mention_bot(
         self,

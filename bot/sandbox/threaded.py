@@ -215,10 +215,26 @@ class StandInThread:
         )
 
     def reply_in_thread(
-        self, user: str, channel: str, thread_ts: str, text: str, *, tamper: Tamper = Tamper.NONE
+        self,
+        user: str,
+        channel: str,
+        thread_ts: str,
+        text: str,
+        *,
+        also_to_channel: bool = False,
+        file_name: str | None = None,
+        tamper: Tamper = Tamper.NONE,
     ) -> Delivery:
         return self._run(
-            self.standin.reply_in_thread(user, channel, thread_ts, text, tamper=tamper)
+            self.standin.reply_in_thread(
+                user,
+                channel,
+                thread_ts,
+                text,
+                also_to_channel=also_to_channel,
+                file_name=file_name,
+                tamper=tamper,
+            )
         )
 
     def mention_bot(
