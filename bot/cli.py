@@ -82,10 +82,13 @@ class Context:
             try:
                 self._store = Store.open(url, upgrade=upgrade)
             except Exception as exc:  # any driver error: say which database, not the password
-                raise DatabaseUnavailable(
-                    f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}"
-                ) from exc
+                raise self.unavailable(exc) from exc
         return self._store
+
+    def unavailable(self, exc: Exception) -> DatabaseUnavailable:
+        """The database failed: which one, and why in a line, never with its password."""
+        url = self.database_url
+        return DatabaseUnavailable(f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}")
 
     def config(self) -> Config:
         """Load the configuration (``--config``, else ``$COUNTERSIGN_CONFIG``, else ./).

@@ -183,10 +183,13 @@ def _over_proposed(review: Review, text: str) -> str:
 
 
 def db_upgrade(ctx: Context) -> int:
-    store = ctx.store(upgrade=False)
-    before = current_revision(store.engine)
-    store.upgrade()
-    after = current_revision(store.engine)
+    store = ctx.store(upgrade=False)  # opens no connection yet: the first one is here
+    try:
+        before = current_revision(store.engine)
+        store.upgrade()
+        after = current_revision(store.engine)
+    except Exception as exc:  # any driver error: one line, as for every other command
+        raise ctx.unavailable(exc) from exc
     note = "already up to date" if before == after else f"upgraded from {before or 'empty'}"
     print(f"{mask_url(ctx.database_url)}: {note}", file=sys.stderr)
     print(after)
