@@ -69,12 +69,13 @@ class SlackSettings:
                 settings.slack_bot_token,
                 "the Bot User OAuth Token (xoxb-…) from OAuth & Permissions",
             ),
-            "SLACK_SIGNING_SECRET": (
+        }
+        if not socket_mode:  # Socket Mode receives nothing over HTTP: nothing to verify
+            needed["SLACK_SIGNING_SECRET"] = (
                 settings.slack_signing_secret,
                 "the Signing Secret from Basic Information",
-            ),
-        }
-        if socket_mode:
+            )
+        else:
             needed["SLACK_APP_TOKEN"] = (
                 settings.slack_app_token,
                 "an app-level token (xapp-…) with connections:write",
@@ -166,7 +167,6 @@ class Deployment:
         )
         self.listeners.register(self.app)
         self.intake = Intake(self.app, InboxStore(store, claim=inbox_claim))
-        self.endpoint = SlackEndpoint(self.intake, slack.signing_secret)
         self.slack = slack
         self.sweep_every = sweep_every
         self._scheduler: AsyncIOScheduler | None = None
@@ -179,7 +179,8 @@ class Deployment:
 
     def web_app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/slack/events", self.endpoint.handle)
+        endpoint = SlackEndpoint(self.intake, self.slack.signing_secret)  # HTTP only
+        app.router.add_post("/slack/events", endpoint.handle)
         app.router.add_get("/healthz", self._healthz)
         return app
 
@@ -251,11 +252,20 @@ class Deployment:
     async def serve_socket_mode(self, stop: asyncio.Event) -> None:
         handler = DurableSocketModeHandler(self.app, self.slack.app_token or "", self.intake)
         self.intake.start()
-        await handler.connect_async()  # type: ignore[no-untyped-call]
-        log.info("connected to Slack over Socket Mode")
         await self.start_background()
         try:
-            await stop.wait()
+            # Connecting retries for as long as Slack cannot be reached: a stop must end it.
+            log.info("connecting to Slack over Socket Mode")
+            connecting = asyncio.create_task(handler.connect_async())  # type: ignore[no-untyped-call]
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if connecting.done():
+                connecting.result()
+                log.info("connected to Slack over Socket Mode")
+                await stopping
+            else:
+                connecting.cancel()
+                log.info("stopped before Slack could be reached")
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]
             await self.intake.stop()

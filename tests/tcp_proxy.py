@@ -69,6 +69,11 @@ class TcpProxy:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        # The connections' own tasks end with their sockets; let none outlive the loop.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def _cut(self) -> None:
         self._open = False

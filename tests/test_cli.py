@@ -545,9 +545,7 @@ def test_usage_errors_exit_2(cli: Cli, argv: list[str]) -> None:
 
 
 @pytest.mark.parametrize("argv", [["runs", "list"], ["db", "upgrade"]])
-def test_an_unreachable_database_is_named_without_its_password(
-    cli: Cli, argv: list[str]
-) -> None:
+def test_an_unreachable_database_is_named_without_its_password(cli: Cli, argv: list[str]) -> None:
     cli.db_url = "postgresql://app:s3cret@127.0.0.1:1/countersign"
     result = cli(*argv)
     assert result.code == 1

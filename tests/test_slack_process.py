@@ -264,3 +264,34 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
             out, _ = bot.communicate(timeout=60)
         assert bot.returncode == 0, out
     store.close()
+
+
+def test_socket_mode_needs_no_signing_secret_and_stops_while_slack_is_unreachable(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "countersign.toml").write_text(CONFIG)
+    env = _bot_env(tmp_path, db_url, "xoxb-unused", f"http://127.0.0.1:{free_port()}/api/")
+    env.pop("SLACK_SIGNING_SECRET")
+    env["SLACK_APP_TOKEN"] = "xapp-1-unused"  # nothing listens where it would be used
+    bot = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve", "--socket-mode", "--workers", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        said: list[str] = []
+        assert bot.stdout is not None
+        for line in bot.stdout:  # it starts, and keeps trying to reach Slack
+            said.append(line)
+            if "connecting to Slack" in line:  # its signal handlers are in place
+                break
+        assert bot.poll() is None, "".join(said)
+        bot.send_signal(signal.SIGTERM)
+        out, _ = bot.communicate(timeout=60)
+    finally:
+        if bot.poll() is None:
+            bot.kill()
+            bot.communicate()
+    assert bot.returncode == 0, "".join(said) + out
