@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import secrets
 import signal
 import socket
@@ -53,6 +54,8 @@ SANDBOX_FILE = "sandbox.json"
 # that a --state-dir naming a folder with other files in it loses none of them.
 DATABASE_FILES = tuple(DATABASE_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal"))
 SANDBOX_FILES = tuple(SANDBOX_FILE + suffix for suffix in ("", ".tmp", ".broken"))
+SENT_FILE = "sent-emails.jsonl"
+OUTBOX_ENV_VAR = "COUNTERSIGN_OUTBOX_FILE"  # read by examples/example_crews.py
 
 WELCOME = (
     "*Welcome to the Countersign sandbox.* This page plays Slack: the bot on the other side "
@@ -94,7 +97,7 @@ def _restore(ctx: Context) -> tuple[SlackStandIn, str]:
     state_dir: Path = args.state_dir
     try:
         if args.fresh:
-            _remove(state_dir, DATABASE_FILES + SANDBOX_FILES)
+            _remove(state_dir, DATABASE_FILES + SANDBOX_FILES + (SENT_FILE,))
         state_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"cannot keep the demo's state in {state_dir}: {exc}") from None
@@ -111,6 +114,9 @@ def _restore(ctx: Context) -> tuple[SlackStandIn, str]:
         _remove(state_dir, DATABASE_FILES)
     if own_database:
         args.database_url = f"sqlite:///{database.resolve()}"
+    # What the example outreach crew "sends" is part of the demo's state: its workers (child
+    # processes, which inherit this environment) write it there, and --fresh clears it.
+    os.environ.setdefault(OUTBOX_ENV_VAR, str((state_dir / SENT_FILE).resolve()))
     if standin.restored:
         log.info("demo: continuing from %s (--fresh starts over)", state_dir)
     try:

@@ -40,12 +40,9 @@ class DemoProcess:
             if command[0] == "make":
                 raise ValueError('give make demo ARGS="... --state-dir DIR", out of the repository')
             command = [*command, "--state-dir", str(tmp / "demo-state")]
-        env = {
-            **os.environ,
-            "COUNTERSIGN_OUTBOX_FILE": str(tmp / "sent-emails.jsonl"),
-            "PYTHONUNBUFFERED": "1",
-        }
-        for name in ("DATABASE_URL", "COUNTERSIGN_CONFIG", "COUNTERSIGN_LLM"):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        names = ("DATABASE_URL", "COUNTERSIGN_CONFIG", "COUNTERSIGN_LLM", "COUNTERSIGN_OUTBOX_FILE")
+        for name in names:
             env.pop(name, None)  # the demo's own defaults, as a newcomer gets them
         self.process = subprocess.Popen(
             command,

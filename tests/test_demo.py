@@ -83,6 +83,27 @@ def test_make_demo_serves_the_sandbox_and_stops_cleanly(tmp_path: Path) -> None:
     assert "demo stopped" in demo.output, demo.output
 
 
+@pytest.mark.slow
+def test_what_the_demo_sends_is_kept_in_its_state_directory(tmp_path: Path) -> None:
+    demo = DemoProcess(DEMO, tmp_path)
+    try:
+        page = SandboxClient(demo.url)
+        page.post("send", {"text": "/crew run outreach to=ada@example.com topic=otters"})
+        call = page.wait(
+            lambda s: (t := run_thread(s, "outreach")) and pending_button(t, "approve"),
+            "the send_email call to approve",
+        )
+        page.post("click", call)
+        page.wait(
+            lambda s: (t := run_thread(s, "outreach")) and "Succeeded" in json.dumps(t) and t,
+            "the run to succeed",
+        )
+    finally:
+        demo.stop()
+    sent = (tmp_path / "demo-state" / "sent-emails.jsonl").read_text().splitlines()
+    assert [json.loads(line)["to"] for line in sent] == ["ada@example.com"]
+
+
 def outline_approval(state: dict) -> dict | None:
     return (t := run_thread(state, "writer")) and pending_button(t, "approve")
 
@@ -160,6 +181,7 @@ def test_the_sandbox_and_the_database_start_over_together(
     """An unreadable sandbox.json (or --fresh) takes demo.db with it: its runs' threads are gone."""
     (tmp_path / "sandbox.json").write_text("{not json")
     (tmp_path / "demo.db").write_text("not a database either")
+    (tmp_path / "sent-emails.jsonl").write_text('{"to": "ada@example.com"}\n')
 
     assert demo_with_its_port_taken("--state-dir", str(tmp_path), *["--fresh"] * fresh) == 2
 
@@ -167,3 +189,4 @@ def test_the_sandbox_and_the_database_start_over_together(
     assert "address already in use" in err, err  # so the database opened: a new one
     assert (tmp_path / "sandbox.json.broken").exists() != fresh
     assert ("starting over" in err) != fresh
+    assert (tmp_path / "sent-emails.jsonl").exists() != fresh  # what it "sent" goes too
