@@ -207,7 +207,14 @@ class Deployment:
         self._scheduler.add_job(
             self.intake.forget, "interval", minutes=10, max_instances=1, coalesce=True
         )
+        self._scheduler.add_job(
+            self._checkpoint, "interval", seconds=5, max_instances=1, coalesce=True
+        )
         self._scheduler.start()
+
+    async def _checkpoint(self) -> None:
+        """SQLite's log folded into the database here, never by a commit a person waits on."""
+        await sync(self.store.checkpoint)
 
     async def _sweep(self) -> None:
         """Reminders, escalations and expiries that are due (compare-and-set: safe twice)."""

@@ -30,6 +30,10 @@ from storage import RunStatus, Store
 log = logging.getLogger(__name__)
 
 
+# How often a worker folds SQLite's write-ahead log into the database (Store.checkpoint).
+CHECKPOINT_EVERY = 5.0
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     concurrency: int = 2
@@ -84,6 +88,7 @@ class Worker:
     def run(self, *, until_idle: bool = False) -> None:
         settings = self.settings
         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
+        next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
         failing = False
         with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
             while not self.stopping.is_set():
@@ -95,6 +100,9 @@ class Worker:
                         self._heartbeat()
                         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
                     claimed = self._fill(pool)
+                    if time.monotonic() >= next_checkpoint:
+                        self.store.checkpoint()  # SQLite's log, folded in off the hot paths
+                        next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
                     if failing:
                         log.info("worker %s: storage works again", self.worker_id)
                         failing = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -475,3 +476,16 @@ def test_a_run_note_is_enqueued_once_by_the_lease_holder(store: Store) -> None:
     other_claim = _token(_claim(store, "w2"))
     assert store.note_run(other.id, other_claim, RunNote.OFFLINE_MODEL) is True  # once per run
     assert [m.run_id for m in store.due_outbox() if m.kind == OutboxKind.RUN_NOTE] == [other.id]
+
+
+def test_sqlite_commits_leave_the_log_to_a_checkpoint_off_their_path(tmp_path: Path) -> None:
+    database = tmp_path / "wal.db"
+    store = Store.open(f"sqlite:///{database}")
+    for n in range(300):  # past the 1,000 pages at which a commit would fold the log in
+        store.create_run("writer", {"topic": "x" * 4000 + str(n)})
+    log = database.with_name("wal.db-wal")
+    before = database.stat().st_size
+    assert log.stat().st_size > 4_000_000 and before < 1_000_000  # no commit folded it in
+    store.checkpoint()
+    assert database.stat().st_size > before + 1_000_000
+    store.close()
