@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Extra arguments for `countersign demo`, e.g. `make demo ARGS="--port 8080"`.
 ARGS ?=
 
-.PHONY: test lint types unit venv demo bench clean
+.PHONY: test check lint types unit fast venv demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,6 +39,12 @@ demo: $(STAMP)
 	$(BIN)/countersign demo $(ARGS)
 
 test: lint types unit
+
+# The loop while working: lint, types and the tests that spawn no process (about a minute).
+check: lint types fast
+
+fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/waiting.py
