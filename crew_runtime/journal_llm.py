@@ -66,7 +66,7 @@ class JournalLLM(BaseLLM):
     ) -> Any:
         ctx = self.run_context
         if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
-            raise PauseRun("waiting for approval of a held tool call")
+            raise ctx.signal(PauseRun("waiting for approval of a held tool call"))
         stream = ctx.stream_for(from_task, from_agent)
         seq = ctx.next_seq(stream, "llm")
         digest = prompt_hash(messages, tools)

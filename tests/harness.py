@@ -66,6 +66,14 @@ description = "Sends a newsletter with a slow tool, once per idempotency key"
 factory = "tests.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
 
+[crews.delegation]
+factory = "tests.crews:delegation"
+description = "A lead delegates to an analyst whose work pauses"
+
+[crews.swallowing]
+factory = "tests.crews:swallowing"
+description = "A task callback that swallows the pause of the agent it asks"
+
 [crews.unstorable]
 factory = "tests.crews:unstorable"
 description = "Drafts holding a character a database may refuse"
