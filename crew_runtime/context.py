@@ -95,8 +95,10 @@ class ToolSlot:
     note: str | None = None
     batch: ToolBatch | None = None
     # A pause or rejection was raised inside this call (and caught by the tool, as
-    # CrewAI's delegation tools do): what the tool returned is not a result.
+    # CrewAI's delegation tools do), or the call was refused because the run is stopping:
+    # what the tool returned is not a result.
     interrupted: bool = False
+    live: int | None = None  # its place among the live calls, while it runs
     agent: str = ""  # the role of the agent making the call
 
 
@@ -164,7 +166,12 @@ class RunContext:
         # Tasks CrewAI makes up for delegated work, by id (kept alive, so no id is reused),
         # with the place of the tool call they run in.
         self._delegated: dict[int, tuple[Any, str]] = {}
+        self._changed = threading.Condition(self._lock)
+        self._live: dict[int, threading.Thread] = {}
+        self._live_ids = 0
         self.signalled = False  # a pause or rejection was raised in this execution
+        self._stopping = False  # no new live call may start
+        self._closed = False  # kickoff() is over: no review is queued any more
 
     # -- identity of calls
 
@@ -344,7 +351,11 @@ class RunContext:
             return self._reviews.get((kind, stream, seq))
 
     def ask(self, review: NewReview) -> None:
-        """Queue a review to open when the run suspends, with the crew's due times."""
+        """Queue a review to open when the run suspends, with the crew's due times.
+
+        Once kickoff() is over the reviews to open are taken; one asked later (by a
+        parallel task still stopping) is asked again by the next execution.
+        """
         now = self.store.clock()
         spec = self.spec
         review = replace(
@@ -354,7 +365,8 @@ class RunContext:
             expires_at=now + spec.expire_after if spec.expire_after else None,
         )
         with self._lock:
-            self.asks.append(review)
+            if not self._closed:
+                self.asks.append(review)
 
     def reject(self, reason: str) -> None:
         self.rejection = reason
@@ -373,10 +385,12 @@ class RunContext:
         It must reach the runtime, but a tool around this point may catch it: CrewAI's
         delegation tools turn any exception of the coworker's work into their result
         ("Error executing task with agent ..."). So every enclosing call is marked, and
-        its after-hook raises the signal again instead of journaling that text.
+        its after-hook raises the signal again instead of journaling that text; and no
+        new live call starts in this execution (a parallel task stops at its next one).
         """
         with self._lock:
             self.signalled = True
+            self._stopping = True
             for slot in _enclosing.get():
                 slot.interrupted = True
 
@@ -385,6 +399,45 @@ class RunContext:
         if self.rejection is not None:
             return self.signal(RunRejected(self.rejection))
         return self.signal(PauseRun(f"{what} was interrupted by a pause inside it"))
+
+    def begin_live(self) -> int | None:
+        """A live LLM or tool call starts; None if the run is stopping (it must not)."""
+        with self._lock:
+            if self._stopping:
+                return None
+            self._live_ids += 1
+            self._live[self._live_ids] = threading.current_thread()
+            return self._live_ids
+
+    def end_live(self, live: int | None) -> None:
+        """A live call ended (journaled, or failed)."""
+        if live is None:
+            return
+        with self._changed:
+            self._live.pop(live, None)
+            self._changed.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        """``kickoff()`` is over: no live call starts any more; a call still running (in a
+        parallel task's thread) is waited for; reviews asked now are left to the next
+        execution."""
+        with self._lock:
+            return self._closed
+
+    def close(self) -> None:
+        """``kickoff()`` is over: start no live call, and wait for those still running.
+
+        A pause leaves ``kickoff()`` while a parallel task (``async_execution``) may be in
+        the middle of a call, in a thread nobody waits for. Its result is journaled before
+        the run suspends, so resuming does not do it again; its next call is refused. A
+        call whose thread died without ending it is not waited for.
+        """
+        with self._changed:
+            self._stopping = True
+            self._closed = True
+            while any(thread.is_alive() for thread in self._live.values()):
+                self._changed.wait(_RECHECK_EVERY)
 
     # -- liveness
 

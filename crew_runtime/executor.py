@@ -154,7 +154,9 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
             try:
                 result = crew.kickoff(inputs=dict(run.inputs))
             except Exception as exc:
+                ctx.close()
                 return _stopped(store, ctx, exc)
+            ctx.close()
     finally:
         _event_context_config.reset(quiet)
         reset_provider(token)

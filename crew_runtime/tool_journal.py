@@ -63,6 +63,10 @@ def register_tool_journal(ctx: RunContext) -> None:
             blocked = check_gate(ctx, gate, hook, slot)
             if blocked is not None:
                 return blocked
+        slot.live = ctx.begin_live()
+        if slot.live is None:  # the run is stopping: this call is made on resume
+            slot.interrupted = True
+            return False
         ctx.hold_lease()  # the call runs now: only under a lease still held
         return None
 
@@ -71,7 +75,10 @@ def register_tool_journal(ctx: RunContext) -> None:
         if slot is None:
             return None
         swallowed = slot.interrupted and slot.recorded is None
-        result = None if swallowed else outcome(hook, slot)
+        try:
+            result = None if swallowed else outcome(hook, slot)
+        finally:
+            ctx.end_live(slot.live)
         pause = ctx.finish_tool_call(slot)
         # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
         if swallowed:

@@ -548,6 +548,96 @@ def delegation(inputs: dict[str, str]) -> Crew:
     return Crew(agents=[analyst], tasks=[task], process=Process.hierarchical, manager_llm=lead_llm)
 
 
+class TallyTool(SearchTool):
+    """A search that records itself, then (``COUNTERSIGN_TEST_HOLD=until_paused``) does not
+    return before ``kickoff()`` has ended for a pause elsewhere: a parallel task's call
+    still in flight when another task pauses."""
+
+    name: str = "tally"
+    description: str = "Count the sources on a subject."
+
+    def _run(self, query: str) -> str:
+        _append({"kind": "tally", "query": query, "key": idempotency_key(), "pid": os.getpid()})
+        ctx = current_run()
+        if ctx is not None and os.environ.get("COUNTERSIGN_TEST_HOLD") == "until_paused":
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not _paused(ctx):
+                time.sleep(0.05)
+        return f"12 sources on {query}"
+
+
+class AfterEffectLLM(ScriptedLLM):
+    """The scripted model; with ``COUNTERSIGN_TEST_HOLD=until_paused`` it answers only once
+    an effect of kind ``after`` was recorded (so a parallel task's call is under way)."""
+
+    after: str = ""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.after and os.environ.get("COUNTERSIGN_TEST_HOLD") == "until_paused":
+            path = _effects()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and path is not None:
+                if any(e["kind"] == self.after for e in effects(path)):
+                    break
+                time.sleep(0.05)
+        return super().call(messages, *args, **kwargs)
+
+
+def _paused(ctx: Any) -> bool:
+    """The execution is over but waits for this call, or (a runtime that did not wait for
+    calls in flight, and had no ``closed``) the run was suspended already."""
+    return bool(getattr(ctx, "closed", False)) or ctx.store.get_run(ctx.run.id).status != (
+        "running"
+    )
+
+
+def parallel(inputs: dict[str, str]) -> Crew:
+    """Two ``async_execution`` tasks side by side, then a task that joins them.
+
+    The scout reads a page through a gate (the run pauses there) while the counter tallies
+    sources (a side effect); the editor writes from both. ``native=yes`` for native tool
+    calling. A worker with ``COUNTERSIGN_TEST_HOLD=until_paused`` makes the scout wait for
+    the tally to start, and the tally last until the run stops for the scout's pause.
+    """
+    native = inputs.get("native") == "yes"
+
+    def agent(
+        role: str, label: str, plan: list[Any], tools: list[BaseTool], after: str = ""
+    ) -> Agent:
+        llm = AfterEffectLLM(
+            model=f"scripted/{label.lower()}", label=label, native=native, tool_plan=plan
+        )
+        llm.after = after
+        return Agent(role=role, goal=label, backstory="Works.", llm=llm, tools=tools)
+
+    scout = agent(
+        "Scout",
+        "Scouting",
+        [("read_website_content", {"website_url": "https://example.com/{subject}"})],
+        [requires_approval(ReadWebsiteTool())],
+        after="tally",  # with the hold: the scout pauses while the tally is in flight
+    )
+    counter = agent("Counter", "Tally", [("tally", {"query": "{subject}"})], [TallyTool()])
+    editor = agent("Editor", "Digest", [], [])
+    scouting = Task(
+        description="Scout {topic}", expected_output="Pages", agent=scout, async_execution=True
+    )
+    tally = Task(
+        description="Tally {topic}", expected_output="A count", agent=counter, async_execution=True
+    )
+    digest = Task(
+        description="Digest {topic}",
+        expected_output="A digest",
+        agent=editor,
+        context=[scouting, tally],
+    )
+    return Crew(
+        agents=[scout, counter, editor],
+        tasks=[scouting, tally, digest],
+        process=Process.sequential,
+    )
+
+
 def swallowing(inputs: dict[str, str]) -> Crew:
     """A task callback asks a checker agent, and swallows whatever the checker raises.
 

@@ -70,6 +70,10 @@ description = "One native model turn makes two gated payments"
 factory = "tests.crews:delegation"
 description = "A lead delegates to an analyst whose work pauses"
 
+[crews.parallel]
+factory = "tests.crews:parallel"
+description = "Two parallel tasks, one paused at a gate, then a task joining them"
+
 [crews.swallowing]
 factory = "tests.crews:swallowing"
 description = "A task callback that swallows the pause of the agent it asks"

@@ -170,6 +170,38 @@ def test_a_reviewed_hierarchical_task_delegates_again_after_feedback(bench: Benc
     _no_turn_sent_twice(bench)
 
 
+@pytest.mark.parametrize("native", ["no", "yes"])
+def test_a_pause_in_one_parallel_task_keeps_the_other_tasks_work(bench: Bench, native: str) -> None:
+    """The scout pauses while the counter's tally (a side effect) is still running in its
+    own thread: the run suspends only once the tally is journaled, and resuming neither
+    tallies again nor re-sends the counter's turns."""
+    run = bench.start("parallel", topic="otters", native=native)
+    first = bench.work(COUNTERSIGN_TEST_HOLD="until_paused")
+    assert bench.run(run.id).status == RunStatus.WAITING, bench.run(run.id).error
+    review = bench.pending(run.id)
+    assert (review.kind, review.stream) == (ReviewKind.TOOL_APPROVAL, "task0:Scout")
+    bench.decide(run.id, "approve")
+    second = bench.work()
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+
+    (tally,) = bench.effects("tally")
+    assert tally["pid"] == first
+    assert tally["key"].endswith("/task1:Counter/0")
+    assert [e["pid"] for e in bench.effects("read")] == [second]
+    context = parse_draft(done.output or "").context or ""
+    scouting, _, counted = context.partition("\n\n----------\n\n")
+    assert parse_draft(scouting).notes[0].startswith("read_website_content: the page")
+    assert parse_draft(counted).notes == ("tally: 12 sources on Tally otters",)
+    assert sorted(_turns(bench, first)) == [("scouting", "tool"), ("tally", "tool")]
+    assert sorted(_turns(bench, second)) == [
+        ("digest", "final"),
+        ("scouting", "final"),
+        ("tally", "final"),
+    ]
+    _no_turn_sent_twice(bench)
+
+
 def test_a_pause_swallowed_outside_any_tool_never_ends_the_run_succeeded(bench: Bench) -> None:
     """A task callback asks an agent and swallows its ``ask_human`` pause: the run
     suspends all the same, and the question's answer reaches the agent on resume."""
