@@ -25,7 +25,7 @@ from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_li
 
 from crew_runtime.config import CrewSpec
 from crew_runtime.gates import Gate
-from crew_runtime.signals import RunAborted
+from crew_runtime.signals import PauseRun, RunAborted, RunRejected, RunSignal
 from storage import (
     JournalEntry,
     LeaseLost,
@@ -43,6 +43,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
+
+# The tool calls around the code running now, innermost last. A delegation tool runs its
+# coworker's whole agent loop inside the call, in threads whose context is copied from the
+# call's, so the coworker's calls see it: their stream hangs off it, and a pause raised
+# among them marks it.
+_enclosing: ContextVar[tuple[ToolSlot, ...]] = ContextVar("countersign_tool_calls", default=())
 
 # How often an execution retries a lease check the database did not answer.
 _RECHECK_EVERY = 0.25
@@ -79,8 +85,8 @@ class ToolBatch:
 
 @dataclass
 class ToolSlot:
-    """The tool call in progress on this thread: its place, its recorded result if
-    replayed, and what a gate decided (wait, replace the result, or add a note)."""
+    """A tool call in progress: its place, its recorded result if replayed, and what a
+    gate decided (wait, replace the result, or add a note)."""
 
     key: CallKey
     recorded: str | None
@@ -88,6 +94,12 @@ class ToolSlot:
     override: str | None = None
     note: str | None = None
     batch: ToolBatch | None = None
+    # A pause or rejection was raised inside this call (and caught by the tool, as
+    # CrewAI's delegation tools do), or the call was refused because the run is stopping:
+    # what the tool returned is not a result.
+    interrupted: bool = False
+    live: int | None = None  # its place among the live calls, while it runs
+    agent: str = ""  # the role of the agent making the call
 
 
 def unstorable_reason(what: str, refused: UnstorableValue) -> str:
@@ -149,9 +161,17 @@ class RunContext:
         }
         self._task_index: dict[int, int] = {}
         self.gates: dict[str, Gate] = {}
-        self._tool_call = threading.local()
         self._batches: dict[str, ToolBatch] = {}
         self._holding = False
+        # Tasks CrewAI makes up for delegated work, by id (kept alive, so no id is reused),
+        # with the place of the tool call they run in.
+        self._delegated: dict[int, tuple[Any, str]] = {}
+        self._changed = threading.Condition(self._lock)
+        self._live: dict[int, threading.Thread] = {}
+        self._live_ids = 0
+        self.signalled = False  # a pause or rejection was raised in this execution
+        self._stopping = False  # no new live call may start
+        self._closed = False  # kickoff() is over: no review is queued any more
 
     # -- identity of calls
 
@@ -159,11 +179,33 @@ class RunContext:
         self._task_index = {id(task): n for n, task in enumerate(tasks)}
 
     def stream_for(self, task: Any, agent: Any) -> str:
-        """``task{index}:{agent role}``: the unit whose calls happen in a fixed order."""
+        """``task{index}:{agent role}``: the unit whose calls happen in a fixed order.
+
+        Work that is not one of the crew's tasks but runs inside a tool call (the task
+        CrewAI makes up for "Delegate work to coworker" or "Ask question to coworker", an
+        agent kicked off by a tool) hangs off that call: ``task0:Crew Manager>2:Analyst``
+        is the Analyst working inside the manager's tool call 2. That place is the same on
+        every replay, even when parallel tasks delegate at once. Anything else is
+        ``crew:{role}``.
+        """
         index = self._task_index.get(id(task)) if task is not None else None
-        where = f"task{index}" if index is not None else "crew"
+        where = f"task{index}" if index is not None else self._nested_in(task)
         role = getattr(agent, "role", None) or "-"
         return f"{where}:{role}"
+
+    def _nested_in(self, task: Any) -> str:
+        with self._lock:
+            known = self._delegated.get(id(task)) if task is not None else None
+            if known is not None:  # the task's first call fixed its place
+                return known[1]
+            enclosing = _enclosing.get()
+            if not enclosing:
+                return "crew"
+            key = enclosing[-1].key
+            where = f"{key.stream}>{key.seq}"
+            if task is not None:
+                self._delegated[id(task)] = (task, where)
+            return where
 
     def next_seq(self, stream: str, kind: str) -> int:
         with self._lock:
@@ -227,12 +269,21 @@ class RunContext:
     def key(self, stream: str, seq: int) -> CallKey:
         return CallKey(self.run.id, stream, seq)
 
-    def set_tool_slot(self, slot: ToolSlot | None) -> None:
-        self._tool_call.slot = slot
+    def enter_tool_call(self, slot: ToolSlot) -> None:
+        """The before-hook of a call: it encloses what runs until its after-hook (which
+        CrewAI runs in the same context)."""
+        _enclosing.set((*_enclosing.get(), slot))
+
+    def leave_tool_call(self) -> ToolSlot | None:
+        enclosing = _enclosing.get()
+        if not enclosing:
+            return None
+        _enclosing.set(enclosing[:-1])
+        return enclosing[-1]
 
     def tool_slot(self) -> ToolSlot | None:
-        slot: ToolSlot | None = getattr(self._tool_call, "slot", None)
-        return slot
+        enclosing = _enclosing.get()
+        return enclosing[-1] if enclosing else None
 
     def current_tool_call(self) -> CallKey | None:
         slot = self.tool_slot()
@@ -300,7 +351,11 @@ class RunContext:
             return self._reviews.get((kind, stream, seq))
 
     def ask(self, review: NewReview) -> None:
-        """Queue a review to open when the run suspends, with the crew's due times."""
+        """Queue a review to open when the run suspends, with the crew's due times.
+
+        Once kickoff() is over the reviews to open are taken; one asked later (by a
+        parallel task still stopping) is asked again by the next execution.
+        """
         now = self.store.clock()
         spec = self.spec
         review = replace(
@@ -310,10 +365,79 @@ class RunContext:
             expires_at=now + spec.expire_after if spec.expire_after else None,
         )
         with self._lock:
-            self.asks.append(review)
+            if not self._closed:
+                self.asks.append(review)
 
     def reject(self, reason: str) -> None:
         self.rejection = reason
+        self.interrupt()
+
+    # -- pauses that must reach the runtime
+
+    def signal(self, exc: RunSignal) -> RunSignal:
+        """Note a pause or rejection about to be raised here, and return it to raise."""
+        self.interrupt()
+        return exc
+
+    def interrupt(self) -> None:
+        """A pause or rejection is raised here (or a paused ``ask_human`` returns).
+
+        It must reach the runtime, but a tool around this point may catch it: CrewAI's
+        delegation tools turn any exception of the coworker's work into their result
+        ("Error executing task with agent ..."). So every enclosing call is marked, and
+        its after-hook raises the signal again instead of journaling that text; and no
+        new live call starts in this execution (a parallel task stops at its next one).
+        """
+        with self._lock:
+            self.signalled = True
+            self._stopping = True
+            for slot in _enclosing.get():
+                slot.interrupted = True
+
+    def signal_again(self, what: str) -> RunSignal:
+        """The signal to raise for a call that caught one (see :meth:`interrupt`)."""
+        if self.rejection is not None:
+            return self.signal(RunRejected(self.rejection))
+        return self.signal(PauseRun(f"{what} was interrupted by a pause inside it"))
+
+    def begin_live(self) -> int | None:
+        """A live LLM or tool call starts; None if the run is stopping (it must not)."""
+        with self._lock:
+            if self._stopping:
+                return None
+            self._live_ids += 1
+            self._live[self._live_ids] = threading.current_thread()
+            return self._live_ids
+
+    def end_live(self, live: int | None) -> None:
+        """A live call ended (journaled, or failed)."""
+        if live is None:
+            return
+        with self._changed:
+            self._live.pop(live, None)
+            self._changed.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        """``kickoff()`` is over: no live call starts any more; a call still running (in a
+        parallel task's thread) is waited for; reviews asked now are left to the next
+        execution."""
+        with self._lock:
+            return self._closed
+
+    def close(self) -> None:
+        """``kickoff()`` is over: start no live call, and wait for those still running.
+
+        A pause leaves ``kickoff()`` while a parallel task (``async_execution``) may be in
+        the middle of a call, in a thread nobody waits for. Its result is journaled before
+        the run suspends, so resuming does not do it again; its next call is refused. A
+        call whose thread died without ending it is not waited for.
+        """
+        with self._changed:
+            self._stopping = True
+            self._closed = True
+            while any(thread.is_alive() for thread in self._live.values()):
+                self._changed.wait(_RECHECK_EVERY)
 
     # -- liveness
 

@@ -43,6 +43,7 @@ from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.signals import PauseRun
 from crew_runtime.tool_journal import register_tool_journal
 from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store, UnstorableValue
 from storage.status import RunNote
@@ -94,6 +95,8 @@ def uses_offline_model(crew: Crew) -> bool:
     """Whether any model of the crew (its agents', its tasks' agents', the manager's) is the
     offline :class:`ScriptedLLM`. Look before :func:`prepare` wraps them in the journal."""
     agents = [*crew.agents, *(task.agent for task in crew.tasks if task.agent is not None)]
+    if crew.manager_agent is not None:
+        agents.append(crew.manager_agent)
     llms = [crew.manager_llm, *(a.llm for a in agents)]
     llms += [getattr(a, "function_calling_llm", None) for a in agents]  # Agent only
     return any(isinstance(llm, ScriptedLLM) for llm in llms)
@@ -109,7 +112,9 @@ def prepare(crew: Crew, ctx: RunContext) -> None:
     ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
     crew.memory = False
     crew.planning = False
-    for agent in crew.agents:
+    # A hierarchical crew's own manager_agent is not among its agents (CrewAI refuses it).
+    manager = [crew.manager_agent] if crew.manager_agent is not None else []
+    for agent in [*crew.agents, *manager]:
         if isinstance(agent, Agent):
             agent.inject_date = False
             if agent.function_calling_llm is not None:
@@ -151,12 +156,16 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
             try:
                 result = crew.kickoff(inputs=dict(run.inputs))
             except Exception as exc:
+                ctx.close()
                 return _stopped(store, ctx, exc)
+            ctx.close()
     finally:
         _event_context_config.reset(events)
         reset_provider(token)
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))
+    if ctx.signalled:  # caught on its way out (by a tool, say): the run is not done
+        return _stopped(store, ctx, PauseRun("a pause was caught inside the crew"))
     output = result.raw if isinstance(result, CrewOutput) else str(result)
     return _settle(store, ctx, RunStatus.SUCCEEDED, output=output)
 

@@ -66,7 +66,7 @@ class JournalLLM(BaseLLM):
     ) -> Any:
         ctx = self.run_context
         if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
-            raise PauseRun("waiting for approval of a held tool call")
+            raise ctx.signal(PauseRun("waiting for approval of a held tool call"))
         stream = ctx.stream_for(from_task, from_agent)
         seq = ctx.next_seq(stream, "llm")
         digest = prompt_hash(messages, tools)
@@ -80,21 +80,27 @@ class JournalLLM(BaseLLM):
             ctx.diverge(
                 entry, f"the prompt of LLM turn {seq} of {stream} changed since it was recorded"
             )
-        ctx.hold_lease()  # a live call costs money and may act: only under a lease still held
-        # CrewAI sets ReAct stop words per call on the LLM it sees (this wrapper);
-        # hand them to the real model.
-        with call_stop_override(self.inner, self.stop_sequences):
-            response = self.inner.call(
-                messages,
-                tools=tools,
-                callbacks=callbacks,
-                available_functions=available_functions,
-                from_task=from_task,
-                from_agent=from_agent,
-                response_model=response_model,
-            )
-        ctx.stats["llm_live"] += 1
-        ctx.record(stream, "llm", seq, encode_response(response), digest)
+        live = ctx.begin_live()
+        if live is None:  # another task paused: this turn is taken on resume
+            raise ctx.signal(PauseRun(f"the run is pausing before LLM turn {seq} of {stream}"))
+        try:
+            ctx.hold_lease()  # a live call costs money and may act: only under a lease held
+            # CrewAI sets ReAct stop words per call on the LLM it sees (this wrapper);
+            # hand them to the real model.
+            with call_stop_override(self.inner, self.stop_sequences):
+                response = self.inner.call(
+                    messages,
+                    tools=tools,
+                    callbacks=callbacks,
+                    available_functions=available_functions,
+                    from_task=from_task,
+                    from_agent=from_agent,
+                    response_model=response_model,
+                )
+            ctx.stats["llm_live"] += 1
+            ctx.record(stream, "llm", seq, encode_response(response), digest)
+        finally:
+            ctx.end_live(live)
         ctx.note_llm_response(stream, response)
         return response
 

@@ -44,12 +44,13 @@ class AskHumanTool(BaseTool):
 
     def _run(self, question: str) -> str | ToolFailure:
         ctx = current_run()
-        key = None if ctx is None else ctx.current_tool_call()
-        if ctx is None or key is None:
+        slot = None if ctx is None else ctx.tool_slot()
+        if ctx is None or slot is None:
             return ToolFailure(
                 message="ask_human only works in a crew run by Countersign (countersign worker).",
                 code="NOT_UNDER_COUNTERSIGN",
             )
+        key = slot.key
         review = ctx.find_review(ReviewKind.QUESTION, key.stream, key.seq)
         if review is None or review.status == ReviewStatus.PENDING:
             if review is None:
@@ -59,7 +60,7 @@ class AskHumanTool(BaseTool):
                         stream=key.stream,
                         seq=key.seq,
                         prompt=question,
-                        details={"agent": key.stream.split(":", 1)[-1]},
+                        details={"agent": slot.agent},
                     )
                 )
             return ToolFailure(message="Waiting for a human answer.", code=AWAITING_HUMAN)

@@ -35,10 +35,10 @@ class ReviewProvider(SyncHumanInputProvider):
             if review is None or review.status == ReviewStatus.PENDING:
                 if review is None:
                     ctx.ask(_task_review(context, stream, seq, draft))
-                raise PauseRun(f"waiting for a review of {stream} round {seq}")
+                raise ctx.signal(PauseRun(f"waiting for a review of {stream} round {seq}"))
             decision = review.decision
             if decision is None:
-                raise RunRejected(f"the review of {stream} was {review.status}")
+                raise ctx.signal(RunRejected(f"the review of {stream} was {review.status}"))
             if decision.kind == DecisionKind.APPROVE:
                 return answer
             if decision.kind == DecisionKind.EDIT:

@@ -6,7 +6,14 @@ utilities/tool_utils.py:290) hands back the recorded result, so a recorded side
 effect never runs again. A call that will run (approved gated calls and ``ask_human``
 included) first renews the execution's lease, and stops the run if another execution
 claimed it meanwhile. Live results are appended. Before and after hooks of one call
-run on the same thread, so the slot travels in a thread-local.
+run in the same context, so the slot travels in a ContextVar (see ``RunContext``).
+
+A pause must reach the runtime whatever tool it is raised under. CrewAI's delegation
+tools run a coworker's agent loop inside the call and turn any exception of it into
+their result text; a pause raised in that loop marks every call around it
+(:meth:`RunContext.interrupt`), and the after-hook of a marked call journals nothing
+and raises the pause again, up to ``kickoff()``. On resume the delegation runs again:
+its coworker replays its recorded turns and meets the decision in the nested call.
 
 Native function calling can put several calls in one model turn, and CrewAI runs
 them in parallel threads (or one by one when a tool of the turn has
@@ -44,8 +51,9 @@ def register_tool_journal(ctx: RunContext) -> None:
         seq, batch = ctx.tool_seq(stream, hook.tool_name, dict(hook.tool_input))
         entry = ctx.recorded(stream, "tool", seq)
         recorded = None if entry is None else str(entry.payload["result"])
-        slot = ToolSlot(ctx.key(stream, seq), recorded, batch=batch)
-        ctx.set_tool_slot(slot)
+        role = str(getattr(hook.agent, "role", None) or "")
+        slot = ToolSlot(ctx.key(stream, seq), recorded, batch=batch, agent=role)
+        ctx.enter_tool_call(slot)
         if recorded is not None:
             ctx.stats["tool_replayed"] += 1
             return False
@@ -55,18 +63,28 @@ def register_tool_journal(ctx: RunContext) -> None:
             blocked = check_gate(ctx, gate, hook, slot)
             if blocked is not None:
                 return blocked
+        slot.live = ctx.begin_live()
+        if slot.live is None:  # the run is stopping: this call is made on resume
+            slot.interrupted = True
+            return False
         ctx.hold_lease()  # the call runs now: only under a lease still held
         return None
 
     def after(hook: Any) -> str | None:
-        slot = ctx.tool_slot()
-        ctx.set_tool_slot(None)
+        slot = ctx.leave_tool_call()
         if slot is None:
             return None
-        result = outcome(hook, slot)
-        if ctx.finish_tool_call(slot):
-            # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
-            raise PauseRun(f"waiting for approval of {hook.tool_name} ({slot.key})")
+        swallowed = slot.interrupted and slot.recorded is None
+        try:
+            result = None if swallowed else outcome(hook, slot)
+        finally:
+            ctx.end_live(slot.live)
+        pause = ctx.finish_tool_call(slot)
+        # Raised from an after-hook, HookAborted leaves kickoff() (tool_hooks.py:193).
+        if swallowed:
+            raise ctx.signal_again(f"{hook.tool_name} ({slot.key})")
+        if pause:
+            raise ctx.signal(PauseRun(f"waiting for approval of {hook.tool_name} ({slot.key})"))
         return result
 
     def outcome(hook: Any, slot: ToolSlot) -> str | None:
@@ -77,6 +95,7 @@ def register_tool_journal(ctx: RunContext) -> None:
             return f"{hook.tool_name} is waiting for a reviewer's approval."  # never shown
         raw = hook.raw_tool_result
         if isinstance(raw, ToolFailure) and raw.code == AWAITING_HUMAN:
+            ctx.interrupt()  # CrewAI raises it next; a delegation around would catch it
             return None  # not an answer: the run pauses and the call runs again on resume
         result = slot.override if slot.override is not None else hook.tool_result
         if slot.note:

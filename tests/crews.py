@@ -474,3 +474,227 @@ def verbose(inputs: dict[str, str]) -> Crew:
     )
     task = Task(description="Report on {topic}", expected_output="A report", agent=agent)
     return Crew(agents=[agent], tasks=[task], process=Process.sequential, verbose=True)
+
+
+class ReadWebsiteInput(BaseModel):
+    website_url: str
+
+
+class ReadWebsiteTool(BaseTool):
+    """Reads a page (a stand-in for crewai-tools' website reader); records each read."""
+
+    name: str = "read_website_content"
+    description: str = "Read the text of a website."
+    args_schema: type[BaseModel] = ReadWebsiteInput
+
+    def _run(self, website_url: str) -> str:
+        _append({"kind": "read", "url": website_url, "key": idempotency_key(), "pid": os.getpid()})
+        return f"the page {website_url} says otters hold hands"
+
+
+# What the analyst does in delegated work: a gated read, or a question to a person.
+_ANALYST_PLANS: dict[str, list[Any]] = {
+    "gate": [("read_website_content", {"website_url": "https://example.com/{subject}"})],
+    "question": [("ask_human", {"question": "Which angle on {subject}?"})],
+    "none": [],
+}
+
+# How a lead hands work to the analyst: CrewAI's two delegation tools (sanitised names).
+_HANDOFFS: dict[str, tuple[str, dict[str, str]]] = {
+    "delegate": (
+        "delegate_work_to_coworker",
+        {
+            "task": "Research {subject}",
+            "context": "Brief, draft {revision}.",
+            "coworker": "Analyst",
+        },
+    ),
+    "ask": (
+        "ask_question_to_coworker",
+        {"question": "What matters about {subject}?", "context": "A brief.", "coworker": "Analyst"},
+    ),
+}
+
+
+def delegation(inputs: dict[str, str]) -> Crew:
+    """A lead hands work to an analyst, whose delegated work pauses.
+
+    ``process``: ``manager_llm`` or ``manager_agent`` (a hierarchical crew whose manager
+    delegates the task) or ``sequential`` (the task's agent has ``allow_delegation=True``);
+    ``handoff``: ``delegate`` or ``ask`` (CrewAI's "Delegate work to coworker" or "Ask
+    question to coworker"); ``pause``: ``gate`` (a gated ``read_website_content``),
+    ``question`` (``ask_human``) or ``none``; ``native=yes`` for native tool calling;
+    ``review=yes`` puts ``human_input`` on the task.
+    """
+    native = inputs.get("native") == "yes"
+    process = inputs.get("process", "manager_llm")
+    tool, args = _HANDOFFS[inputs.get("handoff", "delegate")]
+    lead_llm = ScriptedLLM(
+        model="scripted/lead", label="Brief", native=native, tool_plan=[(tool, args)]
+    )
+    analyst = Agent(
+        role="Analyst",
+        goal="Find facts",
+        backstory="Reads sources.",
+        llm=ScriptedLLM(
+            model="scripted/analyst",
+            label="Findings",
+            native=native,
+            tool_plan=_ANALYST_PLANS[inputs.get("pause", "gate")],
+        ),
+        tools=[requires_approval(ReadWebsiteTool()), ask_human],
+        verbose=False,
+    )
+    task = Task(
+        description="Write a brief on {topic}",
+        expected_output="A brief",
+        human_input=inputs.get("review") == "yes",
+    )
+    if process == "sequential":
+        lead = Agent(
+            role="Lead",
+            goal="Write briefs",
+            backstory="Delegates research.",
+            llm=lead_llm,
+            allow_delegation=True,
+            verbose=False,
+        )
+        task.agent = lead
+        return Crew(agents=[lead, analyst], tasks=[task], process=Process.sequential)
+    if process == "manager_agent":
+        manager = Agent(
+            role="Lead",
+            goal="Write briefs",
+            backstory="Delegates research.",
+            llm=lead_llm,
+            allow_delegation=True,
+            verbose=False,
+        )
+        return Crew(
+            agents=[analyst], tasks=[task], process=Process.hierarchical, manager_agent=manager
+        )
+    return Crew(agents=[analyst], tasks=[task], process=Process.hierarchical, manager_llm=lead_llm)
+
+
+class TallyTool(SearchTool):
+    """A search that records itself, then (``COUNTERSIGN_TEST_HOLD=until_paused``) does not
+    return before ``kickoff()`` has ended for a pause elsewhere: a parallel task's call
+    still in flight when another task pauses."""
+
+    name: str = "tally"
+    description: str = "Count the sources on a subject."
+
+    def _run(self, query: str) -> str:
+        _append({"kind": "tally", "query": query, "key": idempotency_key(), "pid": os.getpid()})
+        ctx = current_run()
+        if ctx is not None and os.environ.get("COUNTERSIGN_TEST_HOLD") == "until_paused":
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not _paused(ctx):
+                time.sleep(0.05)
+        return f"12 sources on {query}"
+
+
+class AfterEffectLLM(ScriptedLLM):
+    """The scripted model; with ``COUNTERSIGN_TEST_HOLD=until_paused`` it answers only once
+    an effect of kind ``after`` was recorded (so a parallel task's call is under way)."""
+
+    after: str = ""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.after and os.environ.get("COUNTERSIGN_TEST_HOLD") == "until_paused":
+            path = _effects()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and path is not None:
+                if any(e["kind"] == self.after for e in effects(path)):
+                    break
+                time.sleep(0.05)
+        return super().call(messages, *args, **kwargs)
+
+
+def _paused(ctx: Any) -> bool:
+    """The execution is over but waits for this call, or (a runtime that did not wait for
+    calls in flight, and had no ``closed``) the run was suspended already."""
+    return bool(getattr(ctx, "closed", False)) or ctx.store.get_run(ctx.run.id).status != (
+        "running"
+    )
+
+
+def parallel(inputs: dict[str, str]) -> Crew:
+    """Two ``async_execution`` tasks side by side, then a task that joins them.
+
+    The scout reads a page through a gate (the run pauses there) while the counter tallies
+    sources (a side effect); the editor writes from both. ``native=yes`` for native tool
+    calling. A worker with ``COUNTERSIGN_TEST_HOLD=until_paused`` makes the scout wait for
+    the tally to start, and the tally last until the run stops for the scout's pause.
+    """
+    native = inputs.get("native") == "yes"
+
+    def agent(
+        role: str, label: str, plan: list[Any], tools: list[BaseTool], after: str = ""
+    ) -> Agent:
+        llm = AfterEffectLLM(
+            model=f"scripted/{label.lower()}", label=label, native=native, tool_plan=plan
+        )
+        llm.after = after
+        return Agent(role=role, goal=label, backstory="Works.", llm=llm, tools=tools)
+
+    scout = agent(
+        "Scout",
+        "Scouting",
+        [("read_website_content", {"website_url": "https://example.com/{subject}"})],
+        [requires_approval(ReadWebsiteTool())],
+        after="tally",  # with the hold: the scout pauses while the tally is in flight
+    )
+    counter = agent("Counter", "Tally", [("tally", {"query": "{subject}"})], [TallyTool()])
+    editor = agent("Editor", "Digest", [], [])
+    scouting = Task(
+        description="Scout {topic}", expected_output="Pages", agent=scout, async_execution=True
+    )
+    tally = Task(
+        description="Tally {topic}", expected_output="A count", agent=counter, async_execution=True
+    )
+    digest = Task(
+        description="Digest {topic}",
+        expected_output="A digest",
+        agent=editor,
+        context=[scouting, tally],
+    )
+    return Crew(
+        agents=[scout, counter, editor],
+        tasks=[scouting, tally, digest],
+        process=Process.sequential,
+    )
+
+
+def swallowing(inputs: dict[str, str]) -> Crew:
+    """A task callback asks a checker agent, and swallows whatever the checker raises.
+
+    The checker's ``ask_human`` pauses the run inside the callback, where no tool is
+    around to raise the pause again: only the runtime's last look before settling sees it.
+    """
+    checker = Agent(
+        role="Checker",
+        goal="Double-check",
+        backstory="Asks when unsure.",
+        llm=_llm("Check", [("ask_human", {"question": "Is this right?"})]),
+        tools=[ask_human],
+        verbose=False,
+    )
+    writer_agent = Agent(
+        role="Writer", goal="Write", backstory="Writes.", llm=_llm("Note"), verbose=False
+    )
+
+    def double_check(output: Any) -> None:
+        try:
+            checked = checker.kickoff(f"Double-check this note: {output.raw}")
+        except Exception:  # a check must never fail the task, its author thought
+            return
+        _append({"kind": "checked", "result": str(checked.raw), "pid": os.getpid()})
+
+    task = Task(
+        description="Note on {topic}",
+        expected_output="A note",
+        agent=writer_agent,
+        callback=double_check,
+    )
+    return Crew(agents=[writer_agent, checker], tasks=[task], process=Process.sequential)

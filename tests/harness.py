@@ -70,6 +70,18 @@ description = "A verbose crew that asks a human (or whose model fails)"
 factory = "tests.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
 
+[crews.delegation]
+factory = "tests.crews:delegation"
+description = "A lead delegates to an analyst whose work pauses"
+
+[crews.parallel]
+factory = "tests.crews:parallel"
+description = "Two parallel tasks, one paused at a gate, then a task joining them"
+
+[crews.swallowing]
+factory = "tests.crews:swallowing"
+description = "A task callback that swallows the pause of the agent it asks"
+
 [crews.unstorable]
 factory = "tests.crews:unstorable"
 description = "Drafts holding a character a database may refuse"
