@@ -106,6 +106,12 @@ class Bench:
         os.environ["COUNTERSIGN_TEST_EFFECTS"] = str(self.effects_path)
         os.environ["COUNTERSIGN_SCRIPTED_LOG"] = str(self.llm_log)
 
+    def add_crews(self, config: str) -> None:
+        """Register more crews (a test module's own TOML tables) next to the standard ones."""
+        self.config_path.write_text(CONFIG + config)
+        self.config = load_config(self.config_path)
+        self.service = Countersign(self.store, self.config)
+
     def close(self) -> None:
         self.store.close()
         os.environ.pop("COUNTERSIGN_TEST_EFFECTS", None)
