@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from crewai import Agent, Crew, CrewOutput
 from crewai.core.providers.human_input import reset_provider, set_provider
+from crewai.crews.utils import enable_agent_streaming
 from crewai.events.event_context import (
     EventContextConfig,
     MismatchBehavior,
@@ -109,6 +110,7 @@ def prepare(crew: Crew, ctx: RunContext) -> None:
     the store: a replay would meet other prompts than were recorded.
     """
     ctx.index_tasks(list(crew.tasks))
+    _unstreamed(crew)
     ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
     crew.memory = False
     crew.planning = False
@@ -252,3 +254,13 @@ def _settle(
     except LeaseLost:
         return Outcome(None, stats=dict(ctx.stats))
     return Outcome(status, stats=dict(ctx.stats))
+
+
+def _unstreamed(crew: Crew) -> None:
+    """A streaming crew (``Crew(stream=True)``) makes ``kickoff()`` hand back an iterator of
+    chunks and run nothing until someone reads it (crew.py:1019). A worker has no reader:
+    its models are set to stream, as CrewAI would set them, and the crew is kicked off
+    unstreamed."""
+    if crew.stream:
+        enable_agent_streaming(crew.agents)
+        crew.stream = False

@@ -146,6 +146,25 @@ def test_questions_gates_and_reviews_on_the_real_provider(
     assert not any("invented" in json.dumps(r.messages) for r in requests)
 
 
+def test_a_streaming_crew_runs_with_its_models_streaming(
+    providers: Bench, openai: OpenAIStandIn
+) -> None:
+    """``Crew(stream=True)``: ``kickoff()`` hands back an iterator and runs nothing until it is
+    read; the worker runs the crew, its models streaming as CrewAI has them stream."""
+    bench = providers
+    run = bench.start("provider_research", topic="otters", crew_stream="yes")
+    assert len(_work(bench, openai)) == 2
+    assert bench.pending(run.id).kind == ReviewKind.QUESTION
+    bench.decide(run.id, "answer", "formal")
+    assert len(_work(bench, openai)) == 2
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert "ask_human: formal" in _notes(done.output)
+    assert {r.stream for r in openai.requests()} == {True}
+    assert len(bench.effects("published")) == 1
+    _each_question_asked_once(openai)
+
+
 def test_a_crewbase_project_as_crewai_creates_it(bench: Bench, openai: OpenAIStandIn) -> None:
     """``@CrewBase`` with YAML config, ``@llm``/``@tool``/``@before_kickoff`` methods, named in
     countersign.toml by its module (``src/`` on the path, as an installed project has it)."""
