@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from crewai.llms.base_llm import BaseLLM, call_stop_override
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from crew_runtime.context import RunContext
 from crew_runtime.signals import PauseRun
@@ -32,14 +32,29 @@ def _plain(value: Any) -> Any:
 
 
 def encode_response(response: Any) -> dict[str, Any]:
-    """Journal a response as plain JSON (native tool calls arrive as SDK objects)."""
+    """Journal a response as plain JSON (native tool calls arrive as SDK objects).
+
+    A structured answer (a ``response_model`` instance, as a provider's structured output
+    returns it) is kept apart from other data, so a replay can hand back an instance again.
+    """
     if isinstance(response, str):
         return {"text": response}
+    if isinstance(response, BaseModel):
+        return {"model": response.model_dump(mode="json")}
     return {"data": json.loads(json.dumps(response, default=_plain))}
 
 
-def decode_response(payload: dict[str, Any]) -> Any:
-    return payload["text"] if "text" in payload else payload["data"]
+def decode_response(payload: dict[str, Any], response_model: Any = None) -> Any:
+    """The response as the model gave it; a structured one as an instance of the
+    ``response_model`` the call asks for (CrewAI tells a structured answer from text to
+    parse by its type), else as its JSON text, which CrewAI parses as it would the model's."""
+    if "text" in payload:
+        return payload["text"]
+    if "model" in payload:
+        if isinstance(response_model, type) and issubclass(response_model, BaseModel):
+            return response_model.model_validate(payload["model"])
+        return json.dumps(payload["model"])
+    return payload["data"]
 
 
 class JournalLLM(BaseLLM):
@@ -74,7 +89,7 @@ class JournalLLM(BaseLLM):
         if entry is not None:
             if entry.prompt_hash == digest:
                 ctx.stats["llm_replayed"] += 1
-                replayed = decode_response(entry.payload)
+                replayed = decode_response(entry.payload, response_model)
                 ctx.note_llm_response(stream, replayed)
                 return replayed
             ctx.diverge(

@@ -165,6 +165,32 @@ def test_a_streaming_crew_runs_with_its_models_streaming(
     _each_question_asked_once(openai)
 
 
+@pytest.mark.parametrize("structured", ["task", "llm"])
+def test_a_structured_answer_is_replayed_as_the_model_it_was(
+    providers: Bench, openai: OpenAIStandIn, structured: str
+) -> None:
+    """Structured output, asked for by the task (``output_pydantic``) or by the model
+    (``LLM(response_format=...)``): the provider answers with a pydantic object, and a replay
+    must hand back one too (CrewAI parses anything else as text)."""
+    bench = providers
+    run = bench.start("provider_writer", topic="otters", structured=structured)
+    (asked,) = _work(bench, openai)
+    assert asked.body["response_format"]["type"] == "json_schema"
+    bench.decide(run.id, "approve")
+    assert len(_work(bench, openai)) == 1  # the article; the outline was replayed
+    article = bench.pending(run.id)
+    assert article.stream == "task1:Editor"
+    outline = json.loads(parse_draft(article.prompt).context or "")
+    assert outline["sections"] == 0
+    assert parse_draft(outline["headline"]).subject == "Outline otters"
+    bench.decide(run.id, "approve")
+    assert _work(bench, openai) == []
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert done.divergence is None
+    _each_question_asked_once(openai)
+
+
 def test_a_crewbase_project_as_crewai_creates_it(bench: Bench, openai: OpenAIStandIn) -> None:
     """``@CrewBase`` with YAML config, ``@llm``/``@tool``/``@before_kickoff`` methods, named in
     countersign.toml by its module (``src/`` on the path, as an installed project has it)."""
