@@ -10,7 +10,11 @@ StorageError
     ├── OutboxClaimLost         another dispatcher took the outbox row over
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
-    └── DecisionNotAllowed      e.g. "approve" on a question
+    ├── DecisionNotAllowed      e.g. "approve" on a question
+    └── NotWaiting              the run is not waiting for a review
+
+IllegalTransition (not a StorageError: a bug, nobody should catch it) is raised when code asks
+for a status change the state tables of ``storage.status`` do not list.
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ class UnstorableValue(StorageError):
 
 class TransitionRejected(StorageError):
     """A compare-and-set did not match: the row was not in the expected state."""
+
+
+class IllegalTransition(Exception):
+    """Code asked for a status change that ``storage.status`` does not list: a bug in the
+    caller, raised before the database is touched."""
+
+    def __init__(self, table: str, old: list[str], new: str) -> None:
+        super().__init__(f"{table}: no transition from {', '.join(old) or 'nothing'} to {new}")
 
 
 class LeaseLost(TransitionRejected):

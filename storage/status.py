@@ -30,12 +30,14 @@ FINAL_RUN_STATUSES = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.REJECTED}
 )
 
+# Every status change a run makes, and only those (storage.transitions enforces it).
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     # queued -> running: a worker claims it.
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
-    # running -> queued: the worker gave it back (shutdown) or its lease expired.
+    # running -> queued: the worker gave it back (shutdown).
     # running -> running: a new claim of an expired lease (never by the worker still
     # executing the run); the old claim's token then matches nothing.
+    # running -> failed: settled so, or given up after too many recoveries.
     RunStatus.RUNNING: frozenset(
         {
             RunStatus.RUNNING,
@@ -47,8 +49,8 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.CANCELLED,
         }
     ),
-    # waiting -> queued: every pending review got its decision.
-    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.FAILED}),
+    # waiting -> queued: every pending review got its decision, or a task was reopened.
+    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.CANCELLED}),
     RunStatus.SUCCEEDED: frozenset(),
     RunStatus.FAILED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
@@ -75,6 +77,20 @@ class ReviewStatus(StrEnum):
     DECIDED = "decided"
     CANCELLED = "cancelled"
     SUPERSEDED = "superseded"
+
+
+# Every status change a review makes, and only those.
+REVIEW_TRANSITIONS: dict[ReviewStatus, frozenset[ReviewStatus]] = {
+    # pending -> decided: a person's decision (or expiry); -> cancelled: with its run;
+    # -> superseded: a task before it was reopened.
+    ReviewStatus.PENDING: frozenset(
+        {ReviewStatus.DECIDED, ReviewStatus.CANCELLED, ReviewStatus.SUPERSEDED}
+    ),
+    # decided -> superseded: the journal before it was dropped (a divergence, a reopened task).
+    ReviewStatus.DECIDED: frozenset({ReviewStatus.SUPERSEDED}),
+    ReviewStatus.CANCELLED: frozenset(),
+    ReviewStatus.SUPERSEDED: frozenset(),
+}
 
 
 class DecisionKind(StrEnum):

@@ -12,7 +12,17 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Row,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import DataError, IntegrityError
 
 from storage import migrate
@@ -51,8 +61,15 @@ from storage.status import (
     RunNote,
     RunStatus,
 )
+from storage.transitions import move_reviews, move_run
 
 Clock = Callable[[], datetime]
+
+# What a run that no worker holds has for a lease.
+_NO_LEASE: dict[str, None] = {"lease_owner": None, "lease_token": None, "lease_expires": None}
+
+# The reviews a dropped part of the journal takes with it: those asked and those answered.
+_REPLAYABLE = (ReviewStatus.PENDING, ReviewStatus.DECIDED)
 
 # A run whose worker died this many times is failed instead of being retried forever.
 MAX_RECOVERIES = 3
@@ -218,33 +235,29 @@ class Store:
                 recovering = row.status == RunStatus.RUNNING
                 attempts = row.attempts + (1 if recovering else 0)
                 if recovering and attempts > MAX_RECOVERIES:
-                    conn.execute(
-                        update(runs)
-                        .where(runs.c.id == row.id, runs.c.status == RunStatus.RUNNING)
-                        .values(
-                            status=RunStatus.FAILED,
-                            error=f"gave up: the worker running it stopped {attempts} times",
-                            lease_owner=None,
-                            lease_token=None,
-                            lease_expires=None,
-                            updated_at=now,
-                        )
+                    move_run(
+                        conn,
+                        row.id,
+                        RunStatus.RUNNING,
+                        RunStatus.FAILED,
+                        error=f"gave up: the worker running it stopped {attempts} times",
+                        **_NO_LEASE,
+                        updated_at=now,
                     )
                     self._enqueue(conn, row.id, OutboxKind.RUN_FINISHED)
                     continue
-                claimed = conn.execute(
-                    update(runs)
-                    .where(runs.c.id == row.id, runs.c.status == row.status)
-                    .values(
-                        status=RunStatus.RUNNING,
-                        lease_owner=worker_id,
-                        lease_token=secrets.token_hex(16),
-                        lease_expires=now + lease,
-                        attempts=attempts,
-                        updated_at=now,
-                    )
-                ).rowcount
-                if claimed == 1:
+                claimed = move_run(
+                    conn,
+                    row.id,
+                    RunStatus(row.status),
+                    RunStatus.RUNNING,
+                    lease_owner=worker_id,
+                    lease_token=secrets.token_hex(16),
+                    lease_expires=now + lease,
+                    attempts=attempts,
+                    updated_at=now,
+                )
+                if claimed:
                     return self._get_run(conn, row.id)
 
     def extend_lease(self, run_id: str, token: str, lease: timedelta) -> bool:
@@ -268,16 +281,14 @@ class Store:
     def release_run(self, run_id: str, token: str) -> None:
         """Give a running run back to the queue (a worker shutting down)."""
         with self._tx() as conn:
-            conn.execute(
-                update(runs)
-                .where(*_held(run_id, token))
-                .values(
-                    status=RunStatus.QUEUED,
-                    lease_owner=None,
-                    lease_token=None,
-                    lease_expires=None,
-                    updated_at=self.clock(),
-                )
+            move_run(
+                conn,
+                run_id,
+                RunStatus.RUNNING,
+                RunStatus.QUEUED,
+                _claimed_by(token),
+                **_NO_LEASE,
+                updated_at=self.clock(),
             )
 
     def finish_run(
@@ -293,20 +304,18 @@ class Store:
         if status not in FINAL_RUN_STATUSES:
             raise ValueError(f"{status} is not a final status")
         with self._tx() as conn:
-            changed = conn.execute(
-                update(runs)
-                .where(*_held(run_id, token))
-                .values(
-                    status=status,
-                    output=output,
-                    error=error,
-                    lease_owner=None,
-                    lease_token=None,
-                    lease_expires=None,
-                    updated_at=self.clock(),
-                )
-            ).rowcount
-            if changed != 1:
+            finished = move_run(
+                conn,
+                run_id,
+                RunStatus.RUNNING,
+                status,
+                _claimed_by(token),
+                output=output,
+                error=error,
+                **_NO_LEASE,
+                updated_at=self.clock(),
+            )
+            if not finished:
                 raise LeaseLost(run_id, token)
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return self._get_run(conn, run_id)
@@ -318,22 +327,21 @@ class Store:
             run = self._get_run(conn, run_id, lock=True)
             if run.status in FINAL_RUN_STATUSES:
                 raise AlreadyFinal(run_id, run.status)
-            conn.execute(
-                update(runs)
-                .where(runs.c.id == run_id, runs.c.status == run.status)
-                .values(
-                    status=RunStatus.CANCELLED,
-                    error=f"cancelled by {by}",
-                    lease_owner=None,
-                    lease_token=None,
-                    lease_expires=None,
-                    updated_at=now,
-                )
+            move_run(
+                conn,
+                run_id,
+                run.status,
+                RunStatus.CANCELLED,
+                error=f"cancelled by {by}",
+                **_NO_LEASE,
+                updated_at=now,
             )
-            conn.execute(
-                update(reviews)
-                .where(reviews.c.run_id == run_id, reviews.c.status == ReviewStatus.PENDING)
-                .values(status=ReviewStatus.CANCELLED, decided_at=now)
+            move_reviews(
+                conn,
+                ReviewStatus.PENDING,
+                ReviewStatus.CANCELLED,
+                reviews.c.run_id == run_id,
+                decided_at=now,
             )
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return self._get_run(conn, run_id)
@@ -342,18 +350,16 @@ class Store:
         """running → waiting with the reviews that must be answered, and their announcements."""
         now = self.clock()
         with self._tx() as conn:
-            changed = conn.execute(
-                update(runs)
-                .where(*_held(run_id, token))
-                .values(
-                    status=RunStatus.WAITING,
-                    lease_owner=None,
-                    lease_token=None,
-                    lease_expires=None,
-                    updated_at=now,
-                )
-            ).rowcount
-            if changed != 1:
+            suspended = move_run(
+                conn,
+                run_id,
+                RunStatus.RUNNING,
+                RunStatus.WAITING,
+                _claimed_by(token),
+                **_NO_LEASE,
+                updated_at=now,
+            )
+            if not suspended:
                 raise LeaseLost(run_id, token)
             pos = self._next_pos(conn, run_id)
             ids = []
@@ -422,11 +428,13 @@ class Store:
                     raise DecisionNotAllowed(
                         review_id, review.kind.value, decision.kind.value, people
                     )
-                changed = conn.execute(
-                    update(reviews)
-                    .where(reviews.c.id == review_id, reviews.c.status == ReviewStatus.PENDING)
-                    .values(status=ReviewStatus.DECIDED, decided_at=now)
-                ).rowcount
+                changed = move_reviews(
+                    conn,
+                    ReviewStatus.PENDING,
+                    ReviewStatus.DECIDED,
+                    reviews.c.id == review_id,
+                    decided_at=now,
+                )
                 if changed != 1:
                     raise _already_decided(self._get_review(conn, review_id))
                 conn.execute(
@@ -451,10 +459,8 @@ class Store:
                     )
                 ).scalar_one()
                 if still_pending == 0:
-                    conn.execute(
-                        update(runs)
-                        .where(runs.c.id == review.run_id, runs.c.status == RunStatus.WAITING)
-                        .values(status=RunStatus.QUEUED, updated_at=now)
+                    move_run(
+                        conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now
                     )
                 self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review_id)
                 return self._get_review(conn, review_id)
@@ -529,14 +535,12 @@ class Store:
             if old.status != ReviewStatus.DECIDED:
                 raise TransitionRejected(f"review {review_id} is {old.status}, not decided")
             point = old.journal_pos
-            conn.execute(
-                update(reviews)
-                .where(
-                    reviews.c.run_id == run.id,
-                    reviews.c.status != ReviewStatus.SUPERSEDED,
-                    (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
-                )
-                .values(status=ReviewStatus.SUPERSEDED)
+            move_reviews(
+                conn,
+                _REPLAYABLE,
+                ReviewStatus.SUPERSEDED,
+                reviews.c.run_id == run.id,
+                (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
             )
             conn.execute(delete(journal).where(journal.c.run_id == run.id, journal.c.pos >= point))
             new_review_id = new_id("rev")
@@ -568,11 +572,7 @@ class Store:
                     created_at=now,
                 )
             )
-            conn.execute(
-                update(runs)
-                .where(runs.c.id == run.id, runs.c.status == RunStatus.WAITING)
-                .values(status=RunStatus.QUEUED, updated_at=now)
-            )
+            move_run(conn, run.id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
             self._enqueue(conn, run.id, OutboxKind.TASK_REOPENED, new_review_id)
             return self._get_review(conn, new_review_id)
 
@@ -649,10 +649,12 @@ class Store:
             conn.execute(
                 delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
             )
-            conn.execute(
-                update(reviews)
-                .where(reviews.c.run_id == run_id, reviews.c.journal_pos > from_pos)
-                .values(status=ReviewStatus.SUPERSEDED)
+            move_reviews(
+                conn,
+                _REPLAYABLE,
+                ReviewStatus.SUPERSEDED,
+                reviews.c.run_id == run_id,
+                reviews.c.journal_pos > from_pos,
             )
             conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
             self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
@@ -895,17 +897,18 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _held(run_id: str, token: str) -> tuple[Any, ...]:
-    """The compare-and-set condition that the claim ``token`` still holds a run.
+def _held(run_id: str, token: str) -> tuple[ColumnElement[bool], ...]:
+    """The compare-and-set condition that the claim ``token`` still holds a run."""
+    return runs.c.id == run_id, runs.c.status == RunStatus.RUNNING, _claimed_by(token)
+
+
+def _claimed_by(token: str) -> ColumnElement[bool]:
+    """With the run ``running``: it is still under the claim ``token``.
 
     By token, not by worker: every claim gets a new one, so two executions of one run in
     the same worker (one stalled past its lease, one claimed after) are told apart.
     """
-    return (
-        runs.c.id == run_id,
-        runs.c.status == RunStatus.RUNNING,
-        runs.c.lease_token == token,
-    )
+    return runs.c.lease_token == token
 
 
 def _made_by(review: Review, request_key: str | None) -> bool:

@@ -1,0 +1,67 @@
+"""The only way a run's or a review's status changes: one compare-and-set, checked against
+the tables of ``storage.status``.
+
+:func:`move_run` and :func:`move_reviews` refuse, before touching the database, a transition the
+tables do not list (that is a bug in the caller, not a race: :class:`IllegalTransition`), then
+update only rows still in one of the expected statuses. What they return says whether the row
+moved; the caller decides whether not moving is an error (``LeaseLost``, ``AlreadyDecided``...).
+No other code writes a status: ``tests/test_transitions.py`` checks it, and that every entry of
+the tables is a transition the store makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Connection, Table, update
+
+from storage.errors import IllegalTransition
+from storage.schema import reviews, runs
+from storage.status import REVIEW_TRANSITIONS, RUN_TRANSITIONS, ReviewStatus, RunStatus
+
+S = TypeVar("S", bound=StrEnum)
+
+
+def move_run(
+    conn: Connection,
+    run_id: str,
+    old: RunStatus | Collection[RunStatus],
+    new: RunStatus,
+    *where: ColumnElement[bool],
+    **values: Any,
+) -> bool:
+    """Move run ``run_id`` from ``old`` (one status or several) to ``new``, if it still is
+    in ``old`` and matches ``where``; ``values`` are the other columns to set with it."""
+    moved = _move(conn, runs, RUN_TRANSITIONS, old, new, (runs.c.id == run_id, *where), values)
+    return moved == 1
+
+
+def move_reviews(
+    conn: Connection,
+    old: ReviewStatus | Collection[ReviewStatus],
+    new: ReviewStatus,
+    *where: ColumnElement[bool],
+    **values: Any,
+) -> int:
+    """Move every review still in ``old`` and matching ``where`` to ``new``; how many moved."""
+    return _move(conn, reviews, REVIEW_TRANSITIONS, old, new, where, values)
+
+
+def _move(
+    conn: Connection,
+    table: Table,
+    transitions: Mapping[S, Collection[S]],
+    old: S | Collection[S],
+    new: S,
+    where: tuple[ColumnElement[bool], ...],
+    values: dict[str, Any],
+) -> int:
+    olds = [old] if isinstance(old, StrEnum) else sorted(old)
+    illegal = [o for o in olds if new not in transitions[o]]
+    if not olds or illegal:
+        raise IllegalTransition(table.name, [str(o) for o in illegal], str(new))
+    status = table.c.status
+    in_old = status == olds[0] if len(olds) == 1 else status.in_(olds)
+    return conn.execute(update(table).where(in_old, *where).values(status=new, **values)).rowcount
