@@ -18,6 +18,7 @@ from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import BotError
 from crew_runtime.config import CrewSpec
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 
-class CheckFailed(Exception):
+class CheckFailed(BotError):
     """Slack did not say who is in a channel or group, so nobody can be told yes or no."""
 
 

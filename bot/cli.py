@@ -38,28 +38,20 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from bot.errors import BotError
 from bot.render import iso
-from bot.settings import Settings, SettingsError, mask_url
-from crew_runtime.config import Config, ConfigError, load_config
-from crew_runtime.errors import UsageError
+from bot.settings import Settings, mask_url
+from crew_runtime.config import Config, load_config
 from crew_runtime.service import Countersign
-from storage import AlreadyDecided, RunStatus, StorageError, Store
+from storage import AlreadyDecided, CountersignError, RunStatus, Store
 
 __all__ = ["CliError", "Context", "build_parser", "main"]
 
 DECISIONS = "approve|edit|changes|reject|answer"
 
 
-class CliError(Exception):
+class CliError(BotError):
     """The request cannot be done as asked; the message is the whole explanation."""
-
-    exit_code = 2
-
-
-class DatabaseUnavailable(CliError):
-    """The database could not be opened: not the request's fault, so exit 1."""
-
-    exit_code = 1
 
 
 @dataclass
@@ -85,10 +77,10 @@ class Context:
                 raise self.unavailable(exc) from exc
         return self._store
 
-    def unavailable(self, exc: Exception) -> DatabaseUnavailable:
+    def unavailable(self, exc: Exception) -> CliError:
         """The database failed: which one, and why in a line, never with its password."""
         url = self.database_url
-        return DatabaseUnavailable(f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}")
+        return CliError(f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}")
 
     def config(self) -> Config:
         """Load the configuration (``--config``, else ``$COUNTERSIGN_CONFIG``, else ./).
@@ -135,13 +127,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # `countersign runs list | head`: the reader is gone, which is no error of ours.
         _detach_stdout()
         return 1
-    except CliError as exc:
-        return _fail(str(exc), exc.exit_code)
-    except (SettingsError, ConfigError, UsageError) as exc:
-        return _fail(str(exc), 2)
     except AlreadyDecided as exc:
         return _fail(f"{exc} at {iso(exc.at)}" if exc.at else str(exc), 2)
-    except StorageError as exc:  # not found, refused by a compare-and-set, or unstorable
+    except CountersignError as exc:  # bad input, settings, not found, refused, unreachable
         return _fail(str(exc), 2)
 
 

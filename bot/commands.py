@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 from bot import text as t
+from bot.errors import BotError
 
 __all__ = [
     "USAGE",
@@ -96,7 +97,7 @@ class HelpCommand:
 Command = RunCommand | ListCommand | StatusCommand | CancelCommand | PendingCommand | HelpCommand
 
 
-class CommandError(ValueError):
+class CommandError(BotError, ValueError):
     """The text is not a valid ``/crew`` command.
 
     ``message`` is ready to show the person as an ephemeral reply (mrkdwn, their input

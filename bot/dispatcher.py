@@ -41,6 +41,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import blocks
+from bot.errors import BotError
 from bot.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from storage import (
@@ -67,7 +68,7 @@ LOOKUP_MARGIN = timedelta(minutes=1)
 JSON = dict[str, Any]
 
 
-class NotYet(Exception):
+class NotYet(BotError):
     """A row depends on one that has not gone out yet (the run's root message)."""
 
 

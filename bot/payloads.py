@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.errors import BotError
+
 __all__ = [
     "ACTIONS",
     "ACTION_PREFIX",
@@ -78,7 +80,7 @@ _MESSAGE_EVENTS = frozenset({"message", "app_mention"})
 _MAX_METADATA = 3000
 
 
-class PayloadError(ValueError):
+class PayloadError(BotError, ValueError):
     """A payload this bot does not understand or does not trust; the message says why."""
 
 
@@ -334,7 +336,7 @@ def parse_slash(body: Mapping[str, Any]) -> SlashCommand:
 _COERCION_ORDER = ("null", "boolean", "integer", "number", "array", "object", "string")
 
 
-class ArgumentErrors(ValueError):
+class ArgumentErrors(BotError, ValueError):
     """Fields of a tool call's edit modal that do not hold what the schema wants.
 
     ``problems`` maps each such argument to the JSON types it should hold; an empty tuple

@@ -32,7 +32,7 @@ from bot.http import SlackEndpoint
 from bot.intake import Intake
 from bot.listeners import Listeners, sync
 from bot.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
-from bot.settings import Settings
+from bot.settings import Settings, SettingsError
 from bot.socket_mode import DurableSocketModeHandler
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 SLACK_DEFAULT_API = "https://slack.com/api/"
 
 
-class SlackSettingsError(Exception):
+class SlackSettingsError(SettingsError):
     """A Slack credential is missing; the message names it and where to find it."""
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bot.errors import BotError
 from storage import DEFAULT_URL
 
 __all__ = ["LOG_LEVELS", "Settings", "SettingsError", "mask_url"]
@@ -36,7 +37,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "sslpassword"})
 
 
-class SettingsError(Exception):
+class SettingsError(BotError):
     """An environment variable has a value Countersign cannot use; the message names it."""
 
 

@@ -64,6 +64,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from crew_runtime.errors import CrewRuntimeError
+
 __all__ = [
     "CONFIG_ENV_VAR",
     "DEFAULT_CONFIG_NAME",
@@ -109,7 +111,7 @@ _KNOWN_KEYS = (
 )
 
 
-class ConfigError(Exception):
+class ConfigError(CrewRuntimeError):
     """The configuration file is missing or wrong, or a crew's factory cannot be loaded."""
 
 

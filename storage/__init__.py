@@ -8,6 +8,7 @@ from storage.engine import DEFAULT_URL, make_engine
 from storage.errors import (
     AlreadyDecided,
     AlreadyFinal,
+    CountersignError,
     DecisionNotAllowed,
     LeaseLost,
     NotFound,
@@ -47,6 +48,7 @@ __all__ = [
     "PERSON_LENGTH",
     "AlreadyDecided",
     "AlreadyFinal",
+    "CountersignError",
     "Decision",
     "DecisionKind",
     "DecisionNotAllowed",

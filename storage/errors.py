@@ -1,4 +1,44 @@
-"""Errors raised by storage.
+"""Countersign's exceptions: one root, a subtree per layer.
+
+``except CountersignError`` catches every failure Countersign expects and can explain in one
+sentence (bad input, a missing setting, a decision that came second, a database that refused a
+value or cannot be reached by the CLI). Each layer raises its own subtree; the root lives here,
+in the lowest layer, so that every layer can import it.
+
+CountersignError
+├── StorageError                           (storage.errors)
+│   ├── NotFound
+│   │   ├── RunNotFound
+│   │   └── ReviewNotFound
+│   ├── UnstorableValue                    the database refused a value, and always will
+│   └── TransitionRejected                 a compare-and-set found another status
+│       ├── LeaseLost                      the execution's claim on the run is gone
+│       ├── OutboxClaimLost                another dispatcher took the outbox row over
+│       ├── AlreadyFinal                   the run already ended
+│       ├── AlreadyDecided                 someone decided the review first
+│       ├── DecisionNotAllowed             e.g. "approve" on a question
+│       └── NotWaiting                     the run is not waiting for a review
+├── CrewRuntimeError                       (crew_runtime.errors)
+│   ├── UsageError                         bad input from a person: say it, change nothing
+│   ├── CrewBuildError                     the crew's factory failed or returned another thing
+│   └── ConfigError                        countersign.toml is wrong (crew_runtime.config)
+│       └── UnknownCrewError
+└── BotError                               (bot.errors)
+    ├── SettingsError                      an environment variable Countersign cannot use
+    │   └── SlackSettingsError             a Slack credential is missing
+    ├── CliError                           a command cannot be done as asked
+    ├── CommandError                       a /crew command that does not parse
+    ├── PayloadError                       a Slack payload without what it must have
+    ├── ArgumentErrors                     a gated call's edited arguments, field by field
+    ├── CheckFailed                        Slack did not say who may decide
+    └── NotYet                             an outbox row waits for an earlier one
+
+Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
+CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors
+(``bot.sandbox.errors``: they are Slack's, in the sandbox), and :class:`IllegalTransition`
+(a bug, which nobody should catch).
+
+This subtree:
 
 StorageError
 ├── NotFound
@@ -22,7 +62,11 @@ from __future__ import annotations
 from datetime import datetime
 
 
-class StorageError(Exception):
+class CountersignError(Exception):
+    """The root of every failure Countersign expects (the tree is drawn above)."""
+
+
+class StorageError(CountersignError):
     """Base class of every error raised by storage."""
 
 

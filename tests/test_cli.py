@@ -548,7 +548,7 @@ def test_usage_errors_exit_2(cli: Cli, argv: list[str]) -> None:
 def test_an_unreachable_database_is_named_without_its_password(cli: Cli, argv: list[str]) -> None:
     cli.db_url = "postgresql://app:s3cret@127.0.0.1:1/countersign"
     result = cli(*argv)
-    assert result.code == 1
+    assert result.code == 2
     assert result.err.startswith("error: cannot open the database postgresql://app:***@127.0.0.1")
     assert len(result.err.splitlines()) == 1
     assert "s3cret" not in result.err
