@@ -714,13 +714,14 @@ def escalation_message(review: Review, escalate_to: tuple[str, ...]) -> Message:
 
 
 def notice_view(words: str) -> dict[str, Any]:
-    """A modal that only says something: opened at once while the real one is prepared
-    (a trigger id lives 3 s), or shown instead of it when the review cannot be decided."""
+    """A modal that only says something (mrkdwn from ``bot.text``, escaped there): opened at
+    once while the real one is prepared (a trigger id lives 3 s), or shown instead of it when
+    the review cannot be decided."""
     return {
         "type": "modal",
         "title": _plain(t.LOADING_TITLE, 24),
         "close": _plain("Close", 24),
-        "blocks": [_section(escape(words))],
+        "blocks": [_section(words)],
     }
 
 

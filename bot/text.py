@@ -598,7 +598,7 @@ def task_reopened(review: Review) -> str:
     who = user_ref(decision.decided_by if decision else None)
     number = review.stream[4:].split(":", 1)[0] if review.stream.startswith("task") else "?"
     task = f"task {int(number) + 1}" if number.isdigit() else "an earlier task"
-    feedback = escape(truncate(decision.text or "", 1500)) if decision else ""
+    feedback = truncate(decision.text or "", 1500) if decision else ""
     return (
         f"↩️ {who} reopened {task}; it is being revised, then every later task runs "
         f"again.\n>{feedback}"

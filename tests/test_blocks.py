@@ -680,11 +680,23 @@ def test_truncate_never_cuts_an_entity() -> None:
     assert text.truncate("ok", 2) == "ok"
 
 
-@pytest.mark.parametrize("words", [text.LOADING, text.NOT_A_REVIEWER, "<!channel> & co"])
-def test_notice_view_is_a_valid_modal_and_escapes(words: str) -> None:
+@pytest.mark.parametrize(
+    "words",
+    [text.LOADING, text.NOT_A_REVIEWER, text.unknown_crew("<!channel> & co", ["a&b"])],
+)
+def test_notice_view_is_a_valid_modal_and_shows_the_text_modules_words_as_they_are(
+    words: str,
+) -> None:
     view = blocks.notice_view(words)
     assert validate_view(view) == []
-    assert "<!channel>" not in json.dumps(view)
+    shown = json.dumps(view)
+    assert "<!channel>" not in shown and "&amp;amp;" not in shown
+    assert view["blocks"][0]["text"]["text"] == words
+
+
+def test_a_notice_that_the_review_was_decided_mentions_who_decided() -> None:
+    view = blocks.notice_view(text.already_decided(decided(make_review(), DecisionKind.APPROVE)))
+    assert "<@U0BOB>" in view["blocks"][0]["text"]["text"]
 
 
 def test_reminder_and_escalation_mention_people() -> None:

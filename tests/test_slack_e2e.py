@@ -6,6 +6,7 @@ worker pool; what the reviewer sees is what the bot posted to the stand-in.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -647,3 +648,46 @@ def test_a_reply_also_sent_to_the_channel_or_with_a_screenshot_decides_like_any(
             ("approve", BOB),
         ]
         assert second
+
+
+def test_what_people_and_the_model_wrote_is_escaped_once_everywhere(
+    setup: tuple[Config, Store],
+) -> None:
+    """``A & B`` (in an input, a draft, feedback, a reopened task, a rejection) reaches Slack as
+    ``A &amp; B`` in every message, ephemeral, modal and response: never escaped twice."""
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", 'run writer topic="A & B"')
+        root = root_of(slack)
+        outline = review_with_buttons(slack, root["ts"])
+        slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:changes")
+        view = modal_for(slack, ALICE)
+        slack.submit_view(ALICE, view["id"], {"text": "say A & B <twice>"})
+        second = review_with_buttons(slack, root["ts"], after=outline["ts"])
+        slack.click_button(ALICE, CHANNEL, second["ts"], "countersign:approve")
+        article = review_with_buttons(slack, root["ts"], after=second["ts"])
+        (run,) = store.list_runs()
+        slack.slash_command(ALICE, CHANNEL, "/crew", f"status {run.id}")
+        slack.click_button(MALLORY, CHANNEL, article["ts"], "countersign:changes")
+        slack.click_button(BOB, CHANNEL, article["ts"], "countersign:revise")
+        view = modal_for(slack, BOB, "task")
+        slack.submit_view(BOB, view["id"], {"task": "0", "text": "more A & B"})
+        again = review_with_buttons(slack, root["ts"], after=article["ts"])
+        slack.click_button(ALICE, CHANNEL, again["ts"], "countersign:reject")
+        view = modal_for(slack, ALICE)
+        slack.submit_view(ALICE, view["id"], {"text": "not A & B"})
+        wait_until(
+            lambda: store.get_run(run.id).status == RunStatus.REJECTED or None,
+            what="the run to be rejected",
+        )
+        wait_until(
+            lambda: (
+                any("not A &amp; B" in text_of(m) for m in slack.messages(CHANNEL)[-1:]) or None
+            ),
+            what="the outcome in the thread",
+        )
+        said = json.dumps([c.params for c in slack.calls()], ensure_ascii=False)
+        for shown in ("A &amp; B", "more A &amp; B", "not A &amp; B", "&lt;twice&gt;"):
+            assert shown in said
+        assert "&amp;amp;" not in said, said
+        assert "&amp;lt;" not in said
