@@ -108,3 +108,10 @@ def failed(request: pytest.FixtureRequest) -> bool:
     """Whether the test using the fixture behind ``request`` failed (in its call phase)."""
     report = request.node.stash.get(_REPORTS, {}).get("call")
     return report is not None and report.failed
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the zygote the worker processes were forked from, if a test started it."""
+    from tests.zygote import Zygote
+
+    Zygote.stop()

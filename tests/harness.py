@@ -6,11 +6,9 @@ and a resume in another is what the tests see; SIGKILL is a real kill.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,6 +20,7 @@ from typing import Any
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import Review, Run, RunStatus, Store
 from tests.crews import effects
+from tests.zygote import Forked, Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,6 +100,7 @@ class Bench:
         self.effects_path = self.tmp / "effects.jsonl"
         self.llm_log = self.tmp / "llm.jsonl"
         self.config = load_config(self.config_path)
+        self._spawned = 0
         self.store = Store.open(self.db_url)
         self.service = Countersign(self.store, self.config)
         os.environ["COUNTERSIGN_TEST_EFFECTS"] = str(self.effects_path)
@@ -160,24 +160,14 @@ class Bench:
     def cli_command() -> list[str]:
         return [sys.executable, "-m", "bot"]
 
-    def spawn(
-        self, *args: str, lease: float = 2.0, log: Path | None = None, **env: str
-    ) -> subprocess.Popen[str]:
-        """A worker process until idle; its output is piped, or written to ``log`` (a worker
-        that logs a lot while the test is not reading, say cut off from its database,
-        would otherwise block on a full pipe)."""
-        cmd = [*self.cli_command(), "worker", "--until-idle", "--poll", "0.1"]
-        cmd += ["--lease", str(lease), *args]
-        with contextlib.ExitStack() as stack:
-            output = stack.enter_context(log.open("w")) if log else subprocess.PIPE
-            return subprocess.Popen(
-                cmd,
-                env=self.worker_env(**env),
-                cwd=self.tmp,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
+    def spawn(self, *args: str, lease: float = 2.0, log: Path | None = None, **env: str) -> Forked:
+        """A ``countersign worker`` process until idle, forked from the session's zygote (it
+        has imported CrewAI already); what it prints goes to ``log``, or a file of its own."""
+        argv = ["worker", "--until-idle", "--poll", "0.1", "--lease", str(lease), *args]
+        if log is None:
+            self._spawned += 1
+            log = self.tmp / f"worker-{self._spawned}.log"
+        return Zygote.fork(argv, self.worker_env(**env), self.tmp, log)
 
     def work(self, *args: str, timeout: float = 120, **env: str) -> int:
         """Run one worker process until idle; return its pid."""
@@ -186,7 +176,7 @@ class Bench:
         assert proc.returncode == 0, out
         return proc.pid
 
-    def kill_when_holding(self, proc: subprocess.Popen[str], at: str, timeout: float = 90) -> None:
+    def kill_when_holding(self, proc: Forked, at: str, timeout: float = 90) -> None:
         """SIGKILL the worker once it reports holding at ``at``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

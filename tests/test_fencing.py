@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from storage import OutboxKind, RunStatus, Store, utc_now
 from tests.harness import Bench
 from tests.slack_harness import wait_until
 from tests.tcp_proxy import TcpProxy
+from tests.zygote import Forked
 
 pytestmark = pytest.mark.slow
 
@@ -81,13 +81,13 @@ def _renewed_since(bench: Bench, run_id: str, since: datetime) -> bool:
     return expires is not None and expires >= since + timedelta(seconds=LEASE)
 
 
-def _done(proc: subprocess.Popen[str], log: Path) -> None:
+def _done(proc: Forked, log: Path) -> None:
     proc.wait(timeout=180)
     assert proc.returncode == 0, log.read_text()
 
 
 @contextmanager
-def _stopped(proc: subprocess.Popen[str]) -> Iterator[None]:
+def _stopped(proc: Forked) -> Iterator[None]:
     """The process frozen (SIGSTOP) for the block, and let go (SIGCONT) however it ends."""
     os.kill(proc.pid, signal.SIGSTOP)
     try:
@@ -97,7 +97,7 @@ def _stopped(proc: subprocess.Popen[str]) -> Iterator[None]:
 
 
 @contextmanager
-def _reaped(*procs: subprocess.Popen[str]) -> Iterator[None]:
+def _reaped(*procs: Forked) -> Iterator[None]:
     """No worker outlives a failed test."""
     try:
         yield
@@ -141,7 +141,7 @@ def test_a_worker_stalled_past_its_lease_keeps_its_run_and_executes_it_once(
     _finished_once(bench, [run.id])
 
 
-Fault = Callable[[subprocess.Popen[str]], None]
+Fault = Callable[[Forked], None]
 
 
 def _lose_one_of_two_runs(
@@ -162,7 +162,7 @@ def _lose_one_of_two_runs(
         DATABASE_URL=database_url or bench.db_url,
         COUNTERSIGN_TEST_RELEASE=str(release),
     )
-    second: subprocess.Popen[str] | None = None
+    second: Forked | None = None
     with _reaped(first):
         wait_until(lambda: len(_live(bench, pid=first.pid)) == 4, what="both tool calls")
         started = time.monotonic()
