@@ -165,6 +165,15 @@ class ReviewedFlow(Flow[ReviewedState]):
         return crew.kickoff(inputs={"topic": self.state.topic, "outline": self.state.outline}).raw
 
 
+class AsyncReviewedFlow(Flow[ReviewedState]):
+    """A crew with a ``human_input`` task, kicked off with ``akickoff()`` (refused)."""
+
+    @start()
+    async def write(self) -> str:
+        crew = _crew("Editor", "Write the article on {topic}", reviewed=True)
+        return (await crew.akickoff(inputs={"topic": self.state.topic})).raw
+
+
 def _factory(flow: type[Flow[Any]]) -> Callable[[dict[str, str]], Flow[Any]]:
     """A factory for the configuration: a new flow per run, whatever the inputs."""
     return lambda inputs: flow()
@@ -173,3 +182,4 @@ def _factory(flow: type[Flow[Any]]) -> Callable[[dict[str, str]], Flow[Any]]:
 self_evaluation = _factory(SelfEvaluationFlow)
 fan_out = _factory(FanOutFlow)
 reviewed = _factory(ReviewedFlow)
+async_reviewed = _factory(AsyncReviewedFlow)

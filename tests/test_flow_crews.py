@@ -15,8 +15,6 @@ from crew_runtime.scripted_llm import parse_draft
 from storage import ReviewKind, RunStatus
 from tests.harness import Bench
 
-pytestmark = pytest.mark.slow
-
 FLOWS = """
 [flows.self_evaluation]
 factory = "tests.flow_crews:self_evaluation"
@@ -26,6 +24,9 @@ factory = "tests.flow_crews:fan_out"
 
 [flows.reviewed]
 factory = "tests.flow_crews:reviewed"
+
+[flows.async_reviewed]
+factory = "tests.flow_crews:async_reviewed"
 """
 
 
@@ -56,6 +57,7 @@ def _waits_for(bench: Bench, run_id: str, kind: ReviewKind, stream: str, seq: in
     assert (review.kind, review.stream, review.seq) == (kind, stream, seq)
 
 
+@pytest.mark.slow
 def test_a_self_evaluation_loop_pauses_in_its_crews_and_resumes_elsewhere(flows: Bench) -> None:
     """The writer crew asks a person on the first attempt; the router loops back once
     (each pass kicks off new crews, numbered per step); the publisher's tool is gated."""
@@ -92,6 +94,7 @@ def test_a_self_evaluation_loop_pauses_in_its_crews_and_resumes_elsewhere(flows:
     _no_turn_sent_twice(flows)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_flow_leaves_nothing_to_redo(flows: Bench) -> None:
     """Killed as the loop's second pass begins, after two crews' turns were journaled:
     the next worker replays them, and makes each remaining call once."""
@@ -114,6 +117,7 @@ def test_a_worker_killed_mid_flow_leaves_nothing_to_redo(flows: Bench) -> None:
     _no_turn_sent_twice(flows)
 
 
+@pytest.mark.slow
 def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None:
     """An async step gathers ``kickoff_async`` (a search) and ``akickoff`` (a question);
     the next step's ``kickoff_for_each`` publishes twice, each call gated. The crews are
@@ -160,6 +164,7 @@ def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None
     _no_turn_sent_twice(flows)
 
 
+@pytest.mark.slow
 def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None:
     """``@human_feedback`` on an outline written by a crew, sent back once ("revise" runs
     the step again: a new crew), then a crew whose task is reviewed twice. After each
@@ -199,3 +204,15 @@ def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None
         [],
     ]
     _no_turn_sent_twice(flows)
+
+
+def test_a_reviewed_task_kicked_off_with_akickoff_is_refused_by_name(flows: Bench) -> None:
+    """CrewAI's async path would ask for the review on the console (and block, or fail on
+    end of input): the run fails at once, saying what to use instead."""
+    run = flows.start("async_reviewed", topic="otters")
+    flows.work_here()
+    failed = flows.run(run.id)
+    assert failed.status == RunStatus.FAILED
+    assert "kicked off with akickoff() in a flow step" in (failed.error or "")
+    assert "kickoff_async()" in (failed.error or "")
+    assert flows.llm_calls() == []
