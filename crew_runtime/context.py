@@ -159,7 +159,8 @@ class RunContext:
             for r in store.list_reviews(status=None, run_id=run.id)
             if r.status != ReviewStatus.SUPERSEDED
         }
-        self._task_index: dict[int, int] = {}
+        # The crew's tasks by id, with the place their calls take (kept alive: no id reuse).
+        self._task_index: dict[int, tuple[Any, str]] = {}
         self.gates: dict[str, Gate] = {}
         self._batches: dict[str, ToolBatch] = {}
         self._holding = False
@@ -175,8 +176,15 @@ class RunContext:
 
     # -- identity of calls
 
-    def index_tasks(self, tasks: list[Any]) -> None:
-        self._task_index = {id(task): n for n, task in enumerate(tasks)}
+    def index_tasks(self, tasks: list[Any], prefix: str = "") -> None:
+        """Name the streams of a crew's tasks ``{prefix}task{n}``.
+
+        A flow run kicks off several crews; each is indexed under a prefix of its own
+        (``flow:write#0/``), so ``task0`` of one crew is not ``task0`` of another.
+        """
+        with self._lock:
+            for n, task in enumerate(tasks):
+                self._task_index[id(task)] = (task, f"{prefix}task{n}")
 
     def stream_for(self, task: Any, agent: Any) -> str:
         """``task{index}:{agent role}``: the unit whose calls happen in a fixed order.
@@ -185,11 +193,12 @@ class RunContext:
         CrewAI makes up for "Delegate work to coworker" or "Ask question to coworker", an
         agent kicked off by a tool) hangs off that call: ``task0:Crew Manager>2:Analyst``
         is the Analyst working inside the manager's tool call 2. That place is the same on
-        every replay, even when parallel tasks delegate at once. Anything else is
-        ``crew:{role}``.
+        every replay, even when parallel tasks delegate at once. A crew kicked off in a flow
+        step has its tasks' streams under the crew's prefix (``flow:write#0/task0:Writer``).
+        Anything else is ``crew:{role}``.
         """
-        index = self._task_index.get(id(task)) if task is not None else None
-        where = f"task{index}" if index is not None else self._nested_in(task)
+        indexed = self._task_index.get(id(task)) if task is not None else None
+        where = indexed[1] if indexed is not None else self._nested_in(task)
         role = getattr(agent, "role", None) or "-"
         return f"{where}:{role}"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,6 +35,8 @@ from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext, unstorable_reason
 from crew_runtime.errors import CrewBuildError
 from crew_runtime.flows import (
+    RUN_STREAM,
+    InnerCrews,
     ReviewFeedbackProvider,
     StoredFlowPersistence,
     feedback_text,
@@ -44,7 +47,7 @@ from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
-from crew_runtime.signals import PauseRun
+from crew_runtime.signals import PauseRun, RunAborted
 from crew_runtime.tool_journal import register_tool_journal
 from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store, UnstorableValue
 from storage.status import RunNote
@@ -103,15 +106,17 @@ def uses_offline_model(crew: Crew) -> bool:
     return any(isinstance(llm, ScriptedLLM) for llm in llms)
 
 
-def prepare(crew: Crew, ctx: RunContext) -> None:
+def prepare(crew: Crew, ctx: RunContext, prefix: str = "") -> None:
     """Put every LLM behind the journal and switch off what makes replays differ.
 
     ``inject_date`` puts the wall clock in prompts and memory recalls change with
-    the store: a replay would meet other prompts than were recorded.
+    the store: a replay would meet other prompts than were recorded. A crew kicked off
+    in a flow step has its streams under ``prefix``; the gates of a flow's crews are
+    the run's, by tool name.
     """
-    ctx.index_tasks(list(crew.tasks))
+    ctx.index_tasks(list(crew.tasks), prefix)
     _unstreamed(crew)
-    ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
+    ctx.gates.update(gates_of(list(crew.agents), ctx.spec.approval_tools))
     crew.memory = False
     crew.planning = False
     # A hierarchical crew's own manager_agent is not among its agents (CrewAI refuses it).
@@ -148,22 +153,9 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
     prepare(crew, ctx)
-    token = set_provider(ReviewProvider())
-    # A pause leaves kickoff() from inside open event scopes (task, agent); CrewAI
-    # would print a "pairing mismatch" warning for each. They are expected here.
-    events = _event_context_config.set(_QUIET_EVENTS)
-    try:
-        with ctx.active(), scoped_hooks():
-            register_tool_journal(ctx)
-            try:
-                result = crew.kickoff(inputs=dict(run.inputs))
-            except Exception as exc:
-                ctx.close()
-                return _stopped(store, ctx, exc)
-            ctx.close()
-    finally:
-        _event_context_config.reset(events)
-        reset_provider(token)
+    result, failure = _kick(ctx, lambda: crew.kickoff(inputs=dict(run.inputs)))
+    if failure is not None:
+        return _stopped(store, ctx, failure)
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))
     if ctx.signalled:  # caught on its way out (by a tool, say): the run is not done
@@ -173,7 +165,13 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
 
 
 def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
-    """Start a flow, or resume the paused one with the reviewer's decision."""
+    """Start a flow, or resume the paused one with the reviewer's decision.
+
+    The crews its steps kick off are prepared as they start (``InnerCrews``), journaled
+    and reviewed like a run's own crew; a pause in one suspends the whole run, and the
+    next execution runs the flow again (from its start, or from its pending feedback),
+    each crew replaying its journal up to the pause.
+    """
     run = ctx.run
     try:
         flow = _build(config, run, Flow)
@@ -183,28 +181,69 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
     persistence = StoredFlowPersistence(flows=flows)
     # CrewAI reads the provider of an undecorated @human_feedback from this global.
     flow_config.hitl_provider = ReviewFeedbackProvider()
-    started = ctx.recorded("flow", "flow", 0)
-    try:
-        with ctx.active():
+    started = ctx.recorded(RUN_STREAM, "flow", 0)
+
+    def prepare_inner(crew: Crew, prefix: str) -> None:
+        if uses_offline_model(crew):  # at most once per run (the store checks)
+            store.note_run(run.id, ctx.lease_token, RunNote.OFFLINE_MODEL)
+        prepare(crew, ctx, prefix)
+
+    crews = InnerCrews(ctx, prepare_inner)
+
+    def kickoff() -> Any:
+        with crews.active():
             if started is None:
                 flow.persistence = persistence
-                result = flow.kickoff(inputs=dict(run.inputs))
-            else:
-                decision = resume_point(ctx)
-                if decision is None:
-                    raise CrewBuildError("the flow is paused but no decision was found")
-                resumed = type(flow).from_pending(started.payload["flow_id"], persistence)
-                route_by_decision(resumed, decision)
-                result = resumed.resume(feedback_text(decision))
-    except Exception as exc:
-        return _stopped(store, ctx, exc)
+                return flow.kickoff(inputs=dict(run.inputs))
+            decision = resume_point(ctx)
+            if decision is None:
+                raise CrewBuildError("the flow is paused but no decision was found")
+            resumed = type(flow).from_pending(started.payload["flow_id"], persistence)
+            route_by_decision(resumed, decision)
+            return resumed.resume(feedback_text(decision))
+
+    result, failure = _kick(ctx, kickoff)
+    if failure is not None:
+        return _stopped(store, ctx, failure)
+    if ctx.aborted:
+        return Outcome(None, stats=dict(ctx.stats))
     if isinstance(result, HumanFeedbackPending):
-        if started is None:
-            ctx.record("flow", "flow", 0, {"flow_id": result.context.flow_id})
+        try:
+            if started is None:
+                ctx.record(RUN_STREAM, "flow", 0, {"flow_id": result.context.flow_id})
+            crews.end_leg()
+        except RunAborted as exc:  # the lease is lost, or the database refused it
+            return _stopped(store, ctx, exc)
         return _stopped(store, ctx, result)
+    if ctx.signalled:  # a step caught its crew's pause: the run is not done
+        return _stopped(store, ctx, PauseRun("a pause was caught inside the flow"))
     if started is not None:
         flows.clear_pending(str(started.payload["flow_id"]))
     return _settle(store, ctx, RunStatus.SUCCEEDED, output=str(result))
+
+
+def _kick(ctx: RunContext, kickoff: Callable[[], T]) -> tuple[T | None, Exception | None]:
+    """Call ``kickoff`` under the run: its context, tool journal and review provider.
+
+    Returns its result, or what it raised (a pause, a rejection, a lost lease, a failure),
+    once the calls still in flight (a parallel task's) are journaled.
+    """
+    token = set_provider(ReviewProvider())
+    # A pause leaves kickoff() from inside open event scopes (task, agent); CrewAI
+    # would print a "pairing mismatch" warning for each. They are expected here.
+    events = _event_context_config.set(_QUIET_EVENTS)
+    try:
+        with ctx.active(), scoped_hooks():
+            register_tool_journal(ctx)
+            try:
+                return kickoff(), None
+            except Exception as exc:
+                return None, exc
+            finally:
+                ctx.close()
+    finally:
+        _event_context_config.reset(events)
+        reset_provider(token)
 
 
 def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:

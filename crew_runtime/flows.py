@@ -11,27 +11,51 @@ pitfalls are handled here:
 - the pending feedback is cleared only once the flow has moved past it: CrewAI clears it
   before running the listeners, so a worker dying there would lose the flow;
 - announcing the review goes through the outbox, after the pending row is saved.
+
+A crew kicked off inside a flow step (``Crew(...).kickoff()``, ``kickoff_async``,
+``akickoff``, ``kickoff_for_each``) is prepared like a run's own crew as it starts
+(:class:`InnerCrews`, on CrewAI's execution-start hook): models behind the journal, its
+tools journaled and gated, ``human_input`` reviewed, and its streams under a prefix of its
+own, ``flow:<method>#<k>/``, the k-th crew that step kicked off in the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import functools
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+from crewai import Crew
 from crewai.flow import Flow
 from crewai.flow.async_feedback import (
     HumanFeedbackPending,
     HumanFeedbackProvider,
     PendingFeedbackContext,
 )
+from crewai.flow.flow_context import current_flow_method_name
 from crewai.flow.persistence.base import FlowPersistence
+from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register_scoped
 from pydantic import BaseModel, ConfigDict, Field
 
 from crew_runtime.context import RunContext, current_run
-from crew_runtime.signals import RunRejected
-from storage import Decision, DecisionKind, FlowStore, NewReview, ReviewKind
+from crew_runtime.signals import RunAborted, RunRejected, RunSignal
+from storage import Decision, DecisionKind, FlowStore, LeaseLost, NewReview, ReviewKind
 
 FLOW_STREAM = "flow:"
+# The journal stream of the flow run itself: its flow id, where each leg's numbering starts.
+RUN_STREAM = "flow"
+
+# The inner crews of the flow run executing in this context, and the prefix reserved for
+# the crew that ``Crew.kickoff_async`` is about to kick off in a thread.
+_running: ContextVar[InnerCrews | None] = ContextVar("countersign_flow_crews", default=None)
+_reserved: ContextVar[str | None] = ContextVar("countersign_flow_crew_prefix", default=None)
+_install_lock = threading.Lock()
+_installed = False
 
 
 class StoredFlowPersistence(FlowPersistence):
@@ -144,7 +168,7 @@ def feedback_text(decision: Decision) -> str:
 
 def resume_point(ctx: RunContext) -> Decision | None:
     """The latest decided flow review of the run: the answer the paused flow waits for."""
-    reviews = [r for r in ctx.reviews() if r.stream.startswith(FLOW_STREAM)]
+    reviews = [r for r in ctx.reviews() if is_feedback_stream(r.stream)]
     if not reviews:
         return None
     latest = max(reviews, key=lambda r: (r.journal_pos, r.created_at))
@@ -155,6 +179,123 @@ def resume_point(ctx: RunContext) -> Decision | None:
         ctx.reject(reason)
         raise RunRejected(reason)
     return latest.decision
+
+
+def is_feedback_stream(stream: str) -> bool:
+    """A flow's own ``@human_feedback`` point (``flow:<method>``), not a crew in a step."""
+    return stream.startswith(FLOW_STREAM) and "/" not in stream
+
+
+class InnerCrews:
+    """Prepares each crew kicked off inside the flow's steps, under a stable prefix.
+
+    The prefix is ``flow:<method>#<k>/``: the k-th crew the step ``method`` kicked off in
+    the run, counted per step, so steps running side by side do not race for numbers. It
+    must name the same crew on every execution, though an execution does not always run
+    the flow from its start: after a ``@human_feedback`` decision CrewAI runs on from the
+    paused method, and the earlier steps (and their crews) are not run again. So the run
+    is cut into legs, one per feedback pause: leg n starts after the n-th decision, from
+    the counts the flow had reached when it paused there (journaled as ``flow``/
+    ``kickoffs``/n-1), and every execution of a leg numbers its crews alike.
+
+    ``prepare(crew, prefix)`` does the preparing (the executor's, as for a run's crew).
+    """
+
+    def __init__(self, ctx: RunContext, prepare: Callable[[Crew, str], None]) -> None:
+        self.ctx = ctx
+        self._prepare = prepare
+        self.leg = sum(1 for r in ctx.reviews() if is_feedback_stream(r.stream))
+        start = ctx.recorded(RUN_STREAM, "kickoffs", self.leg - 1) if self.leg else None
+        self._counts: Counter[str] = Counter(start.payload["counts"] if start else {})
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def active(self) -> Any:
+        """Prepare the crews kicked off in this context (inside ``scoped_hooks()``)."""
+        install()
+        register_scoped(InterceptionPoint.EXECUTION_START, self._starting)
+        token = _running.set(self)
+        try:
+            yield self
+        finally:
+            _running.reset(token)
+
+    def reserve(self) -> str:
+        """The prefix of the next crew of the flow step running in this context."""
+        where = FLOW_STREAM + current_flow_method_name.get()
+        with self._lock:
+            k = self._counts[where]
+            self._counts[where] += 1
+        return f"{where}#{k}/"
+
+    def end_leg(self) -> None:
+        """The flow paused for feedback: journal where the next leg's numbering starts."""
+        if self.ctx.recorded(RUN_STREAM, "kickoffs", self.leg) is None:
+            with self._lock:
+                counts = dict(self._counts)
+            self.ctx.record(RUN_STREAM, "kickoffs", self.leg, {"counts": counts})
+
+    def _starting(self, hook: Any) -> None:
+        """CrewAI's execution-start hook: a crew (or the flow itself) begins."""
+        crew = hook.crew
+        if not isinstance(crew, Crew):  # the flow's own start
+            return
+        if _on_event_loop() and any(task.human_input for task in crew.tasks):
+            raise HookAborted(
+                "a crew with a human_input task was kicked off with akickoff() in a flow "
+                "step: CrewAI's async path would ask for its review on the console. "
+                "Kick it off with kickoff_async() (or kickoff()) instead"
+            )
+        prefix = _reserved.get() or self.reserve()
+        _reserved.set(None)  # taken: a crew this one kicks off numbers itself
+        # Another exception would be swallowed by CrewAI's hook dispatch, and the crew
+        # would run without its journal: stop the run instead.
+        try:
+            self._prepare(crew, prefix)
+        except RunSignal:
+            raise
+        except LeaseLost:
+            self.ctx.abort()
+            raise RunAborted(f"run {self.ctx.run.id}: lease lost") from None
+        except Exception as exc:
+            raise HookAborted(f"the crew of {prefix} could not be prepared: {exc!r}") from exc
+
+
+def _on_event_loop() -> bool:
+    """Whether this is an event loop's thread: a crew starting here runs ``akickoff()``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def install() -> None:
+    """Number the crews ``Crew.kickoff_async`` kicks off before their thread starts.
+
+    ``kickoff_async`` runs ``kickoff`` in a thread, where the crew would take its number:
+    crews gathered side by side (``asyncio.gather``, ``kickoff_for_each_async``) would
+    take them in whatever order their threads happen to start. Reserved in the coroutine,
+    the numbers follow the order the step started them in. Once per process; outside a
+    flow run the method is CrewAI's own.
+    """
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        original = Crew.kickoff_async
+
+        @functools.wraps(original)
+        async def kickoff_async(self: Crew, *args: Any, **kwargs: Any) -> Any:
+            crews = _running.get()
+            token = _reserved.set(crews.reserve() if crews is not None else None)
+            try:
+                return await original(self, *args, **kwargs)
+            finally:
+                _reserved.reset(token)
+
+        Crew.kickoff_async = kickoff_async  # type: ignore[method-assign]
+        _installed = True
 
 
 def _plain(state: dict[str, Any] | BaseModel) -> dict[str, Any]:
