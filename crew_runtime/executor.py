@@ -41,6 +41,7 @@ from crew_runtime.flows import (
     route_by_decision,
 )
 from crew_runtime.gates import gates_of
+from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
@@ -110,6 +111,7 @@ def prepare(crew: Crew, ctx: RunContext) -> None:
     the store: a replay would meet other prompts than were recorded.
     """
     ctx.index_tasks(list(crew.tasks))
+    journal_guardrails(crew.tasks, ctx)
     _unstreamed(crew)
     ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
     crew.memory = False
