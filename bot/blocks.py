@@ -211,6 +211,10 @@ def _review_head(review: Review) -> list[Block]:
         blocks.append(_context(" · ".join(facts)))
     if task := _detail(review, "description"):
         blocks.append(_section(f"*Task:* {truncate(task, 600)}"))
+    if refused := _detail(review, "refused_edit"):
+        blocks.append(_section(t.edit_refused(refused)))
+    if problem := _detail(review, "output_problem"):
+        blocks.append(_context(t.draft_not_typed(_detail(review, "output_model"), problem)))
     return blocks
 
 
@@ -286,9 +290,26 @@ def _outcome(review: Review) -> list[Block]:
     return [_section(line)]
 
 
+def _typed_json(review: Review) -> bool:
+    """Whether the draft is a typed task's output as its model's JSON: shown as code."""
+    return (
+        review.kind is ReviewKind.TASK_REVIEW
+        and bool(_detail(review, "output_model"))
+        and not _detail(review, "output_problem")
+    )
+
+
 def _draft_parts(review: Review) -> list[str]:
     budget = DRAFT_PER_MESSAGE - (ARGS_LIMIT if _args(review) else 0)
     return split_text(review.prompt, budget) or [""]
+
+
+def _draft_sections(review: Review, part: str) -> list[Block]:
+    if not (_typed_json(review) and part.strip()):
+        return _text_sections(part)
+    fence = "```"
+    pieces = split_text(part, SECTION_LIMIT - 2 * len(fence))
+    return [_section(f"{fence}{escape(piece)}{fence}") for piece in pieces]
 
 
 def _review_blocks(
@@ -299,7 +320,7 @@ def _review_blocks(
         blocks += _review_head(review)
     if count > 1:
         blocks.append(_context(t.part_label(index + 1, count)))
-    blocks += _text_sections(part)
+    blocks += _draft_sections(review, part)
     if index == count - 1:
         blocks += _review_tail(review, decided=decided)
     return blocks
@@ -523,15 +544,18 @@ def modal(
     label = t.MODAL_LABEL[action]
     if action == "edit" and review.kind is ReviewKind.TOOL_APPROVAL:
         label = t.MODAL_LABEL_ARGS
-    blocks.append(
-        {
-            "type": "input",
-            "block_id": "text",
-            "label": _plain(label, 2000),
-            "element": element,
-            "optional": action == "reject",
-        }
-    )
+    field: Block = {
+        "type": "input",
+        "block_id": "text",
+        "label": _plain(label, 2000),
+        "element": element,
+        "optional": action == "reject",
+    }
+    if action == "edit" and (model := _detail(review, "output_model")):
+        field["label"] = _plain(t.modal_label_output(model), 2000)
+        schema = _as_dict(review.details.get("output_schema"))
+        field["hint"] = _plain(t.output_hint(list(_as_dict(schema.get("properties")))), 2000)
+    blocks.append(field)
     return _view(callback_id(action), metadata, action, blocks)
 
 

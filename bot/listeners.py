@@ -59,6 +59,7 @@ from bot.replies import interpret_reply
 from crew_runtime.arguments import field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
+from crew_runtime.outputs import parse_edited_output
 from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
@@ -83,6 +84,9 @@ T = TypeVar("T")
 _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 
 BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
+# Of an edit's problems, what the modal shows under its box (plain text).
+_ERRORS_LIMIT = 600
+
 MODAL = re.compile(rf"^countersign:modal:({'|'.join(MODAL_ACTIONS)})$")
 
 
@@ -315,6 +319,9 @@ class Listeners:
                 await ack(response_action="errors", errors=errors)
                 return
             words = json.dumps(args, ensure_ascii=False)
+        elif submission.action == "edit" and (problems := _output_problems(review, words)):
+            await ack(response_action="errors", errors={"text": problems})
+            return
         try:
             await sync(
                 self.service.decide, review.id, submission.action, words, by=submission.user_id
@@ -549,6 +556,19 @@ def _edited_args(
         where = arg_block_id(name if name in submission.fields else first)
         errors[where] = (errors[where] + " " if where in errors else "") + problem[:150]
     return args, errors
+
+
+def _output_problems(review: Review, words: str) -> str | None:
+    """Why an edit of a typed task's draft does not fit its output model, field by field;
+    None when it fits (or the task is not typed). The service checks it again."""
+    schema = review.details.get("output_schema")
+    if review.kind is not ReviewKind.TASK_REVIEW or not isinstance(schema, dict):
+        return None
+    try:
+        parse_edited_output(words, schema)
+    except ValueError as exc:
+        return str(exc)[:_ERRORS_LIMIT]
+    return None
 
 
 def _words(words: str) -> blocks.Message:

@@ -505,6 +505,31 @@ MODAL_LABEL = {
     "revise": "What should change in it?",
 }
 MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
+
+
+def modal_label_output(model: str) -> str:
+    """The edit box of a typed task's draft (plain text)."""
+    return f"The output to approve, as JSON of {model}"[:2000]
+
+
+def output_hint(fields: list[str]) -> str:
+    """Under a typed draft's edit box (plain text): the fields the JSON may hold."""
+    return f"Fields: {', '.join(fields)}." if fields else "A JSON value of the task's type."
+
+
+def draft_not_typed(model: str, problem: str) -> str:
+    """Above a typed task's draft that is not JSON of its model (mrkdwn, escaped here)."""
+    return (
+        f"_This draft is not JSON of {escape(model)} ({truncate(problem, 500)}). Approve it and "
+        "CrewAI converts it, or Edit to give the object yourself._"
+    )
+
+
+def edit_refused(reason: str) -> str:
+    """Above a draft reviewed again because the reviewer's edit was not taken (mrkdwn)."""
+    return f":warning: *The last edit was not used:* {truncate(reason, 1000)}"
+
+
 MODAL_PLACEHOLDER = {
     "edit": "Edit the text",
     "changes": "Say what to change; the agent revises its draft.",

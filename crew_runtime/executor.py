@@ -44,6 +44,7 @@ from crew_runtime.flows import (
     route_by_decision,
 )
 from crew_runtime.gates import gates_of
+from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
@@ -115,6 +116,7 @@ def prepare(crew: Crew, ctx: RunContext, prefix: str = "") -> None:
     the run's, by tool name.
     """
     ctx.index_tasks(list(crew.tasks), prefix)
+    journal_guardrails(crew.tasks, ctx, prefix)
     _unstreamed(crew)
     ctx.gates.update(gates_of(list(crew.agents), ctx.spec.approval_tools))
     crew.memory = False

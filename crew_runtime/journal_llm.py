@@ -64,10 +64,19 @@ class JournalLLM(BaseLLM):
 
     inner: BaseLLM = Field(exclude=True)
     run_context: RunContext = Field(exclude=True)
+    # The stream of every turn, for a model asked outside any agent's place in the crew (a
+    # task's LLM guardrail); None: the stream of the task and agent asking.
+    fixed_stream: str | None = Field(default=None, exclude=True)
 
     @classmethod
-    def wrap(cls, inner: BaseLLM, ctx: RunContext) -> JournalLLM:
-        return cls(model=inner.model, inner=inner, run_context=ctx, stop=list(inner.stop))
+    def wrap(cls, inner: BaseLLM, ctx: RunContext, *, stream: str | None = None) -> JournalLLM:
+        return cls(
+            model=inner.model,
+            inner=inner,
+            run_context=ctx,
+            stop=list(inner.stop),
+            fixed_stream=stream,
+        )
 
     def call(
         self,
@@ -82,7 +91,7 @@ class JournalLLM(BaseLLM):
         ctx = self.run_context
         if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
             raise ctx.signal(PauseRun("waiting for approval of a held tool call"))
-        stream = ctx.stream_for(from_task, from_agent)
+        stream = self.fixed_stream or ctx.stream_for(from_task, from_agent)
         seq = ctx.next_seq(stream, "llm")
         digest = prompt_hash(messages, tools)
         entry = ctx.recorded(stream, "llm", seq)

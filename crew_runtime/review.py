@@ -5,18 +5,35 @@ CrewAI asks on the console through a ``HumanInputProvider`` held in a ContextVar
 for this round it opens a review and raises ``PauseRun`` (a ``HookAborted``, so it
 leaves ``kickoff()`` without the agent's retry loop). On replay it applies the
 recorded decisions round by round, exactly as the reviewer gave them.
+
+A typed task (``output_pydantic`` or ``output_json``) is reviewed as the object it will
+output: the draft is shown as its model's JSON, the model's JSON schema goes with the review
+(the service checks an edit against it), an approval hands CrewAI the object shown and an
+edit the object typed. A draft reaches a reviewer only once it passes the task's guardrails
+(``crew_runtime/guardrails.py``). An edit the model or a guardrail refuses is not taken: the
+same draft is reviewed again, saying why.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 from crewai.agents.parser import AgentFinish
 from crewai.core.providers.human_input import SyncHumanInputProvider
+from pydantic import BaseModel, ValidationError
+from pydantic.errors import PydanticUserError
 
 from crew_runtime.context import current_run
+from crew_runtime.guardrails import guardrail_refusal
 from crew_runtime.signals import PauseRun, RunRejected
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
+
+# CrewAI's own way to find the JSON in an answer with text around it (utilities/converter.py).
+_JSON_IN_TEXT = re.compile(r"({.*})", re.DOTALL)
 
 
 class ReviewProvider(SyncHumanInputProvider):
@@ -26,26 +43,34 @@ class ReviewProvider(SyncHumanInputProvider):
         ctx = current_run()
         if ctx is None:  # a crew outside Countersign keeps CrewAI's console behaviour
             return super().handle_feedback(formatted_answer, context)
-        stream = ctx.stream_for(context.task, context.agent)
+        task, agent = context.task, context.agent
+        stream = ctx.stream_for(task, agent)
         answer = formatted_answer
+        refused: str | None = None  # why the reviewer's last edit was not taken
         while True:
+            draft = Draft.of(task, answer.output)
+            if guardrail_refusal(task, agent, draft.output) is not None:
+                # CrewAI's guardrail refuses it too and retries the agent: nobody reviews it.
+                return answer
             seq = ctx.next_seq(stream, "review")
-            draft = str(answer.output)
             review = ctx.find_review(ReviewKind.TASK_REVIEW, stream, seq)
             if review is None or review.status == ReviewStatus.PENDING:
                 if review is None:
-                    ctx.ask(_task_review(context, stream, seq, draft))
+                    ctx.ask(_task_review(context, stream, seq, draft, refused))
                 raise ctx.signal(PauseRun(f"waiting for a review of {stream} round {seq}"))
             decision = review.decision
             if decision is None:
                 raise ctx.signal(RunRejected(f"the review of {stream} was {review.status}"))
             if decision.kind == DecisionKind.APPROVE:
-                return answer
+                return _finish(answer, draft.output)
             if decision.kind == DecisionKind.EDIT:
-                text = decision.text or draft
-                return AgentFinish(thought=answer.thought, output=text, text=text)
+                edited, refused = _edited(task, agent, decision.text or draft.text)
+                if refused is None:
+                    return _finish(answer, edited)
+                continue  # the same draft again, with why the edit was not taken
             if decision.kind == DecisionKind.CHANGES:
                 answer = self._revise(answer, decision.text or "", context)
+                refused = None
                 continue
             reason = decision.text or f"rejected by {decision.decided_by}"
             if decision.kind == DecisionKind.EXPIRE:
@@ -70,18 +95,107 @@ class ReviewProvider(SyncHumanInputProvider):
         return revised
 
 
-def _task_review(context: Any, stream: str, seq: int, draft: str) -> NewReview:
+@dataclass(frozen=True)
+class Draft:
+    """A draft as the reviewer sees it (``text``) and as CrewAI gets it if approved
+    (``output``: a typed task's model instance, else the agent's answer)."""
+
+    text: str
+    output: Any
+    model: type[BaseModel] | None = None
+    problem: str | None = None  # a typed draft that does not fit its model: why
+
+    @classmethod
+    def of(cls, task: Any, output: Any) -> Draft:
+        model = _output_model(task)
+        if model is None:
+            return cls(str(output), output)
+        try:
+            instance = _as_model(model, output)
+        except ValidationError as exc:
+            return cls(str(output), output, model, _summary(exc))
+        shown = json.dumps(instance.model_dump(mode="json"), indent=2, ensure_ascii=False)
+        return cls(shown, instance, model)
+
+
+def _output_model(task: Any) -> type[BaseModel] | None:
+    model = getattr(task, "output_pydantic", None) or getattr(task, "output_json", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _as_model(model: type[BaseModel], output: Any) -> BaseModel:
+    """The agent's answer as an instance of ``model``, read as CrewAI reads it: an instance
+    (a provider's structured output), JSON, or JSON with text around it.
+
+    Raises:
+        ValidationError: it is none of those.
+    """
+    if isinstance(output, model):
+        return output
+    if isinstance(output, BaseModel):
+        return model.model_validate(output.model_dump())
+    text = str(output)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError:
+        found = _JSON_IN_TEXT.search(text)
+        if found is None or found.group() == text.strip():
+            raise
+        return model.model_validate_json(found.group())
+
+
+def _summary(exc: ValidationError) -> str:
+    """A pydantic refusal in one line: each field and what is wrong with it."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(step) for step in error["loc"]) or "(the output)"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+def _edited(task: Any, agent: Any, text: str) -> tuple[Any, str | None]:
+    """The output a reviewer's edit makes, or why it cannot be taken: a typed task's model
+    refuses it (a validator the schema cannot express), or a guardrail does."""
+    edited: Any = text
+    model = _output_model(task)
+    if model is not None:
+        try:
+            edited = model.model_validate_json(text)
+        except ValidationError as exc:
+            return None, f"it does not fit {model.__name__}: {_summary(exc)}"
+    refusal = guardrail_refusal(task, agent, edited)
+    if refusal is not None:
+        return None, f"the task's guardrail refused it: {refusal}"
+    return edited, None
+
+
+def _finish(answer: AgentFinish, output: Any) -> AgentFinish:
+    if output is answer.output:
+        return answer
+    text = output.model_dump_json() if isinstance(output, BaseModel) else str(output)
+    return AgentFinish(thought=answer.thought, output=output, text=text)
+
+
+def _task_review(
+    context: Any, stream: str, seq: int, draft: Draft, refused: str | None
+) -> NewReview:
     task = context.task
+    details: dict[str, Any] = {
+        "task": getattr(task, "name", None) or "",
+        "description": str(getattr(task, "description", "")),
+        "expected_output": str(getattr(task, "expected_output", "")),
+        "agent": getattr(context.agent, "role", ""),
+        "round": seq,
+    }
+    if draft.model is not None:
+        details["output_model"] = draft.model.__name__
+        # A field JSON cannot describe leaves the edit to be checked by the model on resume.
+        with suppress(PydanticUserError):
+            details["output_schema"] = draft.model.model_json_schema()
+        if draft.problem is not None:
+            details["output_problem"] = draft.problem
+    if refused is not None:
+        details["refused_edit"] = refused
     return NewReview(
-        kind=ReviewKind.TASK_REVIEW,
-        stream=stream,
-        seq=seq,
-        prompt=draft,
-        details={
-            "task": getattr(task, "name", None) or "",
-            "description": str(getattr(task, "description", "")),
-            "expected_output": str(getattr(task, "expected_output", "")),
-            "agent": getattr(context.agent, "role", ""),
-            "round": seq,
-        },
+        kind=ReviewKind.TASK_REVIEW, stream=stream, seq=seq, prompt=draft.text, details=details
     )

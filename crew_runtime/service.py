@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
+from crew_runtime.outputs import parse_edited_output
 from storage import (
     PERSON_LENGTH,
     DecisionKind,
@@ -98,23 +100,26 @@ class Countersign:
         _storable("the decision's text", text or "")
         _person("the reviewer's name (--by)", by)
         if decision == DecisionKind.EDIT and text is not None:
-            text = self._checked_args(review_id, text)
+            text = self._checked_edit(review_id, text)
         return self.store.decide(
             review_id, NewDecision(decision, by.strip(), text, request_key=request_key)
         )
 
-    def _checked_args(self, review_id: str, text: str) -> str:
-        """An edit of a tool call is its new arguments: a JSON object fitting the schema."""
+    def _checked_edit(self, review_id: str, text: str) -> str:
+        """An edit of a tool call is its new arguments, a JSON object fitting the tool's
+        schema; an edit of a typed task's draft is its output, JSON fitting the output
+        model's schema. Either is stored as compact JSON."""
         review = self.store.get_review(review_id)
-        if review.kind != ReviewKind.TOOL_APPROVAL:
-            return text
         try:
-            args = parse_edited_args(text, review.details.get("schema") or {})
+            if review.kind == ReviewKind.TOOL_APPROVAL:
+                value: Any = parse_edited_args(text, review.details.get("schema") or {})
+            elif isinstance(schema := review.details.get("output_schema"), dict):
+                value = parse_edited_output(text, schema)
+            else:
+                return text
         except ValueError as exc:
-            raise UsageError(
-                f"the edited arguments of {review.details.get('tool')}: {exc}"
-            ) from None
-        return json.dumps(args, ensure_ascii=False)
+            raise UsageError(f"the edited {_edited(review)}: {exc}") from None
+        return json.dumps(value, ensure_ascii=False)
 
     def revisable_tasks(self, run_id: str) -> list[tuple[int, str]]:
         """The tasks of a waiting run that a reviewer approved and may reopen:
@@ -226,6 +231,13 @@ def parse_decision(word: str) -> DecisionKind:
         choices = "|".join(k.value for k in _HUMAN_DECISIONS)
         raise UsageError(f"unknown decision {word!r}: use one of {choices}")
     return decision
+
+
+def _edited(review: Review) -> str:
+    """What an edit of ``review`` changes, in words for the reviewer."""
+    if review.kind == ReviewKind.TOOL_APPROVAL:
+        return f"arguments of {review.details.get('tool')}"
+    return f"output ({review.details.get('output_model') or 'JSON'})"
 
 
 def _task_index(review: Review) -> int | None:

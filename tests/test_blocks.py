@@ -707,3 +707,70 @@ def test_reminder_and_escalation_mention_people() -> None:
     escalation = blocks.escalation_message(review, ("U0BOSS",))
     assert "<@U0BOSS>" in escalation.text
     assert validate_blocks(escalation.blocks) == []
+
+
+# --- typed task outputs -------------------------------------------------------------------
+
+OUTLINE_SCHEMA = {
+    "title": "Outline",
+    "type": "object",
+    "properties": {"headline": {"type": "string"}, "sections": {"type": "integer"}},
+    "required": ["headline", "sections"],
+}
+
+
+def _typed(prompt: str, **details: Any) -> Review:
+    return make_review(
+        prompt,
+        details={"task": "t", "agent": "Writer", "round": 1, "output_model": "Outline"}
+        | {"output_schema": OUTLINE_SCHEMA}
+        | details,
+    )
+
+
+def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
+    draft = json.dumps({"headline": f"Otters {HOSTILE}", "sections": 3}, indent=2)
+    [message] = blocks.review_messages(_typed(draft), make_run())
+    assert_message(message)
+    (code,) = [s for s in draft_text(message).split("\n\n") if s.startswith("```")]
+    assert code == f"```{escape(draft)}```"
+
+
+def test_a_long_typed_draft_keeps_each_code_block_within_a_section() -> None:
+    draft = json.dumps({"headline": "o" * 9000, "sections": 3}, indent=2)
+    messages = blocks.review_messages(_typed(draft), make_run())
+    for message in messages:
+        assert_message(message)
+    shown = [
+        b["text"]["text"]
+        for m in messages
+        for b in m.blocks
+        if b["type"] == "section" and b["text"]["text"].startswith("```")
+    ]
+    assert "".join(s.removeprefix("```").removesuffix("```") for s in shown) == draft
+
+
+def test_a_typed_draft_that_is_not_json_says_so_and_is_shown_as_text() -> None:
+    review = _typed(f"Otters {HOSTILE}", output_problem=f"Invalid JSON {HOSTILE}")
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    shown = draft_text(message)
+    assert "```" not in shown
+    assert "not JSON of Outline" in json.dumps(message.blocks)
+
+
+def test_a_draft_reviewed_again_says_why_the_edit_was_not_used() -> None:
+    review = _typed("{}", refused_edit=f"the task's guardrail refused it: {HOSTILE}")
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    assert "The last edit was not used" in json.dumps(message.blocks)
+
+
+def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_the_fields() -> None:
+    draft = json.dumps({"headline": "Otters <b>", "sections": 3}, indent=2)
+    view = blocks.modal("edit", _typed(draft), None, None)
+    assert_view(view)
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    assert field["element"]["initial_value"] == draft
+    assert field["label"]["text"] == "The output to approve, as JSON of Outline"
+    assert field["hint"]["text"] == "Fields: headline, sections."

@@ -67,6 +67,12 @@ reviewers = ["{ALICE}"]
 [crews.longform]
 factory = "tests.crews:longform"
 description = "One very long draft"
+
+[crews.typed]
+factory = "tests.typed_crews:typed"
+description = "A typed outline, reviewed, then an article from it"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}"]
 """
 
 
@@ -482,6 +488,41 @@ def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store
         assert accepted.status == 200 and not (accepted.json or {}).get("errors")
         run = _succeeded(store)
         assert "paid 900 to ACME" in (run.output or "")
+
+
+def test_a_typed_draft_is_shown_as_json_and_its_edit_checked_in_the_modal(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run typed topic=otters")
+        root = root_of(slack)
+        message = review_with_buttons(slack, root["ts"])
+        (review,) = store.list_reviews()
+        escaped = review.prompt.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert f"```{escaped}```" in text_of(message)
+
+        slack.click_button(ALICE, CHANNEL, message["ts"], "countersign:edit")
+        view = modal_for(slack, ALICE)
+        (field,) = [b for b in view["blocks"] if b.get("block_id") == "text"]
+        assert field["element"]["initial_value"] == review.prompt
+        assert "Outline" in field["label"]["text"]
+
+        prose = slack.submit_view(ALICE, view["id"], {"text": "Otters are playful."})
+        assert prose.problems == []
+        assert prose.json["errors"] == {
+            "text": "the output must be JSON: Expecting value (line 1, column 1)"
+        }
+        wrong = slack.submit_view(ALICE, view["id"], {"text": '{"headline": "Otters"}'})
+        assert wrong.json["errors"] == {"text": "sections: required"}
+        (pending,) = store.list_reviews()
+        assert pending.decision is None
+
+        edited = {"headline": "Otters at play", "sections": 3}
+        accepted = slack.submit_view(ALICE, view["id"], {"text": json.dumps(edited)})
+        assert accepted.status == 200 and not (accepted.json or {}).get("errors")
+        run = _succeeded(store)
+        assert json.loads(parse_draft(run.output or "").context or "") == edited
 
 
 def test_an_approved_task_is_revised_and_later_tasks_run_again(
