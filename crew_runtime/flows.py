@@ -21,7 +21,6 @@ own, ``flow:<method>#<k>/``, the k-th crew that step kicked off in the run.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from collections import Counter
@@ -240,12 +239,6 @@ class InnerCrews:
         crew = hook.crew
         if not isinstance(crew, Crew):  # the flow's own start
             return
-        if _on_event_loop() and any(task.human_input for task in crew.tasks):
-            raise HookAborted(
-                "a crew with a human_input task was kicked off with akickoff() in a flow "
-                "step: CrewAI's async path would ask for its review on the console. "
-                "Kick it off with kickoff_async() (or kickoff()) instead"
-            )
         prefix = _reserved.get() or self.reserve()
         _reserved.set(None)  # taken: a crew this one kicks off numbers itself
         # Another exception would be swallowed by CrewAI's hook dispatch, and the crew
@@ -259,15 +252,6 @@ class InnerCrews:
             raise RunAborted(f"run {self.ctx.run.id}: lease lost") from None
         except Exception as exc:
             raise HookAborted(f"the crew of {prefix} could not be prepared: {exc!r}") from exc
-
-
-def _on_event_loop() -> bool:
-    """Whether this is an event loop's thread: a crew starting here runs ``akickoff()``."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def install() -> None:

@@ -4,7 +4,9 @@ CrewAI asks on the console through a ``HumanInputProvider`` held in a ContextVar
 (core/providers/human_input.py:445). Ours never blocks: with no decision recorded
 for this round it opens a review and raises ``PauseRun`` (a ``HookAborted``, so it
 leaves ``kickoff()`` without the agent's retry loop). On replay it applies the
-recorded decisions round by round, exactly as the reviewer gave them.
+recorded decisions round by round, exactly as the reviewer gave them. A crew kicked off with
+``akickoff()`` asks through ``handle_feedback_async``: the same rounds, the agent revising on
+its async loop.
 
 A typed task (``output_pydantic`` or ``output_json``) is reviewed as the object it will
 output: the draft is shown as its model's JSON, the model's JSON schema goes with the review
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Generator
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +30,7 @@ from crewai.core.providers.human_input import SyncHumanInputProvider
 from pydantic import BaseModel, ValidationError
 from pydantic.errors import PydanticUserError
 
-from crew_runtime.context import current_run
+from crew_runtime.context import RunContext, current_run
 from crew_runtime.guardrails import guardrail_refusal
 from crew_runtime.signals import PauseRun, RunRejected
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
@@ -43,56 +46,92 @@ class ReviewProvider(SyncHumanInputProvider):
         ctx = current_run()
         if ctx is None:  # a crew outside Countersign keeps CrewAI's console behaviour
             return super().handle_feedback(formatted_answer, context)
-        task, agent = context.task, context.agent
-        stream = ctx.stream_for(task, agent)
-        answer = formatted_answer
-        refused: str | None = None  # why the reviewer's last edit was not taken
-        while True:
-            draft = Draft.of(task, answer.output)
-            if guardrail_refusal(task, agent, draft.output) is not None:
-                # CrewAI's guardrail refuses it too and retries the agent: nobody reviews it.
-                return answer
-            seq = ctx.next_seq(stream, "review")
-            review = ctx.find_review(ReviewKind.TASK_REVIEW, stream, seq)
-            if review is None or review.status == ReviewStatus.PENDING:
-                if review is None:
-                    ctx.ask(_task_review(context, stream, seq, draft, refused))
-                raise ctx.signal(PauseRun(f"waiting for a review of {stream} round {seq}"))
-            decision = review.decision
-            if decision is None:
-                raise ctx.signal(RunRejected(f"the review of {stream} was {review.status}"))
-            if decision.kind == DecisionKind.APPROVE:
-                return _finish(answer, draft.output)
-            if decision.kind == DecisionKind.EDIT:
-                edited, refused = _edited(task, agent, decision.text or draft.text)
-                if refused is None:
-                    return _finish(answer, edited)
-                continue  # the same draft again, with why the edit was not taken
-            if decision.kind == DecisionKind.CHANGES:
-                answer = self._revise(answer, decision.text or "", context)
-                refused = None
-                continue
-            reason = decision.text or f"rejected by {decision.decided_by}"
-            if decision.kind == DecisionKind.EXPIRE:
-                reason = "the review expired before anyone decided"
-            ctx.reject(reason)
-            raise RunRejected(reason)
+        rounds = _rounds(ctx, formatted_answer, context)
+        try:
+            asked = next(rounds)
+            while True:
+                _feed_back(*asked, context)
+                asked = rounds.send(context._invoke_loop())
+        except StopIteration as done:
+            final: AgentFinish = done.value
+            return final
 
-    @staticmethod
-    def _revise(answer: AgentFinish, feedback: str, context: Any) -> AgentFinish:
-        """Run the agent again with its draft and the feedback in the conversation.
+    async def handle_feedback_async(
+        self, formatted_answer: AgentFinish, context: Any
+    ) -> AgentFinish:
+        """The same rounds for a crew kicked off with ``akickoff()``: the agent revises on
+        its async loop."""
+        ctx = current_run()
+        if ctx is None:
+            return await super().handle_feedback_async(formatted_answer, context)
+        rounds = _rounds(ctx, formatted_answer, context)
+        try:
+            asked = next(rounds)
+            while True:
+                _feed_back(*asked, context)
+                asked = rounds.send(await context._ainvoke_loop())
+        except StopIteration as done:
+            final: AgentFinish = done.value
+            return final
 
-        On the ReAct path CrewAI leaves the draft out of the history
-        (agents/agent_executor.py:2557-2629), so the agent would rewrite blind;
-        put it back before the feedback.
-        """
-        messages = context.messages
-        last = messages[-1] if messages else None
-        if not (last and last.get("role") == "assistant" and answer.text in str(last["content"])):
-            messages.append({"role": "assistant", "content": answer.text})
-        messages.append(context._format_feedback_message(feedback))
-        revised: AgentFinish = context._invoke_loop()
-        return revised
+
+def _rounds(
+    ctx: RunContext, formatted_answer: AgentFinish, context: Any
+) -> Generator[tuple[AgentFinish, str], AgentFinish, AgentFinish]:
+    """The review rounds of a task's answer, as recorded decisions say or a new review asks.
+
+    Yields ``(draft, feedback)`` when a reviewer asked for changes, and is sent the agent's
+    revised answer (the caller runs the agent, on its sync or async loop); returns the
+    answer CrewAI goes on with.
+    """
+    task, agent = context.task, context.agent
+    stream = ctx.stream_for(task, agent)
+    answer = formatted_answer
+    refused: str | None = None  # why the reviewer's last edit was not taken
+    while True:
+        draft = Draft.of(task, answer.output)
+        if guardrail_refusal(task, agent, draft.output) is not None:
+            # CrewAI's guardrail refuses it too and retries the agent: nobody reviews it.
+            return answer
+        seq = ctx.next_seq(stream, "review")
+        review = ctx.find_review(ReviewKind.TASK_REVIEW, stream, seq)
+        if review is None or review.status == ReviewStatus.PENDING:
+            if review is None:
+                ctx.ask(_task_review(context, stream, seq, draft, refused))
+            raise ctx.signal(PauseRun(f"waiting for a review of {stream} round {seq}"))
+        decision = review.decision
+        if decision is None:
+            raise ctx.signal(RunRejected(f"the review of {stream} was {review.status}"))
+        if decision.kind == DecisionKind.APPROVE:
+            return _finish(answer, draft.output)
+        if decision.kind == DecisionKind.EDIT:
+            edited, refused = _edited(task, agent, decision.text or draft.text)
+            if refused is None:
+                return _finish(answer, edited)
+            continue  # the same draft again, with why the edit was not taken
+        if decision.kind == DecisionKind.CHANGES:
+            answer = yield answer, decision.text or ""
+            refused = None
+            continue
+        reason = decision.text or f"rejected by {decision.decided_by}"
+        if decision.kind == DecisionKind.EXPIRE:
+            reason = "the review expired before anyone decided"
+        ctx.reject(reason)
+        raise RunRejected(reason)
+
+
+def _feed_back(answer: AgentFinish, feedback: str, context: Any) -> None:
+    """Put the draft and the reviewer's feedback in the agent's conversation, to revise.
+
+    On the ReAct path CrewAI leaves the draft out of the history
+    (agents/agent_executor.py:2557-2629), so the agent would rewrite blind;
+    put it back before the feedback.
+    """
+    messages = context.messages
+    last = messages[-1] if messages else None
+    if not (last and last.get("role") == "assistant" and answer.text in str(last["content"])):
+        messages.append({"role": "assistant", "content": answer.text})
+    messages.append(context._format_feedback_message(feedback))
 
 
 @dataclass(frozen=True)

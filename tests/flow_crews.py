@@ -166,7 +166,8 @@ class ReviewedFlow(Flow[ReviewedState]):
 
 
 class AsyncReviewedFlow(Flow[ReviewedState]):
-    """A crew with a ``human_input`` task, kicked off with ``akickoff()`` (refused)."""
+    """A crew with a ``human_input`` task, kicked off with ``akickoff()``: reviewed through the
+    provider's async path."""
 
     @start()
     async def write(self) -> str:

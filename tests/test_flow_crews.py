@@ -206,13 +206,24 @@ def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None
     _no_turn_sent_twice(flows)
 
 
-def test_a_reviewed_task_kicked_off_with_akickoff_is_refused_by_name(flows: Bench) -> None:
-    """CrewAI's async path would ask for the review on the console (and block, or fail on
-    end of input): the run fails at once, saying what to use instead."""
+def test_a_reviewed_task_kicked_off_with_akickoff_is_reviewed_and_revised(flows: Bench) -> None:
+    """CrewAI's async path asks for the review through ``handle_feedback_async`` (it asked on
+    the console): reviewed, sent back, revised on the agent's async loop in another process."""
     run = flows.start("async_reviewed", topic="otters")
-    flows.work_here()
-    failed = flows.run(run.id)
-    assert failed.status == RunStatus.FAILED
-    assert "kicked off with akickoff() in a flow step" in (failed.error or "")
-    assert "kickoff_async()" in (failed.error or "")
-    assert flows.llm_calls() == []
+    pids = [flows.work()]
+    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor")
+    flows.decide(run.id, "changes", "shorter")
+    pids.append(flows.work())
+    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor", seq=1)
+    flows.decide(run.id, "approve")
+    pids.append(flows.work())
+    done = flows.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    article = parse_draft(done.output or "")
+    assert article.feedback == ("shorter",) and article.saw_previous_draft
+    assert [_turns(flows, pid) for pid in pids] == [
+        [("editor", "final")],
+        [("editor", "final")],
+        [],
+    ]
+    _no_turn_sent_twice(flows)
