@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -48,9 +48,19 @@ from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
-from crew_runtime.signals import PauseRun, RunAborted
+from crew_runtime.signals import PauseRun
 from crew_runtime.tool_journal import register_tool_journal
-from storage import FlowStore, LeaseLost, Review, Run, RunStatus, Store, UnstorableValue
+from storage import (
+    FlowPause,
+    FlowStore,
+    LeaseLost,
+    NewEntry,
+    Review,
+    Run,
+    RunStatus,
+    Store,
+    UnstorableValue,
+)
 from storage.status import RunNote
 
 log = logging.getLogger(__name__)
@@ -210,18 +220,17 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))
     if isinstance(result, HumanFeedbackPending):
-        try:
-            if started is None:
-                ctx.record(RUN_STREAM, "flow", 0, {"flow_id": result.context.flow_id})
-            crews.end_leg()
-        except RunAborted as exc:  # the lease is lost, or the database refused it
-            return _stopped(store, ctx, exc)
-        return _stopped(store, ctx, result)
+        # One transaction: where the flow paused, its pending feedback and the review.
+        entries = [crews.end_leg()]
+        if started is None:
+            entries.append(NewEntry(RUN_STREAM, "flow", 0, {"flow_id": result.context.flow_id}))
+        return _stopped(store, ctx, result, entries=entries, flow=persistence.pending)
     if ctx.signalled:  # a step caught its crew's pause: the run is not done
         return _stopped(store, ctx, PauseRun("a pause was caught inside the flow"))
-    if started is not None:
+    outcome = _settle(store, ctx, RunStatus.SUCCEEDED, output=str(result))
+    if started is not None and outcome.status is not None:
         flows.clear_pending(str(started.payload["flow_id"]))
-    return _settle(store, ctx, RunStatus.SUCCEEDED, output=str(result))
+    return outcome
 
 
 def _kick(ctx: RunContext, kickoff: Callable[[], T]) -> tuple[T | None, Exception | None]:
@@ -248,8 +257,16 @@ def _kick(ctx: RunContext, kickoff: Callable[[], T]) -> tuple[T | None, Exceptio
         reset_provider(token)
 
 
-def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
-    """``kickoff()`` raised: a pause, a rejection, a lost lease, or a real failure."""
+def _stopped(
+    store: Store,
+    ctx: RunContext,
+    exc: Exception,
+    *,
+    entries: Sequence[NewEntry] = (),
+    flow: FlowPause | None = None,
+) -> Outcome:
+    """``kickoff()`` raised: a pause, a rejection, a lost lease, or a real failure. A pause
+    suspends the run with its reviews, and ``entries`` and ``flow`` (see ``suspend_run``)."""
     if ctx.refused is not None:  # replaying it would meet the same refusal
         return _settle(store, ctx, RunStatus.FAILED, error=ctx.refused)
     if ctx.aborted or isinstance(exc, LeaseLost):
@@ -258,7 +275,9 @@ def _stopped(store: Store, ctx: RunContext, exc: Exception) -> Outcome:
         return _settle(store, ctx, RunStatus.REJECTED, error=ctx.rejection)
     if ctx.asks:
         try:
-            reviews = store.suspend_run(ctx.run.id, ctx.lease_token, ctx.asks)
+            reviews = store.suspend_run(
+                ctx.run.id, ctx.lease_token, ctx.asks, entries=entries, flow=flow
+            )
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
         except UnstorableValue as refused:

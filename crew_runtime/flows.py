@@ -10,7 +10,10 @@ pitfalls are handled here:
   (``_collapse_to_outcome`` would call one, in another process from a serialised model);
 - the pending feedback is cleared only once the flow has moved past it: CrewAI clears it
   before running the listeners, so a worker dying there would lose the flow;
-- announcing the review goes through the outbox, after the pending row is saved.
+- the pending feedback is saved in the transaction that suspends the run and opens its
+  review (``Store.suspend_run``), not when CrewAI saves it: a worker dying in between would
+  leave a pending row newer than the last decision, and the next execution would resume it
+  with that older decision, skipping a review.
 
 A crew kicked off inside a flow step (``Crew(...).kickoff()``, ``kickoff_async``,
 ``akickoff``, ``kickoff_for_each``) is prepared like a run's own crew as it starts
@@ -43,7 +46,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.signals import RunAborted, RunRejected, RunSignal
-from storage import Decision, DecisionKind, FlowStore, LeaseLost, NewReview, ReviewKind
+from storage import (
+    Decision,
+    DecisionKind,
+    FlowPause,
+    FlowStore,
+    LeaseLost,
+    NewEntry,
+    NewReview,
+    ReviewKind,
+)
 
 FLOW_STREAM = "flow:"
 # The journal stream of the flow run itself: its flow id, where each leg's numbering starts.
@@ -60,14 +72,16 @@ _installed = False
 class StoredFlowPersistence(FlowPersistence):
     """CrewAI's ``FlowPersistence`` on Countersign's database.
 
-    ``clear_pending_feedback`` does nothing: the executor clears the pending row itself
-    once the resumed flow has finished or paused again.
+    ``save_pending_feedback`` keeps the pending feedback as :attr:`pending` for the executor
+    to save with the suspension; ``clear_pending_feedback`` does nothing: the executor clears
+    the pending row itself once the resumed flow has finished (see the module docstring).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     persistence_type: str = "countersign"
     flows: FlowStore = Field(exclude=True)
+    pending: FlowPause | None = Field(default=None, exclude=True)
 
     def init_db(self) -> None:
         """The schema comes with Countersign's migrations."""
@@ -88,7 +102,7 @@ class StoredFlowPersistence(FlowPersistence):
     ) -> None:
         state = _plain(state_data)
         self.flows.save_state(flow_uuid, context.method_name, state)
-        self.flows.save_pending(flow_uuid, context.to_dict(), state)
+        self.pending = FlowPause(flow_uuid, context.to_dict(), state)
 
     def load_pending_feedback(
         self, flow_uuid: str
@@ -227,12 +241,12 @@ class InnerCrews:
             self._counts[where] += 1
         return f"{where}#{k}/"
 
-    def end_leg(self) -> None:
-        """The flow paused for feedback: journal where the next leg's numbering starts."""
-        if self.ctx.recorded(RUN_STREAM, "kickoffs", self.leg) is None:
-            with self._lock:
-                counts = dict(self._counts)
-            self.ctx.record(RUN_STREAM, "kickoffs", self.leg, {"counts": counts})
+    def end_leg(self) -> NewEntry:
+        """The flow paused for feedback: the journal entry saying where the next leg's
+        numbering starts (written with the suspension)."""
+        with self._lock:
+            counts = dict(self._counts)
+        return NewEntry(RUN_STREAM, "kickoffs", self.leg, {"counts": counts})
 
     def _starting(self, hook: Any) -> None:
         """CrewAI's execution-start hook: a crew (or the flow itself) begins."""

@@ -35,18 +35,6 @@ class FlowStore:
             ).scalar_one_or_none()
             return state
 
-    def save_pending(self, flow_uuid: str, context: JSON, state: JSON) -> None:
-        with write_transaction(self.store.engine) as conn:
-            conn.execute(delete(flow_pending).where(flow_pending.c.flow_uuid == flow_uuid))
-            conn.execute(
-                insert(flow_pending).values(
-                    flow_uuid=flow_uuid,
-                    context=context,
-                    state=state,
-                    created_at=self.store.clock(),
-                )
-            )
-
     def load_pending(self, flow_uuid: str) -> tuple[JSON, JSON] | None:
         """``(state, context)`` of a paused flow, or None."""
         with self.store.engine.connect() as conn:

@@ -66,6 +66,26 @@ class Review:
 
 
 @dataclass(frozen=True)
+class NewEntry:
+    """A journal entry to write with a suspension (see :meth:`Store.suspend_run`)."""
+
+    stream: str
+    kind: str
+    seq: int
+    payload: JSON
+
+
+@dataclass(frozen=True)
+class FlowPause:
+    """A CrewAI Flow's pending feedback: what its resume needs, saved with the suspension
+    that asks a person for it."""
+
+    flow_uuid: str
+    context: JSON
+    state: JSON
+
+
+@dataclass(frozen=True)
 class NewReview:
     """What the runtime asks a human when a run pauses."""
 

@@ -43,14 +43,16 @@ from storage.errors import (
 from storage.records import (
     JSON,
     Decision,
+    FlowPause,
     JournalEntry,
     NewDecision,
+    NewEntry,
     NewReview,
     OutboxMessage,
     Review,
     Run,
 )
-from storage.schema import decisions, journal, outbox, reviews, runs
+from storage.schema import decisions, flow_pending, journal, outbox, reviews, runs
 from storage.status import (
     ALLOWED_DECISIONS,
     FINAL_RUN_STATUSES,
@@ -346,8 +348,21 @@ class Store:
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return self._get_run(conn, run_id)
 
-    def suspend_run(self, run_id: str, token: str, asks: Sequence[NewReview]) -> list[Review]:
-        """running → waiting with the reviews that must be answered, and their announcements."""
+    def suspend_run(
+        self,
+        run_id: str,
+        token: str,
+        asks: Sequence[NewReview],
+        *,
+        entries: Sequence[NewEntry] = (),
+        flow: FlowPause | None = None,
+    ) -> list[Review]:
+        """running → waiting with the reviews that must be answered, and their announcements.
+
+        ``entries`` (journal entries the pause itself makes) and a flow's pending feedback
+        ``flow`` are written in the same transaction: an execution that stops before it
+        commits leaves the run as the last suspension left it, to be replayed to this pause.
+        """
         now = self.clock()
         with self._tx() as conn:
             suspended = move_run(
@@ -361,6 +376,18 @@ class Store:
             )
             if not suspended:
                 raise LeaseLost(run_id, token)
+            for entry in entries:
+                self._append(conn, run_id, entry.stream, entry.kind, entry.seq, entry.payload)
+            if flow is not None:
+                conn.execute(delete(flow_pending).where(flow_pending.c.flow_uuid == flow.flow_uuid))
+                conn.execute(
+                    insert(flow_pending).values(
+                        flow_uuid=flow.flow_uuid,
+                        context=flow.context,
+                        state=flow.state,
+                        created_at=now,
+                    )
+                )
             pos = self._next_pos(conn, run_id)
             ids = []
             for ask in asks:
@@ -613,30 +640,43 @@ class Store:
         """
         with self._tx() as conn:
             self._fence(conn, run_id, token)
-            earlier = conn.execute(
-                select(journal.c.pos).where(
-                    journal.c.run_id == run_id,
-                    journal.c.stream == stream,
-                    journal.c.kind == kind,
-                    journal.c.seq == seq,
-                )
-            ).scalar_one_or_none()
-            if earlier is not None:
-                return int(earlier)
-            pos = self._next_pos(conn, run_id)
-            conn.execute(
-                insert(journal).values(
-                    run_id=run_id,
-                    pos=pos,
-                    stream=stream,
-                    kind=kind,
-                    seq=seq,
-                    payload=payload,
-                    prompt_hash=prompt_hash,
-                    created_at=self.clock(),
-                )
+            return self._append(conn, run_id, stream, kind, seq, payload, prompt_hash)
+
+    def _append(
+        self,
+        conn: Connection,
+        run_id: str,
+        stream: str,
+        kind: str,
+        seq: int,
+        payload: JSON,
+        prompt_hash: str | None = None,
+    ) -> int:
+        """The position of the turn ``(stream, kind, seq)``, appended unless it is there."""
+        earlier = conn.execute(
+            select(journal.c.pos).where(
+                journal.c.run_id == run_id,
+                journal.c.stream == stream,
+                journal.c.kind == kind,
+                journal.c.seq == seq,
             )
-            return pos
+        ).scalar_one_or_none()
+        if earlier is not None:
+            return int(earlier)
+        pos = self._next_pos(conn, run_id)
+        conn.execute(
+            insert(journal).values(
+                run_id=run_id,
+                pos=pos,
+                stream=stream,
+                kind=kind,
+                seq=seq,
+                payload=payload,
+                prompt_hash=prompt_hash,
+                created_at=self.clock(),
+            )
+        )
+        return pos
 
     def record_divergence(self, run_id: str, token: str, from_pos: int, note: str) -> None:
         """Drop the journal from ``from_pos`` on and supersede the reviews opened after it.

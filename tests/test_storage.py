@@ -16,8 +16,11 @@ from storage import (
     AlreadyFinal,
     DecisionKind,
     DecisionNotAllowed,
+    FlowPause,
+    FlowStore,
     LeaseLost,
     NewDecision,
+    NewEntry,
     NewReview,
     OutboxClaimLost,
     OutboxKind,
@@ -489,3 +492,28 @@ def test_sqlite_commits_leave_the_log_to_a_checkpoint_off_their_path(tmp_path: P
     store.checkpoint()
     assert database.stat().st_size > before + 1_000_000
     store.close()
+
+
+def test_a_flows_pause_is_saved_with_its_suspension_or_not_at_all(store: Store) -> None:
+    """A flow's pending feedback and the journal entries of its pause commit with the review
+    that asks for it: a suspension refused (here, by a stale token) leaves none of them."""
+    run = store.create_run("article", {})
+    claimed = _claim(store)
+    assert claimed.lease_token is not None
+    pause = FlowPause("flow-1", {"method_name": "outline"}, {"topic": "otters"})
+    entry = NewEntry("flow", "kickoffs", 0, {"counts": {"flow:write": 1}})
+    with pytest.raises(LeaseLost):
+        store.suspend_run(run.id, "stale", [_ask()], entries=[entry], flow=pause)
+    assert FlowStore(store).load_pending("flow-1") is None
+    assert store.load_journal(run.id) == []
+    (review,) = store.suspend_run(
+        run.id, claimed.lease_token, [_ask()], entries=[entry], flow=pause
+    )
+    assert FlowStore(store).load_pending("flow-1") == ({"topic": "otters"}, pause.context)
+    (journaled,) = store.load_journal(run.id)
+    assert (journaled.stream, journaled.kind, journaled.payload) == (
+        "flow",
+        "kickoffs",
+        entry.payload,
+    )
+    assert review.journal_pos > journaled.pos
