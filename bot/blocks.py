@@ -23,7 +23,6 @@ The layout of a review's last message depends on the review alone, not on the ru
 from __future__ import annotations
 
 import json
-import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
@@ -40,6 +39,7 @@ from bot.payloads import (
     schema_types,
 )
 from bot.text import escape, truncate
+from crew_runtime import streams
 from storage.records import Review, Run
 from storage.status import DecisionKind, ReviewKind, RunNote, RunStatus
 
@@ -248,13 +248,9 @@ def _revise_button(run_id: str) -> Block:
     }
 
 
-# The runtime names a task review's stream ``task<index>:<agent role>``
-# (crew_runtime/context.py, Context.stream_for); the first task has nothing before it.
-_LATER_TASK = re.compile(r"task[1-9][0-9]*:")
-
-
 def _after_first_task(review: Review) -> bool:
-    return review.kind is ReviewKind.TASK_REVIEW and bool(_LATER_TASK.match(review.stream))
+    """A review of a task with tasks before it (the first has nothing to revise before it)."""
+    return review.kind is ReviewKind.TASK_REVIEW and (streams.task_index(review.stream) or 0) > 0
 
 
 def _args(review: Review) -> list[Block]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from crew_runtime import streams
 from storage.errors import AlreadyDecided
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
@@ -621,8 +622,8 @@ def task_reopened(review: Review) -> str:
     """Said in the thread when a reviewer sends an approved task back to its agent."""
     decision = review.decision
     who = user_ref(decision.decided_by if decision else None)
-    number = review.stream[4:].split(":", 1)[0] if review.stream.startswith("task") else "?"
-    task = f"task {int(number) + 1}" if number.isdigit() else "an earlier task"
+    index = streams.task_index(review.stream)
+    task = f"task {index + 1}" if index is not None else "an earlier task"
     feedback = truncate(decision.text or "", 1500) if decision else ""
     return (
         f"↩️ {who} reopened {task}; it is being revised, then every later task runs "

@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TypeVar
 
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 
+from crew_runtime import streams
 from crew_runtime.config import CrewSpec
 from crew_runtime.gates import Gate
 from crew_runtime.signals import PauseRun, RunAborted, RunRejected, RunSignal
@@ -184,7 +185,7 @@ class RunContext:
         """
         with self._lock:
             for n, task in enumerate(tasks):
-                self._task_index[id(task)] = (task, f"{prefix}task{n}")
+                self._task_index[id(task)] = (task, streams.task_place(n, prefix))
 
     def stream_for(self, task: Any, agent: Any) -> str:
         """``task{index}:{agent role}``: the unit whose calls happen in a fixed order.
@@ -200,7 +201,7 @@ class RunContext:
         indexed = self._task_index.get(id(task)) if task is not None else None
         where = indexed[1] if indexed is not None else self._nested_in(task)
         role = getattr(agent, "role", None) or "-"
-        return f"{where}:{role}"
+        return streams.stream(where, role)
 
     def _nested_in(self, task: Any) -> str:
         with self._lock:
@@ -209,9 +210,9 @@ class RunContext:
                 return known[1]
             enclosing = _enclosing.get()
             if not enclosing:
-                return "crew"
+                return streams.OUTSIDE
             key = enclosing[-1].key
-            where = f"{key.stream}>{key.seq}"
+            where = streams.nested_place(key.stream, key.seq)
             if task is not None:
                 self._delegated[id(task)] = (task, where)
             return where

@@ -30,12 +30,11 @@ from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
-from crew_runtime import quiet
+from crew_runtime import quiet, streams
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext, unstorable_reason
 from crew_runtime.errors import CrewBuildError
 from crew_runtime.flows import (
-    RUN_STREAM,
     InnerCrews,
     ReviewFeedbackProvider,
     StoredFlowPersistence,
@@ -193,7 +192,7 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
     persistence = StoredFlowPersistence(flows=flows)
     # CrewAI reads the provider of an undecorated @human_feedback from this global.
     flow_config.hitl_provider = ReviewFeedbackProvider()
-    started = ctx.recorded(RUN_STREAM, "flow", 0)
+    started = ctx.recorded(streams.FLOW, "flow", 0)
 
     def prepare_inner(crew: Crew, prefix: str) -> None:
         if uses_offline_model(crew):  # at most once per run (the store checks)
@@ -223,7 +222,7 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
         # One transaction: where the flow paused, its pending feedback and the review.
         entries = [crews.end_leg()]
         if started is None:
-            entries.append(NewEntry(RUN_STREAM, "flow", 0, {"flow_id": result.context.flow_id}))
+            entries.append(NewEntry(streams.FLOW, "flow", 0, {"flow_id": result.context.flow_id}))
         return _stopped(store, ctx, result, entries=entries, flow=persistence.pending)
     if ctx.signalled:  # a step caught its crew's pause: the run is not done
         return _stopped(store, ctx, PauseRun("a pause was caught inside the flow"))

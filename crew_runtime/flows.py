@@ -44,6 +44,7 @@ from crewai.flow.persistence.base import FlowPersistence
 from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register_scoped
 from pydantic import BaseModel, ConfigDict, Field
 
+from crew_runtime import streams
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.signals import RunAborted, RunRejected, RunSignal
 from storage import (
@@ -56,10 +57,6 @@ from storage import (
     NewReview,
     ReviewKind,
 )
-
-FLOW_STREAM = "flow:"
-# The journal stream of the flow run itself: its flow id, where each leg's numbering starts.
-RUN_STREAM = "flow"
 
 # The inner crews of the flow run executing in this context, and the prefix reserved for
 # the crew that ``Crew.kickoff_async`` is about to kick off in a thread.
@@ -124,7 +121,7 @@ class ReviewFeedbackProvider(HumanFeedbackProvider):
         ctx = current_run()
         if ctx is None:
             raise RuntimeError("this flow asks for feedback outside a Countersign run")
-        stream = FLOW_STREAM + context.method_name
+        stream = streams.feedback_stream(context.method_name)
         ctx.ask(
             NewReview(
                 kind=ReviewKind.TASK_REVIEW,
@@ -181,7 +178,7 @@ def feedback_text(decision: Decision) -> str:
 
 def resume_point(ctx: RunContext) -> Decision | None:
     """The latest decided flow review of the run: the answer the paused flow waits for."""
-    reviews = [r for r in ctx.reviews() if is_feedback_stream(r.stream)]
+    reviews = [r for r in ctx.reviews() if streams.is_feedback_stream(r.stream)]
     if not reviews:
         return None
     latest = max(reviews, key=lambda r: (r.journal_pos, r.created_at))
@@ -192,11 +189,6 @@ def resume_point(ctx: RunContext) -> Decision | None:
         ctx.reject(reason)
         raise RunRejected(reason)
     return latest.decision
-
-
-def is_feedback_stream(stream: str) -> bool:
-    """A flow's own ``@human_feedback`` point (``flow:<method>``), not a crew in a step."""
-    return stream.startswith(FLOW_STREAM) and "/" not in stream
 
 
 class InnerCrews:
@@ -217,8 +209,8 @@ class InnerCrews:
     def __init__(self, ctx: RunContext, prepare: Callable[[Crew, str], None]) -> None:
         self.ctx = ctx
         self._prepare = prepare
-        self.leg = sum(1 for r in ctx.reviews() if is_feedback_stream(r.stream))
-        start = ctx.recorded(RUN_STREAM, "kickoffs", self.leg - 1) if self.leg else None
+        self.leg = sum(1 for r in ctx.reviews() if streams.is_feedback_stream(r.stream))
+        start = ctx.recorded(streams.FLOW, "kickoffs", self.leg - 1) if self.leg else None
         self._counts: Counter[str] = Counter(start.payload["counts"] if start else {})
         self._lock = threading.Lock()
 
@@ -235,18 +227,18 @@ class InnerCrews:
 
     def reserve(self) -> str:
         """The prefix of the next crew of the flow step running in this context."""
-        where = FLOW_STREAM + current_flow_method_name.get()
+        where = streams.flow_step(current_flow_method_name.get())
         with self._lock:
             k = self._counts[where]
             self._counts[where] += 1
-        return f"{where}#{k}/"
+        return streams.flow_crew_prefix(where, k)
 
     def end_leg(self) -> NewEntry:
         """The flow paused for feedback: the journal entry saying where the next leg's
         numbering starts (written with the suspension)."""
         with self._lock:
             counts = dict(self._counts)
-        return NewEntry(RUN_STREAM, "kickoffs", self.leg, {"counts": counts})
+        return NewEntry(streams.FLOW, "kickoffs", self.leg, {"counts": counts})
 
     def _starting(self, hook: Any) -> None:
         """CrewAI's execution-start hook: a crew (or the flow itself) begins."""

@@ -25,6 +25,7 @@ from crewai.tasks.llm_guardrail import LLMGuardrail
 from crewai.tasks.task_output import TaskOutput
 from pydantic import BaseModel
 
+from crew_runtime import streams
 from crew_runtime.context import RunContext
 from crew_runtime.journal_llm import JournalLLM
 
@@ -48,11 +49,11 @@ def journal_guardrails(tasks: Sequence[Task], ctx: RunContext, prefix: str = "")
     crew kicked off in a flow step are under its ``prefix``, as its tasks' are)."""
     for n, task in enumerate(tasks):
         task._guardrails = [
-            _journaled(guardrail, ctx, f"{prefix}task{n}:guardrail{i}")
+            _journaled(guardrail, ctx, streams.guardrail_stream(n, prefix, i))
             for i, guardrail in enumerate(task._guardrails)
         ]
         if task._guardrail is not None:
-            task._guardrail = _journaled(task._guardrail, ctx, f"{prefix}task{n}:guardrail")
+            task._guardrail = _journaled(task._guardrail, ctx, streams.guardrail_stream(n, prefix))
 
 
 def _journaled(guardrail: Any, ctx: RunContext, stream: str) -> Any:

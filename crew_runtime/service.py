@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from crew_runtime import streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
@@ -242,10 +243,9 @@ def _edited(review: Review) -> str:
 
 def _task_index(review: Review) -> int | None:
     """The task a task review belongs to, from its stream ``task{n}:{role}``."""
-    if review.kind != ReviewKind.TASK_REVIEW or not review.stream.startswith("task"):
+    if review.kind != ReviewKind.TASK_REVIEW:
         return None
-    number = review.stream[4:].split(":", 1)[0]
-    return int(number) if number.isdigit() else None
+    return streams.task_index(review.stream)
 
 
 def _task_label(index: int, review: Review) -> str:

@@ -1,0 +1,70 @@
+"""The journal's stream keys: built here and read here, nowhere else.
+
+A stream is the unit whose calls happen in a fixed order; a turn or a review is keyed by its
+stream and its number in it. The forms, from the most common:
+
+    task{n}:{role}                 task n (from 0) of the run's crew, worked by the agent role
+    {place}>{seq}:{role}           work inside tool call seq of the stream at place (delegation)
+    task{n}:guardrail[{i}]         the model of task n's LLM guardrail (the i-th of a list)
+    flow:{method}#{k}/{stream}     any of the above, in the k-th crew a flow step kicked off
+    flow:{method}                  a flow's own ``@human_feedback`` on that method
+    flow                           the flow run itself (its flow id, where each leg starts)
+    crew:{role}                    anything else of the crew (the planner, say)
+
+No import of CrewAI here: the bot reads streams too (which task a review belongs to).
+"""
+
+from __future__ import annotations
+
+import re
+
+FLOW = "flow"
+OUTSIDE = "crew"  # the place of work outside any task
+_FLOW_PREFIX = "flow:"
+_TASK = re.compile(r"task(\d+):")
+
+
+def task_place(n: int, prefix: str = "") -> str:
+    """Where task ``n`` of a crew works: ``task{n}``, under a flow crew's ``prefix``."""
+    return f"{prefix}task{n}"
+
+
+def stream(place: str, role: str) -> str:
+    """The stream of the agent ``role`` working at ``place``."""
+    return f"{place}:{role}"
+
+
+def nested_place(outer: str, seq: int) -> str:
+    """Where work inside tool call ``seq`` of the stream ``outer`` happens."""
+    return f"{outer}>{seq}"
+
+
+def guardrail_stream(n: int, prefix: str = "", i: int | None = None) -> str:
+    """The stream of the model of task ``n``'s LLM guardrail (the ``i``-th of a list)."""
+    return stream(task_place(n, prefix), "guardrail" if i is None else f"guardrail{i}")
+
+
+def feedback_stream(method: str) -> str:
+    """The stream of a flow's own ``@human_feedback`` on ``method``."""
+    return _FLOW_PREFIX + method
+
+
+def is_feedback_stream(key: str) -> bool:
+    """A flow's own ``@human_feedback`` point (``flow:<method>``), not a crew in a step."""
+    return key.startswith(_FLOW_PREFIX) and "/" not in key
+
+
+def flow_step(method: str) -> str:
+    """What a flow step's crews are counted by (``flow:<method>``)."""
+    return _FLOW_PREFIX + method
+
+
+def flow_crew_prefix(step: str, k: int) -> str:
+    """The prefix of the streams of the ``k``-th crew the flow ``step`` kicked off."""
+    return f"{step}#{k}/"
+
+
+def task_index(key: str) -> int | None:
+    """The task (from 0) of the run's own crew that a stream belongs to, else None."""
+    found = _TASK.match(key)
+    return int(found.group(1)) if found else None
