@@ -42,6 +42,7 @@ from crew_runtime.flows import (
 )
 from crew_runtime.gates import gates_of
 from crew_runtime.journal_llm import JournalLLM
+from crew_runtime.options import install_run_clock, journal_planning, once_callbacks, refusal
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.signals import PauseRun
@@ -104,23 +105,20 @@ def uses_offline_model(crew: Crew) -> bool:
 
 
 def prepare(crew: Crew, ctx: RunContext) -> None:
-    """Put every LLM behind the journal and switch off what makes replays differ.
-
-    ``inject_date`` puts the wall clock in prompts and memory recalls change with
-    the store: a replay would meet other prompts than were recorded.
+    """Put every LLM (the planner's too) behind the journal, and the crew's callbacks
+    behind the replay, so a resumed run sends the prompts it recorded and reports each
+    step once (``crew_runtime.options``). The crew is otherwise run as its author built it.
     """
     ctx.index_tasks(list(crew.tasks))
     _unstreamed(crew)
     ctx.gates = gates_of(list(crew.agents), ctx.spec.approval_tools)
-    crew.memory = False
-    crew.planning = False
+    journal_planning(crew, lambda llm: _wrap(llm, ctx))
+    once_callbacks(crew, ctx)
     # A hierarchical crew's own manager_agent is not among its agents (CrewAI refuses it).
     manager = [crew.manager_agent] if crew.manager_agent is not None else []
     for agent in [*crew.agents, *manager]:
-        if isinstance(agent, Agent):
-            agent.inject_date = False
-            if agent.function_calling_llm is not None:
-                agent.function_calling_llm = _wrap(agent.function_calling_llm, ctx)
+        if isinstance(agent, Agent) and agent.function_calling_llm is not None:
+            agent.function_calling_llm = _wrap(agent.function_calling_llm, ctx)
         agent.llm = _wrap(agent.llm, ctx)
     if crew.manager_llm is not None:
         crew.manager_llm = _wrap(crew.manager_llm, ctx)
@@ -135,6 +133,7 @@ def _wrap(llm: Any, ctx: RunContext) -> Any:
 def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     """Run the crew (or flow) under ``ctx`` and record how it ended."""
     quiet.install()
+    install_run_clock()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
@@ -142,6 +141,9 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         crew = build_crew(config, run)
     except Exception as exc:
         return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
+    refused = refusal(crew, run.crew)
+    if refused is not None:  # before any model is asked anything
+        return _settle(store, ctx, RunStatus.FAILED, error=refused)
     if uses_offline_model(crew):
         try:  # enqueued before kickoff, so it goes out before any review it opens
             store.note_run(run.id, ctx.lease_token, RunNote.OFFLINE_MODEL)
