@@ -168,6 +168,9 @@ class RunContext:
         # Tasks CrewAI makes up for delegated work, by id (kept alive, so no id is reused),
         # with the place of the tool call they run in.
         self._delegated: dict[int, tuple[Any, str]] = {}
+        # Per agent (kept alive, by id): whether its last LLM turn or tool result was
+        # replayed, so the step it ends was reported by an earlier execution.
+        self._steps: dict[int, tuple[Any, bool]] = {}
         self._changed = threading.Condition(self._lock)
         self._live: dict[int, threading.Thread] = {}
         self._live_ids = 0
@@ -216,6 +219,24 @@ class RunContext:
             if task is not None:
                 self._delegated[id(task)] = (task, where)
             return where
+
+    def delegated_task(self, output: Any) -> Any:
+        """The task CrewAI made up for delegated work whose output this is, if any."""
+        with self._lock:
+            tasks = [task for task, _ in self._delegated.values()]
+        return next((task for task in tasks if getattr(task, "output", None) is output), None)
+
+    def note_step(self, agent: Any, replayed: bool) -> None:
+        """An LLM turn or tool result of ``agent`` was replayed (or made live)."""
+        if agent is not None:
+            with self._lock:
+                self._steps[id(agent)] = (agent, replayed)
+
+    def step_replayed(self, agent: Any) -> bool:
+        """Whether the step ``agent`` just ended was ended by a replayed turn or result."""
+        with self._lock:
+            known = self._steps.get(id(agent))
+        return known is not None and known[1]
 
     def next_seq(self, stream: str, kind: str) -> int:
         with self._lock:

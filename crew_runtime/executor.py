@@ -45,6 +45,7 @@ from crew_runtime.flows import (
 from crew_runtime.gates import gates_of
 from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
+from crew_runtime.options import install_run_clock, journal_planning, once_callbacks, refusal
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.signals import PauseRun
@@ -117,29 +118,31 @@ def uses_offline_model(crew: Crew) -> bool:
 
 
 def prepare(crew: Crew, ctx: RunContext, prefix: str = "") -> None:
-    """Put every LLM behind the journal and switch off what makes replays differ.
+    """Put every LLM (the planner's too) behind the journal, and the crew's callbacks
+    behind the replay, so a resumed run sends the prompts it recorded and reports each
+    step once (``crew_runtime.options``). The crew is otherwise run as its author built it.
 
-    ``inject_date`` puts the wall clock in prompts and memory recalls change with
-    the store: a replay would meet other prompts than were recorded. A crew kicked off
-    in a flow step has its streams under ``prefix``; the gates of a flow's crews are
-    the run's, by tool name.
+    A crew kicked off in a flow step has its streams under ``prefix``; the gates of a
+    flow's crews are the run's, by tool name.
     """
     ctx.index_tasks(list(crew.tasks), prefix)
     journal_guardrails(crew.tasks, ctx, prefix)
     _unstreamed(crew)
     ctx.gates.update(gates_of(list(crew.agents), ctx.spec.approval_tools))
-    crew.memory = False
-    crew.planning = False
+    planner = streams.planner_stream(prefix)
+    journal_planning(crew, lambda llm: JournalLLM.wrap(llm, ctx, stream=planner))
+    once_callbacks(crew, ctx)
     # A hierarchical crew's own manager_agent is not among its agents (CrewAI refuses it).
     manager = [crew.manager_agent] if crew.manager_agent is not None else []
     for agent in [*crew.agents, *manager]:
-        if isinstance(agent, Agent):
-            agent.inject_date = False
-            if agent.function_calling_llm is not None:
-                agent.function_calling_llm = _wrap(agent.function_calling_llm, ctx)
+        if isinstance(agent, Agent) and agent.function_calling_llm is not None:
+            agent.function_calling_llm = _wrap(agent.function_calling_llm, ctx)
         agent.llm = _wrap(agent.llm, ctx)
     if crew.manager_llm is not None:
         crew.manager_llm = _wrap(crew.manager_llm, ctx)
+    # CrewAI hands the crew's own function_calling_llm to agents that have none, at kickoff.
+    if crew.function_calling_llm is not None:
+        crew.function_calling_llm = _wrap(crew.function_calling_llm, ctx)
 
 
 def _wrap(llm: Any, ctx: RunContext) -> Any:
@@ -151,6 +154,7 @@ def _wrap(llm: Any, ctx: RunContext) -> Any:
 def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     """Run the crew (or flow) under ``ctx`` and record how it ended."""
     quiet.install()
+    install_run_clock()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
@@ -158,6 +162,9 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         crew = build_crew(config, run)
     except Exception as exc:
         return _settle(store, ctx, RunStatus.FAILED, error=str(exc))
+    refused = refusal(crew, run.crew)
+    if refused is not None:  # before any model is asked anything
+        return _settle(store, ctx, RunStatus.FAILED, error=refused)
     if uses_offline_model(crew):
         try:  # enqueued before kickoff, so it goes out before any review it opens
             store.note_run(run.id, ctx.lease_token, RunNote.OFFLINE_MODEL)
@@ -195,6 +202,9 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
     started = ctx.recorded(streams.FLOW, "flow", 0)
 
     def prepare_inner(crew: Crew, prefix: str) -> None:
+        refused = refusal(crew, f"{run.crew} {prefix.rstrip('/')}")
+        if refused is not None:  # before any model is asked anything
+            raise CrewBuildError(refused)
         if uses_offline_model(crew):  # at most once per run (the store checks)
             store.note_run(run.id, ctx.lease_token, RunNote.OFFLINE_MODEL)
         prepare(crew, ctx, prefix)

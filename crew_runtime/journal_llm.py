@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from crewai.llms.base_llm import BaseLLM, call_stop_override
@@ -17,11 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from crew_runtime.context import RunContext
 from crew_runtime.signals import PauseRun
 
+# ``<function f at 0x7f...>``: where an object sits in one process's memory. CrewAI's planner
+# puts its agents' tools' reprs in its prompt, and those name their cache function's address.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
 
 def prompt_hash(messages: Any, tools: Any) -> str:
-    """A stable digest of what the model is asked (messages and tool schemas)."""
+    """A stable digest of what the model is asked (messages and tool schemas), the same in
+    every process: memory addresses in object reprs are left out."""
     blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(_ADDRESS.sub(" at 0x>", blob).encode()).hexdigest()
 
 
 def _plain(value: Any) -> Any:
@@ -100,6 +106,7 @@ class JournalLLM(BaseLLM):
                 ctx.stats["llm_replayed"] += 1
                 replayed = decode_response(entry.payload, response_model)
                 ctx.note_llm_response(stream, replayed)
+                ctx.note_step(from_agent, replayed=True)
                 return replayed
             ctx.diverge(
                 entry, f"the prompt of LLM turn {seq} of {stream} changed since it was recorded"
@@ -126,6 +133,7 @@ class JournalLLM(BaseLLM):
         finally:
             ctx.end_live(live)
         ctx.note_llm_response(stream, response)
+        ctx.note_step(from_agent, replayed=False)
         return response
 
     def supports_function_calling(self) -> bool:

@@ -9,7 +9,8 @@ stream and its number in it. The forms, from the most common:
     flow:{method}#{k}/{stream}     any of the above, in the k-th crew a flow step kicked off
     flow:{method}                  a flow's own ``@human_feedback`` on that method
     flow                           the flow run itself (its flow id, where each leg starts)
-    crew:{role}                    anything else of the crew (the planner, say)
+    crew:Task Execution Planner    the model of the crew's planner (planning=True)
+    crew:{role}                    anything else of the crew
 
 No import of CrewAI here: the bot reads streams too (which task a review belongs to).
 """
@@ -42,6 +43,11 @@ def nested_place(outer: str, seq: int) -> str:
 def guardrail_stream(n: int, prefix: str = "", i: int | None = None) -> str:
     """The stream of the model of task ``n``'s LLM guardrail (the ``i``-th of a list)."""
     return stream(task_place(n, prefix), "guardrail" if i is None else f"guardrail{i}")
+
+
+def planner_stream(prefix: str = "") -> str:
+    """The stream of the model of a crew's planner (CrewAI's planning agent's role)."""
+    return stream(prefix + OUTSIDE, "Task Execution Planner")
 
 
 def feedback_stream(method: str) -> str:

@@ -90,6 +90,7 @@ def register_tool_journal(ctx: RunContext) -> None:
     def outcome(hook: Any, slot: ToolSlot) -> str | None:
         """The result the model sees (None: CrewAI's own); live results are journaled."""
         if slot.recorded is not None:
+            ctx.note_step(hook.agent, replayed=True)
             return slot.recorded
         if slot.awaiting_approval:
             return f"{hook.tool_name} is waiting for a reviewer's approval."  # never shown
@@ -104,6 +105,7 @@ def register_tool_journal(ctx: RunContext) -> None:
         args = json.loads(json.dumps(hook.tool_input, default=str))
         payload = {"tool": hook.tool_name, "args": args, "result": result}
         ctx.record(slot.key.stream, "tool", slot.key.seq, payload)
+        ctx.note_step(hook.agent, replayed=False)
         return str(result) if (slot.override is not None or slot.note) else None
 
     register_scoped(InterceptionPoint.PRE_TOOL_CALL, before)

@@ -11,18 +11,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from crewai import Agent, Crew, Process, Task
 from crewai.flow import Flow, human_feedback, listen, start
+from crewai.knowledge.source.string_knowledge_source import StringKnowledgeSource
 from crewai.tools import BaseTool
+from crewai.utilities.planning_handler import PlannerTaskPydanticOutput, PlanPerTask
 from pydantic import BaseModel
 
 from crew_runtime import ask_human, idempotency_key, requires_approval
 from crew_runtime.context import current_run
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.scripted_llm import ScriptedLLM, ScriptedReply
 
 
 def _effects() -> Path | None:
@@ -698,3 +701,125 @@ def swallowing(inputs: dict[str, str]) -> Crew:
         callback=double_check,
     )
     return Crew(agents=[writer_agent, checker], tasks=[task], process=Process.sequential)
+
+
+class PlannerLLM(ScriptedLLM):
+    """Plans like a model asked by CrewAI's planner: a plan for each task of the summary."""
+
+    def reply(self, messages: Any, response_model: Any = None, tools: Any = None) -> ScriptedReply:
+        summary = json.dumps(messages)
+        plans = [
+            PlanPerTask(task_number=n, task=f"task {n}", plan=f" (plan {n}: step by step)")
+            for n in range(1, summary.count("Task Number ") + 1)
+        ]
+        plan = PlannerTaskPydanticOutput(list_of_plans_per_task=plans)
+        return ScriptedReply("final", plan.model_dump_json())
+
+
+class DatedLLM(ScriptedLLM):
+    """The scripted model, noting the date each live prompt showed (``Current Date:``)."""
+
+    def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        dates = re.findall(r"Current Date: ([^\n\"]+)", json.dumps(messages))
+        _append({"kind": "saw_date", "dates": sorted(set(dates)), "pid": os.getpid()})
+        return super().call(messages, *args, **kwargs)
+
+
+class NoteTool(BaseTool):
+    """Files a note (recorded); holds first with ``COUNTERSIGN_TEST_HOLD=note``."""
+
+    name: str = "file_note"
+    description: str = "File a note for the team."
+    args_schema: type[BaseModel] = PublishInput  # a text, as publish takes
+
+    def _run(self, text: str) -> str:
+        _pause_point("note")
+        _append({"kind": "note", "text": text, "key": idempotency_key(), "pid": os.getpid()})
+        return f"filed: {text}"
+
+
+def _callback(which: str) -> Any:
+    def report(what: Any) -> None:
+        name = type(what).__name__
+        if name == "TaskOutput":
+            name = str(getattr(what, "agent", ""))
+        _append({"kind": "callback", "which": which, "what": name, "pid": os.getpid()})
+
+    return report
+
+
+def options(inputs: dict[str, str]) -> Crew:
+    """A crew with the options Countersign keeps on: planning (a scripted planner),
+    ``inject_date`` and step, task and crew task callbacks that record each call.
+
+    A researcher searches (a ReAct step), then a writer asks a person
+    (``pause=question``) or files a note (``pause=note``; a worker with
+    ``COUNTERSIGN_TEST_HOLD=note`` holds inside it, to be killed there).
+    """
+    researcher = Agent(
+        role="Researcher",
+        goal="Gather facts",
+        backstory="Thorough.",
+        llm=DatedLLM(
+            model="scripted/facts", label="Facts", tool_plan=[("search", {"query": "{subject}"})]
+        ),
+        tools=[SearchTool()],
+        inject_date=True,
+        verbose=False,
+    )
+    step = (
+        ("ask_human", {"question": "Which angle on {subject}?"})
+        if inputs.get("pause", "question") == "question"
+        else ("file_note", {"text": "about {subject}"})
+    )
+    writer_agent = Agent(
+        role="Writer",
+        goal="Write",
+        backstory="Writes.",
+        llm=DatedLLM(model="scripted/story", label="Story", tool_plan=[step]),
+        tools=[ask_human, NoteTool()],
+        inject_date=True,
+        date_format="%A %d %B %Y",
+        verbose=False,
+    )
+    gather = Task(
+        description="Gather {topic}",
+        expected_output="Facts",
+        agent=researcher,
+        callback=_callback("task"),
+    )
+    write = Task(description="Write {topic}", expected_output="A story", agent=writer_agent)
+    return Crew(
+        agents=[researcher, writer_agent],
+        tasks=[gather, write],
+        process=Process.sequential,
+        planning=True,
+        planning_llm=PlannerLLM(model="scripted/planner", label="Plan"),
+        step_callback=_callback("step"),
+        task_callback=_callback("crew_task"),
+    )
+
+
+def unreplayable(inputs: dict[str, str]) -> Crew:
+    """One task with an option Countersign refuses (``option``): ``memory`` or
+    ``knowledge`` on the crew or (``on=agent``) the agent, or ``planning`` with no
+    planning_llm."""
+    option, on_agent = inputs["option"], inputs.get("on") == "agent"
+    extra: dict[str, Any] = {}
+    if option == "memory":
+        extra["memory"] = True
+    elif option == "knowledge":
+        extra["knowledge_sources"] = [StringKnowledgeSource(content="Otters hold hands.")]
+    agent = Agent(
+        role="Clerk",
+        goal="File",
+        backstory="Files.",
+        llm=_llm("Filed"),
+        verbose=False,
+        **(extra if on_agent else {}),
+    )
+    task = Task(description="File {topic}", expected_output="A file", agent=agent)
+    crew_extra = {} if on_agent else extra
+    if option == "planning":
+        crew_extra["planning"] = True
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential, **crew_extra)
