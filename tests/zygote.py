@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def _child(request: dict[str, Any]) -> None:
     try:
         os.environ.clear()
         os.environ.update(request["env"])
+        time.tzset()  # the C library read TZ when the zygote started
         os.chdir(request["cwd"])
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(out, 1)
