@@ -362,7 +362,15 @@ BUTTON = {
 REVISE_BUTTON = "Revise an earlier task"
 
 REJECT_CONFIRM_TITLE = "Reject?"
-REJECT_CONFIRM_TEXT = "Rejecting stops this run."
+# What a rejection does, said before it is made: a rejected draft stops the run, a denied
+# tool call is reported to the agent, which carries on without it.
+REJECT_CONFIRM_TEXT = {
+    ReviewKind.TASK_REVIEW: "Rejecting stops this run.",
+    ReviewKind.TOOL_APPROVAL: (
+        "The call is not made. The agent is told it was denied (and your reason, if you "
+        "give one) and carries on without it."
+    ),
+}
 REJECT_CONFIRM_YES = "Reject"
 REJECT_CONFIRM_NO = "Keep reviewing"
 
@@ -505,6 +513,7 @@ MODAL_LABEL = {
     "revise": "What should change in it?",
 }
 MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
+MODAL_PLACEHOLDER_DENY = "Optional: why not; the agent is told and carries on"
 MODAL_PLACEHOLDER = {
     "edit": "Edit the text",
     "changes": "Say what to change; the agent revises its draft.",
@@ -515,6 +524,8 @@ MODAL_PLACEHOLDER = {
 
 # A tool call's edit modal: one input per argument.
 TOOL = "Tool"
+TASK = "Task"
+ARGUMENTS = "Arguments"
 BOOLEAN = {"true": "true", "false": "false"}
 ARG_REQUIRED = "Required."
 _ARG_TYPE = {

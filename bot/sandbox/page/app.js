@@ -299,7 +299,7 @@ function control(item, blockId) {
   const rooms = () => Object.entries(page.state.channels).map(([value, text]) => ({ value, text: { text: `#${text}` } }));
   switch (item.type) {
     case "plain_text_input":
-      return el(item.multiline ? "textarea" : "input", { ...attributes, type: item.multiline ? null : "text", value: item.initial_value ?? "", placeholder, maxlength: item.max_length, rows: item.multiline ? 5 : null });
+      return el(item.multiline ? "textarea" : "input", { ...attributes, type: item.multiline ? null : "text", value: item.initial_value ?? "", placeholder, maxlength: item.max_length, rows: item.multiline ? rowsFor(item.initial_value) : null });
     case "number_input":
       return el("input", { ...attributes, type: "text", inputmode: item.is_decimal_allowed ? "decimal" : "numeric", value: item.initial_value ?? "", placeholder });
     case "email_text_input":
@@ -327,6 +327,12 @@ function control(item, blockId) {
     case "checkboxes": return choiceGroup(item, "checkbox", `in-${blockId}`, attributes);
     default: return el("div", { class: "unsupported", text: `[${item.type} input]` });
   }
+}
+
+// A multi-line input as tall as its text (about 60 characters a line), from 3 to 15 rows.
+function rowsFor(text) {
+  const lines = String(text ?? "").split("\n").reduce((n, line) => n + Math.max(1, Math.ceil(line.length / 60)), 0);
+  return Math.min(15, Math.max(3, lines));
 }
 
 // What the person entered in one input, as /sandbox/submit wants it (undefined: untouched).
