@@ -11,7 +11,7 @@ import json
 import re
 
 from crew_runtime.arguments import parse_edited_args
-from crew_runtime.config import Config
+from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import UsageError
 from storage import (
     PERSON_LENGTH,
@@ -53,6 +53,12 @@ class Countersign:
             UsageError: a required input is missing, or holds text that cannot be stored.
         """
         spec = self.config.get(crew)
+        unknown = [name for name in inputs if name not in spec.declared_inputs]
+        if spec.declared_inputs and unknown:
+            raise UsageError(
+                f"crew {crew!r} does not take the input(s) {', '.join(unknown)}; "
+                f"it takes {_inputs_taken(spec)}"
+            )
         missing = [name for name in spec.required_inputs if not inputs.get(name)]
         if missing:
             raise UsageError(
@@ -215,6 +221,12 @@ def _person(what: str, name: str) -> None:
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
         raise UsageError(f"{what} is longer than {PERSON_LENGTH} characters")
+
+
+def _inputs_taken(spec: CrewSpec) -> str:
+    """``topic, to (required) and tone (optional)``: the inputs a crew names."""
+    groups = [(spec.required_inputs, "required"), (spec.optional_inputs, "optional")]
+    return " and ".join(f"{', '.join(names)} ({kind})" for names, kind in groups if names)
 
 
 def parse_decision(word: str) -> DecisionKind:

@@ -451,6 +451,10 @@ BAD_REQUESTS: dict[str, tuple[list[str], list[str]]] = {
         ["'maybe'", "approve|edit"],
     ),
     "blank reviewer": (["reviews", "decide", "{pending}", "approve", "--by", " "], ["--by"]),
+    "an input the crew does not take": (
+        ["runs", "start", "writer", "topic=otters", "colour=blue"],
+        ["crew 'writer' does not take the input(s) colour; it takes topic (required)"],
+    ),
     # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (U+DC80..U+DCFF).
     "undecodable byte in an input": (
         ["runs", "start", "writer", "topic=caf\udce9"],
