@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -40,8 +41,8 @@ from bot.payloads import (
     schema_types,
 )
 from bot.text import escape, truncate
-from storage.records import Review, Run
-from storage.status import DecisionKind, ReviewKind, RunNote, RunStatus
+from storage.records import Decision, Review, Run
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 __all__ = [
     "DRAFT_PER_MESSAGE",
@@ -386,20 +387,31 @@ def decided_message(review: Review, *, as_file: bool | None = None) -> Message:
 # --- runs -------------------------------------------------------------------------------------
 
 
-def run_root(run: Run, description: str) -> Message:
-    """The root message of a run's thread; updated as the run's status changes."""
-    head = t.run_title(run.crew, run.status)
+def run_root(run: Run, description: str, waiting_on: Collection[ReviewKind] = ()) -> Message:
+    """The root message of a run's thread; updated as the run's status changes.
+
+    ``waiting_on``: the kinds of the run's pending reviews, which say what a waiting run
+    waits for."""
+    head = t.run_title(run.crew, run.status, waiting_on)
     if description.strip():
         head += "\n" + truncate(description.strip(), 500)
     footer = f"{t.started_by(run.started_by, run.created_at)} · run {t.code(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs), _context(footer)]
-    return Message(t.run_fallback(run.crew, run.status), blocks)
+    return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
-def result_messages(run: Run) -> list[Message]:
-    """The outcome in the thread: the output (split like drafts), or why there is none."""
+def result_messages(run: Run, rejection: Decision | None = None) -> list[Message]:
+    """The outcome in the thread: the output (split like drafts), or why there is none.
+
+    ``rejection``: the decision that rejected a rejected run, to name who (a mention) and
+    quote their reason; without it, the run's error says why."""
     title = _section(t.result_title(run.crew, run.status))
     fallback = t.run_fallback(run.crew, run.status)
+    if run.status is RunStatus.REJECTED and rejection is not None:
+        blocks = [_section(t.rejected_by(run.crew, rejection.decided_by))]
+        if rejection.text:
+            blocks.append(_section(f"*{t.REASON}:* {truncate(rejection.text, 2500)}"))
+        return [Message(fallback, blocks)]
     if run.status is not RunStatus.SUCCEEDED:
         blocks = [title]
         if run.error:
@@ -435,7 +447,8 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
 
     With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
     """
-    head = f"{t.run_title(run.crew, run.status)} · run {t.code(run.id)}"
+    waiting_on = [r.kind for r in reviews if r.status is ReviewStatus.PENDING]
+    head = f"{t.run_title(run.crew, run.status, waiting_on)} · run {t.code(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs)]
     blocks.append(_context(t.started_by(run.started_by, run.created_at)))
     if run.error:
@@ -447,7 +460,7 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
         blocks.append(
             {"type": "actions", "block_id": "countersign:run", "elements": [_revise_button(run.id)]}
         )
-    return Message(t.run_fallback(run.crew, run.status), blocks)
+    return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
 def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:

@@ -15,6 +15,7 @@ from crewai.agents.parser import AgentFinish
 from crewai.core.providers.human_input import SyncHumanInputProvider
 
 from crew_runtime.context import current_run
+from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun, RunRejected
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
@@ -47,7 +48,7 @@ class ReviewProvider(SyncHumanInputProvider):
             if decision.kind == DecisionKind.CHANGES:
                 answer = self._revise(answer, decision.text or "", context)
                 continue
-            reason = decision.text or f"rejected by {decision.decided_by}"
+            reason = decision.text or f"rejected by {reviewer(decision)}"
             if decision.kind == DecisionKind.EXPIRE:
                 reason = "the review expired before anyone decided"
             ctx.reject(reason)

@@ -13,6 +13,7 @@ import re
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import UsageError
+from crew_runtime.people import BY_NAME
 from storage import (
     PERSON_LENGTH,
     DecisionKind,
@@ -83,10 +84,13 @@ class Countersign:
         text: str | None,
         *,
         by: str,
+        by_name: str | None = None,
         request_key: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
 
+        ``by_name`` is the reviewer's name as people know them (Slack's, for a Slack id),
+        kept with the decision so the model is told it (``crew_runtime.people``).
         ``request_key`` names the request deciding: replayed, it is answered as the first
         time instead of as a second decision.
 
@@ -105,8 +109,12 @@ class Countersign:
         _person("the reviewer's name (--by)", by)
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_args(review_id, text)
+        name = " ".join((by_name or "").split())[:PERSON_LENGTH]
+        _storable("the reviewer's name", name)
+        details = {BY_NAME: name} if name else {}
         return self.store.decide(
-            review_id, NewDecision(decision, by.strip(), text, request_key=request_key)
+            review_id,
+            NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
         )
 
     def _checked_args(self, review_id: str, text: str) -> str:
