@@ -150,12 +150,14 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
 # What the page shows as text must hold no emoji: they are drawn as icons, since a machine
 # without an emoji font shows empty boxes. (A native <select> can only hold text.)
 EMOJI_LEFT_AS_TEXT = r"""() => {
-  const emoji = /\p{Emoji_Presentation}|\p{Extended_Pictographic}(\uFE0F|(?<=[\u{1F000}-\u{1FFFF}]))/u;
+  const shown = /\p{Emoji_Presentation}|\p{Extended_Pictographic}\uFE0F/u;
+  const astral = /(?=\p{Extended_Pictographic})[\u{1F000}-\u{1FFFF}]/u;
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const found = [];
   while (walker.nextNode()) {
     const node = walker.currentNode;
-    if (emoji.test(node.data) && !node.parentElement.closest("select")) found.push(node.data);
+    const emoji = shown.test(node.data) || astral.test(node.data);
+    if (emoji && !node.parentElement.closest("select")) found.push(node.data);
   }
   return found;
 }"""

@@ -18,7 +18,8 @@ from bot.sandbox import StandInThread
 from crew_runtime.config import Config, load_config
 from crew_runtime.scripted_llm import parse_draft
 from storage import InboxStore, RunStatus, Store
-from tests.slack_harness import ALICE, BOB, CHANNEL, buttons, slack_and_bot, text_of, wait_until
+from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, text_of, wait_until
+from tests.test_slack_e2e import review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -48,21 +49,6 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     store.close()
 
 
-def root_of(slack: StandInThread) -> Json:
-    return wait_until(
-        lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-        what="the run's root message",
-    )
-
-
-def review_in(slack: StandInThread, root_ts: str, after: str = "0") -> Json:
-    def find() -> Json | None:
-        later = [m for m in slack.thread(CHANNEL, root_ts) if float(m["ts"]) > float(after)]
-        return next((m for m in later if buttons(m)), None)
-
-    return wait_until(find, what=f"a review with buttons after {after}")
-
-
 def root_says(slack: StandInThread, root_ts: str, words: str) -> None:
     wait_until(
         lambda: words in text_of(slack.thread(CHANNEL, root_ts)[0]),
@@ -90,7 +76,7 @@ def test_a_denied_call_names_the_reviewer_to_the_model_by_the_name_slack_gives(
         slack.standin.workspace.users[ALICE].real_name = "Alice Liddell"
         slack.slash_command(ALICE, CHANNEL, "/crew", "run payments amount=1500")
         root = root_of(slack)
-        review_in(slack, root["ts"])
+        review_with_buttons(slack, root["ts"])
         root_says(slack, root["ts"], "Waiting for approval")
         slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "deny: too much")
         run = settled(store, RunStatus.SUCCEEDED)
@@ -108,7 +94,7 @@ def test_a_rejected_run_names_who_rejected_it_with_a_mention(
     with slack_and_bot(config, store) as (slack, _bot):
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
         root = root_of(slack)
-        review_in(slack, root["ts"])
+        review_with_buttons(slack, root["ts"])
         root_says(slack, root["ts"], "Waiting for review")
         slack.reply_in_thread(BOB, CHANNEL, root["ts"], "reject")
         settled(store, RunStatus.REJECTED)
@@ -128,7 +114,7 @@ def test_a_run_waiting_for_an_answer_says_so(setup: tuple[Config, Store]) -> Non
     with slack_and_bot(config, store) as (slack, _bot):
         slack.slash_command(BOB, CHANNEL, "/crew", 'run research topic="sea otters"')
         root = root_of(slack)
-        review_in(slack, root["ts"])
+        review_with_buttons(slack, root["ts"])
         root_says(slack, root["ts"], "Waiting for an answer")
         assert "Waiting for review" not in text_of(slack.thread(CHANNEL, root["ts"])[0])
 
@@ -140,9 +126,9 @@ def test_a_reply_while_nothing_waits_is_told_so_once_and_only_in_a_runs_thread(
     with slack_and_bot(config, store) as (slack, _bot):
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
         root = root_of(slack)
-        first = review_in(slack, root["ts"])
+        first = review_with_buttons(slack, root["ts"])
         slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "lgtm")
-        review_in(slack, root["ts"], after=first["ts"])
+        review_with_buttons(slack, root["ts"], after=first["ts"])
         slack.reply_in_thread(ALICE, CHANNEL, root["ts"], "approve")
         settled(store, RunStatus.SUCCEEDED)
         handled(store)
