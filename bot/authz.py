@@ -38,6 +38,7 @@ class Reviewers:
         self.ttl = ttl
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._names: dict[str, tuple[float, str | None]] = {}
 
     async def may_decide(self, user_id: str, spec: CrewSpec, channel_id: str | None) -> bool:
         """Whether ``user_id`` is one of the crew's reviewers (or, with none listed, in the
@@ -67,6 +68,25 @@ class Reviewers:
         return user_id in await self._members(
             f"channel:{channel_id}", partial(self._channel, channel_id)
         )
+
+    async def name_of(self, user_id: str) -> str | None:
+        """The person's name as Slack shows it (real name, else display name), kept with a
+        decision for the words the model reads; None when Slack does not say, and the
+        decision is made without it."""
+        cached = self._names.get(user_id)
+        if cached is not None and self.clock() - cached[0] < self.ttl:
+            return cached[1]
+        try:
+            response = await self.client.users_info(user=user_id)
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            log.warning("the name of %s: the lookup failed: %s", user_id, _reason(exc))
+            return None
+        user = response.get("user") or {}
+        profile = user.get("profile") or {}
+        names = (profile.get("real_name"), profile.get("display_name"), user.get("name"))
+        name = next((n for n in names if isinstance(n, str) and n.strip()), None)
+        self._names[user_id] = (self.clock(), name)
+        return name
 
     async def _members(
         self, key: str, fetch: Callable[[], Awaitable[frozenset[str]]]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -40,8 +41,8 @@ from bot.payloads import (
 )
 from bot.text import escape, truncate
 from crew_runtime import streams
-from storage.records import Review, Run
-from storage.status import DecisionKind, ReviewKind, RunNote, RunStatus
+from storage.records import Decision, Review, Run
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 __all__ = [
     "DRAFT_PER_MESSAGE",
@@ -72,13 +73,15 @@ SECTION_LIMIT = 3000  # section text, Slack's limit
 # msg_blocks_too_long hits between 11.3k and 13.3k), the draft gets 7000; the rest is the
 # header, the task, a tool call's arguments and, once decided, the decision.
 DRAFT_PER_MESSAGE = 7000
-ARGS_LIMIT = 2000
+ARGS_LIMIT = 6000  # a tool call's arguments, its whole draft
+ARG_LIMIT = SECTION_LIMIT - 200  # one argument's value, within a section with its name
 FILE_THRESHOLD = 12_000  # longer drafts go up as a file, with a summary message
 INPUT_LIMIT = 3000  # plain_text_input, Slack's limit
 SUMMARY_CHARS = 500
 DECISION_TEXT_LIMIT = 1000  # doubled at worst by quoting each line
 MAX_RESULT_MESSAGES = 5
 MAX_LISTED = 20  # reviews in /crew pending, one section each
+ONE_LINE_CHARS = 120  # an argument longer than this is edited in a box, however many lines
 MAX_ARG_INPUTS = 90  # a modal holds 100 blocks; past this many arguments, one JSON box
 MAX_OPTIONS = 100  # static_select, Slack's limit
 OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
@@ -210,7 +213,8 @@ def _review_head(review: Review) -> list[Block]:
     if facts:
         blocks.append(_context(" · ".join(facts)))
     if task := _detail(review, "description"):
-        blocks.append(_section(f"*Task:* {truncate(task, 600)}"))
+        what = t.TOOL if review.kind is ReviewKind.TOOL_APPROVAL else t.TASK
+        blocks.append(_section(f"*{what}:* {truncate(task, 600)}"))
     if refused := _detail(review, "refused_edit"):
         blocks.append(_section(t.edit_refused(refused)))
     if problem := _detail(review, "output_problem"):
@@ -218,12 +222,12 @@ def _review_head(review: Review) -> list[Block]:
     return blocks
 
 
-def _button(action: str, review_id: str) -> Block:
+def _button(action: str, review: Review) -> Block:
     button: Block = {
         "type": "button",
         "action_id": action_id(action),
         "text": _plain(t.BUTTON[action], 75),
-        "value": review_id,
+        "value": review.id,
     }
     if action in ("approve", "answer"):
         button["style"] = "primary"
@@ -231,7 +235,7 @@ def _button(action: str, review_id: str) -> Block:
         button["style"] = "danger"
         button["confirm"] = {
             "title": _plain(t.REJECT_CONFIRM_TITLE, 100),
-            "text": _plain(t.REJECT_CONFIRM_TEXT, 300),
+            "text": _plain(t.REJECT_CONFIRM_TEXT[review.kind], 300),
             "confirm": _plain(t.REJECT_CONFIRM_YES, 30),
             "deny": _plain(t.REJECT_CONFIRM_NO, 30),
             "style": "danger",
@@ -253,19 +257,39 @@ def _after_first_task(review: Review) -> bool:
     return review.kind is ReviewKind.TASK_REVIEW and (streams.task_index(review.stream) or 0) > 0
 
 
+def _shows_args(review: Review) -> bool:
+    """Whether the review is a tool call shown by its arguments: they are its whole draft
+    (its prompt, ``tool({...})``, is the same call on one line)."""
+    return review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details
+
+
 def _args(review: Review) -> list[Block]:
-    """A tool call's arguments, as the reviewer must see them before approving."""
-    if review.kind is not ReviewKind.TOOL_APPROVAL or "args" not in review.details:
+    """A tool call's arguments, as the reviewer must see them before approving: one line
+    per argument, and text with line breaks (or a list, an object) as a block below its
+    name, its lines as they will be sent."""
+    if not _shows_args(review):
         return []
-    shown = json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
-    return [_section(f"*Arguments:*\n```{truncate(shown, ARGS_LIMIT)}```")]
+    args = review.details["args"]
+    if not isinstance(args, dict) or not args:
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+        return [_section(f"*{t.ARGUMENTS}:* {truncate(shown, ARGS_LIMIT)}")]
+    share = min(max(ARGS_LIMIT // len(args), 100), ARG_LIMIT)
+    lines = [f"*{t.ARGUMENTS}:*"]
+    for name, value in args.items():
+        shown = _arg_text(value)
+        label = f"*{truncate(str(name), 100)}:*"
+        if "\n" in shown:
+            lines.append(f"{label}\n```{truncate(shown, share)}```")
+        else:
+            lines.append(f"{label} {truncate(shown, share) if shown else t.EMPTY_DRAFT}")
+    return _listing(lines, budget=ARGS_LIMIT + 500)
 
 
 def _review_tail(review: Review, *, decided: bool) -> list[Block]:
     blocks = _args(review)
     ref = t.review_ref(review.id, review.run_id)
     if not decided:
-        buttons = [_button(a, review.id) for a in BUTTONS[review.kind]]
+        buttons = [_button(a, review) for a in BUTTONS[review.kind]]
         if _after_first_task(review):
             buttons.append(_revise_button(review.run_id))
         blocks.append(
@@ -296,8 +320,9 @@ def _typed_json(review: Review) -> bool:
 
 
 def _draft_parts(review: Review) -> list[str]:
-    budget = DRAFT_PER_MESSAGE - (ARGS_LIMIT if _args(review) else 0)
-    return split_text(review.prompt, budget) or [""]
+    if _shows_args(review):
+        return [""]
+    return split_text(review.prompt, DRAFT_PER_MESSAGE) or [""]
 
 
 def _draft_sections(review: Review, part: str) -> list[Block]:
@@ -316,7 +341,8 @@ def _review_blocks(
         blocks += _review_head(review)
     if count > 1:
         blocks.append(_context(t.part_label(index + 1, count)))
-    blocks += _draft_sections(review, part)
+    if not _shows_args(review):
+        blocks += _draft_sections(review, part)
     if index == count - 1:
         blocks += _review_tail(review, decided=decided)
     return blocks
@@ -378,20 +404,31 @@ def decided_message(review: Review, *, as_file: bool | None = None) -> Message:
 # --- runs -------------------------------------------------------------------------------------
 
 
-def run_root(run: Run, description: str) -> Message:
-    """The root message of a run's thread; updated as the run's status changes."""
-    head = t.run_title(run.crew, run.status)
+def run_root(run: Run, description: str, waiting_on: Collection[ReviewKind] = ()) -> Message:
+    """The root message of a run's thread; updated as the run's status changes.
+
+    ``waiting_on``: the kinds of the run's pending reviews, which say what a waiting run
+    waits for."""
+    head = t.run_title(run.crew, run.status, waiting_on)
     if description.strip():
         head += "\n" + truncate(description.strip(), 500)
     footer = f"{t.started_by(run.started_by, run.created_at)} · run {t.code(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs), _context(footer)]
-    return Message(t.run_fallback(run.crew, run.status), blocks)
+    return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
-def result_messages(run: Run) -> list[Message]:
-    """The outcome in the thread: the output (split like drafts), or why there is none."""
+def result_messages(run: Run, rejection: Decision | None = None) -> list[Message]:
+    """The outcome in the thread: the output (split like drafts), or why there is none.
+
+    ``rejection``: the decision that rejected a rejected run, to name who (a mention) and
+    quote their reason; without it, the run's error says why."""
     title = _section(t.result_title(run.crew, run.status))
     fallback = t.run_fallback(run.crew, run.status)
+    if run.status is RunStatus.REJECTED and rejection is not None:
+        blocks = [_section(t.rejected_by(run.crew, rejection.decided_by))]
+        if rejection.text:
+            blocks.append(_section(f"*{t.REASON}:* {truncate(rejection.text, 2500)}"))
+        return [Message(fallback, blocks)]
     if run.status is not RunStatus.SUCCEEDED:
         blocks = [title]
         if run.error:
@@ -427,7 +464,8 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
 
     With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
     """
-    head = f"{t.run_title(run.crew, run.status)} · run {t.code(run.id)}"
+    waiting_on = [r.kind for r in reviews if r.status is ReviewStatus.PENDING]
+    head = f"{t.run_title(run.crew, run.status, waiting_on)} · run {t.code(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs)]
     blocks.append(_context(t.started_by(run.started_by, run.created_at)))
     if run.error:
@@ -439,7 +477,7 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
         blocks.append(
             {"type": "actions", "block_id": "countersign:run", "elements": [_revise_button(run.id)]}
         )
-    return Message(t.run_fallback(run.crew, run.status), blocks)
+    return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
 def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:
@@ -528,6 +566,8 @@ def modal(
         "max_length": INPUT_LIMIT,
         "placeholder": _plain(t.MODAL_PLACEHOLDER[action], 150),
     }
+    if action == "reject" and review.kind is ReviewKind.TOOL_APPROVAL:
+        element["placeholder"] = _plain(t.MODAL_PLACEHOLDER_DENY, 150)
     if action == "answer":
         blocks.append(_section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
     if action == "edit":
@@ -640,13 +680,14 @@ def _arg_input(name: str, prop: dict[str, Any], args: dict[str, Any], *, require
             word = json.dumps(proposed)
             element["initial_option"] = _option(t.BOOLEAN[word], word)
     else:
+        shown = _arg_text(args[name]) if name in args else ""
+        # Sized to the value: one line for a one-line value, a box for text with lines.
         element = {
             "type": "plain_text_input",
             "action_id": arg_block_id(name),
-            "multiline": not (kinds and set(kinds) <= {"integer", "number", "null"}),
+            "multiline": "\n" in shown or len(shown) > ONE_LINE_CHARS,
             "max_length": INPUT_LIMIT,
         }
-        shown = _arg_text(args[name]) if name in args else ""
         initial = _utf16_prefix(shown, INPUT_LIMIT)
         if initial:
             element["initial_value"] = initial

@@ -45,12 +45,15 @@ from bot.errors import BotError
 from bot.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from storage import (
+    Decision,
+    DecisionKind,
     OutboxClaimLost,
     OutboxKind,
     OutboxMessage,
     Review,
     ReviewStatus,
     Run,
+    RunStatus,
     Store,
 )
 from storage.status import RunNote
@@ -219,7 +222,7 @@ class Dispatcher:
                 self.store.list_reviews, status=ReviewStatus.CANCELLED, run_id=run.id
             ):
                 await self._replace(review)
-            await steps.post_all(thread, blocks.result_messages(run))
+            await steps.post_all(thread, blocks.result_messages(run, await self._rejection(run)))
             await self._update_root(run)
             await steps.sent()
         else:
@@ -244,7 +247,7 @@ class Dispatcher:
         else:
             messages = blocks.review_messages(review, run)
         last = await steps.post_all(thread, messages)
-        # The root shows "Waiting for review" from now on; a failed update is retried
+        # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried
         # with the row, whose posts are done and not made again.
         await self._update_root(run)
         await steps.sent(review_message=(review.id, last.channel, last.ts))
@@ -262,10 +265,23 @@ class Dispatcher:
         fresh = await sync(self.store.get_run, run.id)
         if fresh.channel is None or fresh.thread_ts is None:
             return
-        root = blocks.run_root(fresh, self._description(fresh))
+        pending = await sync(self.store.list_reviews, run_id=fresh.id)
+        root = blocks.run_root(fresh, self._description(fresh), [r.kind for r in pending])
         await self.client.chat_update(
             channel=fresh.channel, ts=fresh.thread_ts, text=root.text, blocks=root.blocks
         )
+
+    async def _rejection(self, run: Run) -> Decision | None:
+        """The decision that rejected a rejected run (its latest rejection), if any."""
+        if run.status is not RunStatus.REJECTED:
+            return None
+        decided = await sync(self.store.list_reviews, status=ReviewStatus.DECIDED, run_id=run.id)
+        rejections = [
+            r.decision
+            for r in decided
+            if r.decision is not None and r.decision.kind is DecisionKind.REJECT
+        ]
+        return max(rejections, key=lambda d: d.created_at, default=None)
 
     def _nudge(self, kind: OutboxKind, review: Review, run: Run) -> blocks.Message:
         try:

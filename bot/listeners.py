@@ -324,7 +324,12 @@ class Listeners:
             return
         try:
             await sync(
-                self.service.decide, review.id, submission.action, words, by=submission.user_id
+                self.service.decide,
+                review.id,
+                submission.action,
+                words,
+                by=submission.user_id,
+                by_name=await self.reviewers.name_of(submission.user_id),
             )
         except AlreadyDecided as exc:
             await ack(response_action="errors", errors={where: text.too_late(exc)})
@@ -438,6 +443,10 @@ class Listeners:
             return
         pending = await sync(self.store.list_reviews, run_id=run.id)
         if not pending:
+            words = text.nothing_pending(run.status)
+            await self._ephemeral_via_api(
+                message.channel_id, message.user_id, words, thread_ts=message.thread_ts
+            )
             return
         review = pending[0]
         reply = interpret_reply(message.text, review.kind)
@@ -472,7 +481,13 @@ class Listeners:
     ) -> None:
         try:
             await sync(
-                self.service.decide, review.id, kind, words, by=user_id, request_key=request_key
+                self.service.decide,
+                review.id,
+                kind,
+                words,
+                by=user_id,
+                by_name=await self.reviewers.name_of(user_id),
+                request_key=request_key,
             )
         except AlreadyDecided as exc:
             await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
@@ -512,12 +527,14 @@ class Listeners:
             return False
         return await self.reviewers.may_decide(user_id, spec, run.channel)
 
-    async def _ephemeral_via_api(self, channel: str | None, user_id: str, words: str) -> None:
+    async def _ephemeral_via_api(
+        self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None
+    ) -> None:
         if channel is None:
             return
         try:
             await self.reviewers.client.chat_postEphemeral(
-                channel=channel, user=user_id, text=words
+                channel=channel, user=user_id, text=words, thread_ts=thread_ts
             )
         except SlackApiError as exc:
             log.warning("could not tell %s: %s", user_id, api_error(exc))

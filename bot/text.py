@@ -14,6 +14,7 @@ Nothing here does I/O. Times from storage are naive UTC. Use it as a vocabulary:
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from crew_runtime import streams
@@ -254,6 +255,26 @@ def reply_hint(kind: ReviewKind) -> str:
     return TOOL_REPLY_HINT if kind is ReviewKind.TOOL_APPROVAL else REPLY_HINT[kind]
 
 
+# What a run is doing while nothing of it waits for a person.
+_RUN_DOING = {
+    RunStatus.QUEUED: "it is queued and goes on shortly",
+    RunStatus.RUNNING: "its crew is working",
+    RunStatus.WAITING: "it is waiting",
+    RunStatus.SUCCEEDED: "it has finished",
+    RunStatus.FAILED: "it failed",
+    RunStatus.CANCELLED: "it was cancelled",
+    RunStatus.REJECTED: "it was rejected",
+}
+
+
+def nothing_pending(status: RunStatus) -> str:
+    """Said to a person who replied in a run's thread while nothing in it waits for them."""
+    return (
+        f"Nothing in this run waits for an answer now ({_RUN_DOING[status]}), so your reply "
+        "was not passed on. When the crew asks something, its question shows up here."
+    )
+
+
 def review_not_found(review_id: str) -> str:
     return f"I can't find the review {code(review_id)}."
 
@@ -329,8 +350,21 @@ def action_verb(action: str) -> str:
     return _ACTION_VERB.get(action, escape(action))
 
 
-def run_status(status: RunStatus) -> str:
-    """The status word with its emoji, e.g. ``✅ Succeeded``."""
+# A waiting run says what for: the kind of review it waits on (one kind; mixed ones are
+# reviews).
+WAITING_FOR = {
+    ReviewKind.QUESTION: "💬 Waiting for an answer",
+    ReviewKind.TASK_REVIEW: "👀 Waiting for review",
+    ReviewKind.TOOL_APPROVAL: "👀 Waiting for approval",
+}
+
+
+def run_status(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    """The status word with its emoji, e.g. ``✅ Succeeded``; a waiting run's by what it waits
+    on (``waiting_on``, the kinds of its pending reviews), e.g. ``💬 Waiting for an answer``."""
+    kinds = set(waiting_on)
+    if status is RunStatus.WAITING and len(kinds) == 1:
+        return WAITING_FOR[kinds.pop()]
     return RUN_STATUS[status]
 
 
@@ -363,7 +397,15 @@ BUTTON = {
 REVISE_BUTTON = "Revise an earlier task"
 
 REJECT_CONFIRM_TITLE = "Reject?"
-REJECT_CONFIRM_TEXT = "Rejecting stops this run."
+# What a rejection does, said before it is made: a rejected draft stops the run, a denied
+# tool call is reported to the agent, which carries on without it.
+REJECT_CONFIRM_TEXT = {
+    ReviewKind.TASK_REVIEW: "Rejecting stops this run.",
+    ReviewKind.TOOL_APPROVAL: (
+        "The call is not made. The agent is told it was denied (and your reason, if you "
+        "give one) and carries on without it."
+    ),
+}
 REJECT_CONFIRM_YES = "Reject"
 REJECT_CONFIRM_NO = "Keep reviewing"
 
@@ -415,16 +457,16 @@ def run_ref(run_id: str) -> str:
     return f"Run {code(run_id)}"
 
 
-def run_title(crew: str, status: RunStatus) -> str:
-    return f"*{escape(crew)}* · {run_status(status)}"
+def run_title(crew: str, status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"*{escape(crew)}* · {run_status(status, waiting_on)}"
 
 
 def started_by(user: str | None, at: datetime) -> str:
     return f"Started by {user_ref(user)} · {slack_date(at)}"
 
 
-def run_fallback(crew: str, status: RunStatus) -> str:
-    return f"{escape(crew)} run: {run_status(status)}"
+def run_fallback(crew: str, status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"{escape(crew)} run: {run_status(status, waiting_on)}"
 
 
 def result_title(crew: str, status: RunStatus) -> str:
@@ -434,6 +476,10 @@ def result_title(crew: str, status: RunStatus) -> str:
         RunStatus.REJECTED: f"⛔ *{escape(crew)}* stopped: a reviewer rejected it.",
         RunStatus.CANCELLED: f"🚫 *{escape(crew)}* was cancelled.",
     }.get(status, run_title(crew, status))
+
+
+def rejected_by(crew: str, user: str) -> str:
+    return f"⛔ *{escape(crew)}* stopped: {user_ref(user)} rejected it."
 
 
 def result_part(part: int, parts: int) -> str:
@@ -531,6 +577,7 @@ def edit_refused(reason: str) -> str:
     return f":warning: *The last edit was not used:* {truncate(reason, 1000)}"
 
 
+MODAL_PLACEHOLDER_DENY = "Optional: why not; the agent is told and carries on"
 MODAL_PLACEHOLDER = {
     "edit": "Edit the text",
     "changes": "Say what to change; the agent revises its draft.",
@@ -541,6 +588,8 @@ MODAL_PLACEHOLDER = {
 
 # A tool call's edit modal: one input per argument.
 TOOL = "Tool"
+TASK = "Task"
+ARGUMENTS = "Arguments"
 BOOLEAN = {"true": "true", "false": "false"}
 ARG_REQUIRED = "Required."
 _ARG_TYPE = {

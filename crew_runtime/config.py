@@ -17,6 +17,7 @@ Example::
     expire_after = "1d"
     approval_tools = ["send_email"]      # tool calls that need a human's approval
     inputs = ["topic"]                   # required inputs: /crew run blog topic="..."
+    optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
 
     [flows.onboarding]
     factory = "my_crews.onboarding:build"
@@ -37,7 +38,11 @@ key                 meaning                                     default
 ``escalate_to``     user ids to escalate to                     ``[]``
 ``approval_tools``  names of tools whose calls need approval    ``[]``
 ``inputs``          names of inputs a run must be given         ``[]``
+``optional_inputs`` names of inputs a run may be given          ``[]``
 ==================  ==========================================  ===========
+
+A crew that names inputs (either key) takes no others: a run given an input it does not
+name is refused with the names it takes. A crew that names none takes any.
 
 Names match ``[a-z0-9][a-z0-9_-]*`` and are unique across ``crews`` and ``flows``. Unknown keys
 are errors, not warnings: a misspelt ``reviewers`` would otherwise let anyone approve.
@@ -108,6 +113,7 @@ _KNOWN_KEYS = (
     "escalate_to",
     "approval_tools",
     "inputs",
+    "optional_inputs",
 )
 
 
@@ -145,6 +151,12 @@ class CrewSpec:
     escalate_to: tuple[str, ...] = ()
     approval_tools: tuple[str, ...] = ()
     required_inputs: tuple[str, ...] = ()
+    optional_inputs: tuple[str, ...] = ()
+
+    @property
+    def declared_inputs(self) -> tuple[str, ...]:
+        """Every input the crew names; when it names none, it takes any."""
+        return (*self.required_inputs, *self.optional_inputs)
 
     @property
     def key(self) -> str:
@@ -373,6 +385,9 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         approval_tools=_strings(table, key, "approval_tools", None, "a tool name", where),
         required_inputs=_strings(
             table, key, "inputs", _INPUT_NAME_RE, 'an input name like "topic"', where
+        ),
+        optional_inputs=_strings(
+            table, key, "optional_inputs", _INPUT_NAME_RE, 'an input name like "tone"', where
         ),
     )
 

@@ -19,6 +19,7 @@ from crewai.tools.tool_failure import ToolFailure, ToolFailurePolicy
 from pydantic import BaseModel, Field
 
 from crew_runtime.context import current_run
+from crew_runtime.people import reviewer
 from crew_runtime.tool_journal import AWAITING_HUMAN
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
@@ -68,7 +69,7 @@ class AskHumanTool(BaseTool):
         if decision is None or decision.kind == DecisionKind.EXPIRE:
             return NO_ANSWER_IN_TIME
         if decision.kind == DecisionKind.REJECT:
-            ctx.reject(decision.text or f"rejected by {decision.decided_by}")
+            ctx.reject(decision.text or f"rejected by {reviewer(decision)}")
             return ToolFailure(message="The reviewer rejected the run.", code="REJECTED")
         return decision.text or ""
 

@@ -32,6 +32,7 @@ from pydantic.errors import PydanticUserError
 
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.guardrails import guardrail_refusal
+from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun, RunRejected
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
@@ -113,7 +114,7 @@ def _rounds(
             answer = yield answer, decision.text or ""
             refused = None
             continue
-        reason = decision.text or f"rejected by {decision.decided_by}"
+        reason = decision.text or f"rejected by {reviewer(decision)}"
         if decision.kind == DecisionKind.EXPIRE:
             reason = "the review expired before anyone decided"
         ctx.reject(reason)

@@ -13,9 +13,10 @@ from typing import Any
 
 from crew_runtime import streams
 from crew_runtime.arguments import parse_edited_args
-from crew_runtime.config import Config
+from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import UsageError
 from crew_runtime.outputs import parse_edited_output
+from crew_runtime.people import BY_NAME
 from storage import (
     PERSON_LENGTH,
     DecisionKind,
@@ -56,6 +57,12 @@ class Countersign:
             UsageError: a required input is missing, or holds text that cannot be stored.
         """
         spec = self.config.get(crew)
+        unknown = [name for name in inputs if name not in spec.declared_inputs]
+        if spec.declared_inputs and unknown:
+            raise UsageError(
+                f"crew {crew!r} does not take the input(s) {', '.join(unknown)}; "
+                f"it takes {_inputs_taken(spec)}"
+            )
         missing = [name for name in spec.required_inputs if not inputs.get(name)]
         if missing:
             raise UsageError(
@@ -80,10 +87,13 @@ class Countersign:
         text: str | None,
         *,
         by: str,
+        by_name: str | None = None,
         request_key: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
 
+        ``by_name`` is the reviewer's name as people know them (Slack's, for a Slack id),
+        kept with the decision so the model is told it (``crew_runtime.people``).
         ``request_key`` names the request deciding: replayed, it is answered as the first
         time instead of as a second decision.
 
@@ -102,8 +112,12 @@ class Countersign:
         _person("the reviewer's name (--by)", by)
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_edit(review_id, text)
+        name = " ".join((by_name or "").split())[:PERSON_LENGTH]
+        _storable("the reviewer's name", name)
+        details = {BY_NAME: name} if name else {}
         return self.store.decide(
-            review_id, NewDecision(decision, by.strip(), text, request_key=request_key)
+            review_id,
+            NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
         )
 
     def _checked_edit(self, review_id: str, text: str) -> str:
@@ -221,6 +235,12 @@ def _person(what: str, name: str) -> None:
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
         raise UsageError(f"{what} is longer than {PERSON_LENGTH} characters")
+
+
+def _inputs_taken(spec: CrewSpec) -> str:
+    """``topic, to (required) and tone (optional)``: the inputs a crew names."""
+    groups = [(spec.required_inputs, "required"), (spec.optional_inputs, "optional")]
+    return " and ".join(f"{', '.join(names)} ({kind})" for names, kind in groups if names)
 
 
 def parse_decision(word: str) -> DecisionKind:

@@ -37,6 +37,7 @@ from crewai.tools.tool_failure import ToolFailure
 
 from crew_runtime.context import RunContext, ToolSlot
 from crew_runtime.gates import Gate
+from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
 
@@ -141,7 +142,7 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
         return False
     decision = review.decision
     if decision is None or decision.kind in (DecisionKind.REJECT, DecisionKind.EXPIRE):
-        who = decision.decided_by if decision else "nobody"
+        who = reviewer(decision) if decision else "nobody"
         reason = (decision.text if decision else None) or "no reason given"
         if decision is not None and decision.kind == DecisionKind.EXPIRE:
             reason = "nobody approved it in time"
@@ -154,7 +155,7 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
         changes = _changes(proposed, edited)
         if changes:  # an edit submitted unchanged is an approval: nothing to tell the model
             slot.note = (
-                f"Note: reviewer {decision.decided_by} changed the arguments of "
+                f"Note: {reviewer(decision)} changed the arguments of "
                 f"{hook.tool_name}: {changes}; the call was made with the new values."
             )
     return None

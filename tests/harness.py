@@ -129,8 +129,15 @@ class Bench:
         (review,) = [r for r in self.store.list_reviews(run_id=run_id)]
         return review
 
-    def decide(self, run_id: str, kind: str, text: str | None = None, by: str = "U1") -> Review:
-        return self.service.decide(self.pending(run_id).id, kind, text, by=by)
+    def decide(
+        self,
+        run_id: str,
+        kind: str,
+        text: str | None = None,
+        by: str = "U1",
+        by_name: str | None = None,
+    ) -> Review:
+        return self.service.decide(self.pending(run_id).id, kind, text, by=by, by_name=by_name)
 
     # -- workers
 

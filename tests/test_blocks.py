@@ -774,3 +774,64 @@ def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_th
     assert field["element"]["initial_value"] == draft
     assert field["label"]["text"] == "The output to approve, as JSON of Outline"
     assert field["hint"]["text"] == "Fields: headline, sections."
+
+
+# --- a tool call's card, as a newcomer reads it ----------------------------------------------
+
+EMAIL = {
+    "to": "ana@example.com",
+    "subject": "A note on <otters> & co",
+    "body": "Hi,\n\nA few notes.\n\nBest regards",
+}
+
+
+def email_review() -> Review:
+    prompt = f"send_email({json.dumps(EMAIL)})"  # the call on one line, as the runtime asks
+    details = {"tool": "send_email", "description": "Send an e-mail.", "args": EMAIL}
+    return make_review(prompt, ReviewKind.TOOL_APPROVAL, details=details)
+
+
+def test_a_tool_call_shows_its_arguments_once_with_their_line_breaks() -> None:
+    review = email_review()
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    shown = "\n".join(texts(message.blocks))
+    assert shown.count("ana@example.com") == 1
+    assert "\\n" not in shown  # no JSON escapes: the body's lines are lines
+    assert "*body:*\n```Hi,\n\nA few notes.\n\nBest regards```" in shown
+    assert "*subject:* A note on &lt;otters&gt; &amp; co" in shown
+    assert "*Tool:* Send an e-mail." in shown and "*Task:*" not in shown
+    done = blocks.decided_message(decided(review, DecisionKind.APPROVE))
+    assert_message(done)
+    assert "\n".join(texts(done.blocks)).count("ana@example.com") == 1
+
+
+def test_a_tool_calls_long_arguments_stay_within_a_message() -> None:
+    args = {f"a{i}": "word " * 400 + "\nend" for i in range(80)}
+    review = make_review("t", ReviewKind.TOOL_APPROVAL, details={"tool": "t", "args": args})
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    assert "more." in "\n".join(texts(message.blocks))  # "…and N more.": the rest is in Edit
+
+
+def test_one_line_arguments_get_one_line_inputs_and_text_with_lines_a_box() -> None:
+    view = blocks.modal("edit", email_review(), None, None)
+    assert_view(view)
+    fields = arg_inputs(view)
+    assert fields["arg:to"]["element"]["multiline"] is False
+    assert fields["arg:subject"]["element"]["multiline"] is False
+    assert fields["arg:body"]["element"]["multiline"] is True
+
+
+def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
+    def confirm(review: Review) -> str:
+        [message] = blocks.review_messages(review, make_run())
+        reject = next(b for b in buttons(message) if b["action_id"] == "countersign:reject")
+        words: str = reject["confirm"]["text"]["text"]
+        return words
+
+    assert confirm(make_review()) == "Rejecting stops this run."
+    denial = confirm(email_review())
+    assert "stops" not in denial and "carries on" in denial
+    placeholder = blocks.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
+    assert "carries on" in placeholder["placeholder"]["text"]

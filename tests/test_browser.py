@@ -145,3 +145,80 @@ def test_a_writer_run_reviewed_in_the_browser(page: Any) -> None:
     expect(mine).to_contain_text('<img src=x onerror="window.pwned=1"> and <b>tags</b>')
     assert page.evaluate("window.pwned") is None
     assert mine.locator("img").count() == 0
+
+
+# What the page shows as text must hold no emoji: they are drawn as icons, since a machine
+# without an emoji font shows empty boxes. (A native <select> can only hold text.)
+EMOJI_LEFT_AS_TEXT = r"""() => {
+  const shown = /\p{Emoji_Presentation}|\p{Extended_Pictographic}\uFE0F/u;
+  const astral = /(?=\p{Extended_Pictographic})[\u{1F000}-\u{1FFFF}]/u;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const found = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const emoji = shown.test(node.data) || astral.test(node.data);
+    if (emoji && !node.parentElement.closest("select")) found.push(node.data);
+  }
+  return found;
+}"""
+
+
+@pytest.mark.slow
+def test_a_gated_call_reviewed_in_the_browser_reads_plainly(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    composer = page.get_by_test_id("composer")
+    expect(page.get_by_test_id("message").first).to_be_visible()
+    composer.fill("/crew run outreach to=ana@example.com topic=otters")
+    composer.press("Enter")
+    page.get_by_test_id("replies-link").last.click()
+    thread = page.get_by_test_id("thread-pane")
+    card = thread.get_by_test_id("message").filter(
+        has=page.locator('[data-action-id="countersign:approve"]')
+    )
+    expect(card).to_have_count(1)
+
+    # The status icons are drawn, and no emoji is left for a font to draw.
+    root = page.get_by_test_id("messages").get_by_test_id("message").last
+    expect(root).to_contain_text("Waiting for approval")
+    status = root.locator("svg.emoji").first
+    expect(status).to_be_visible()
+    assert status.bounding_box()["width"] > 0
+    assert page.evaluate(EMOJI_LEFT_AS_TEXT) == []
+
+    # The call's arguments are shown once, with the body's line breaks as lines.
+    shown = card.inner_text()
+    assert shown.count("ana@example.com") == 1, shown
+    assert "\\n" not in shown
+    assert "Hi,\n\nI put together a few notes on otters" in shown
+
+    # Edit: one-line arguments get one-line inputs, the body a box that fits its lines.
+    card.locator('[data-action-id="countersign:edit"]').click()
+    modal = page.get_by_test_id("modal")
+    to = modal.locator('[data-testid=modal-input][data-block-id="arg:to"]')
+    expect(to).to_have_value("ana@example.com")
+    assert to.evaluate("node => node.tagName") == "INPUT"
+    body = modal.locator('[data-testid=modal-input][data-block-id="arg:body"]')
+    assert body.evaluate("node => node.tagName") == "TEXTAREA"
+    lines = body.evaluate("node => node.value.split('\\n').length")
+    assert int(body.get_attribute("rows") or 0) >= lines
+    assert body.evaluate("node => node.scrollHeight <= node.clientHeight + 1")
+    modal.get_by_test_id("modal-close").click()
+    expect(modal).to_be_hidden()
+
+    # Reject: the confirmation says what happens (the agent carries on), then the reason.
+    card.locator('[data-action-id="countersign:reject"]').click()
+    confirm = page.get_by_test_id("confirm-dialog")
+    expect(confirm).to_contain_text("carries on")
+    assert "stops this run" not in confirm.inner_text()
+    confirm.get_by_test_id("confirm-yes").click()
+    modal.locator("[data-testid=modal-input][data-block-id=text]").fill("not this week")
+    modal.get_by_test_id("modal-submit").click()
+    expect(modal).to_be_hidden()
+
+    # The model was told who denied the call by name; the thread shows it as it read it.
+    expect(thread).to_contain_text("finished. Result:")
+    expect(thread).to_contain_text("send_email was denied by reviewer You: not this week")
+    expect(root).to_contain_text("Succeeded")
+    assert page.evaluate(EMOJI_LEFT_AS_TEXT) == []

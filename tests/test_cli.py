@@ -46,6 +46,7 @@ CONFIG = """\
 factory = "tests.crews:writer"
 description = "Outline, then write an article"
 inputs = ["topic"]
+optional_inputs = ["extra"]
 
 [crews.research]
 factory = "tests.crews:research"
@@ -451,6 +452,10 @@ BAD_REQUESTS: dict[str, tuple[list[str], list[str]]] = {
         ["'maybe'", "approve|edit"],
     ),
     "blank reviewer": (["reviews", "decide", "{pending}", "approve", "--by", " "], ["--by"]),
+    "an input the crew does not take": (
+        ["runs", "start", "writer", "topic=otters", "colour=blue"],
+        ["crew 'writer' does not take the input(s) colour; it takes topic (required) and extra"],
+    ),
     # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (U+DC80..U+DCFF).
     "undecodable byte in an input": (
         ["runs", "start", "writer", "topic=caf\udce9"],

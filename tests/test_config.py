@@ -36,6 +36,7 @@ expire_after = 86400
 escalate_to = ["U0LEAD0001"]
 approval_tools = ["send_email", "publish"]
 inputs = ["topic", "audience"]
+optional_inputs = ["tone"]
 
 [flows.onboarding]
 factory = "my_crews.onboarding:Flow.build"
@@ -77,6 +78,7 @@ def test_a_full_file_loads_into_specs(tmp_path: Path) -> None:
         escalate_to=("U0LEAD0001",),
         approval_tools=("send_email", "publish"),
         required_inputs=("topic", "audience"),
+        optional_inputs=("tone",),
     )
     assert config.get("onboarding") == CrewSpec(
         name="onboarding", kind="flow", factory="my_crews.onboarding:Flow.build"
@@ -157,7 +159,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[crews.blog]\nfactory = 'a:b'\nreviewer = ['U0123ABC']",
             'crews.blog.reviewer: unknown key (did you mean "reviewers"?); known keys: factory, '
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
-            "escalate_to, approval_tools, inputs",
+            "escalate_to, approval_tools, inputs, optional_inputs",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -200,10 +202,14 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             'crews.blog.inputs[0]: expected an input name like "topic", got "the topic"',
         ),
         (
+            "[crews.blog]\nfactory = 'a:b'\noptional_inputs = ['a-b']",
+            'crews.blog.optional_inputs[0]: expected an input name like "tone", got "a-b"',
+        ),
+        (
             "[flows.intake]\nfactory = 'a:b'\nbogus = 1",
             "flows.intake.bogus: unknown key; known keys: factory, description, channel, "
             "reviewers, remind_after, escalate_after, expire_after, escalate_to, approval_tools, "
-            "inputs",
+            "inputs, optional_inputs",
         ),
     ],
 )

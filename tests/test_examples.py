@@ -160,7 +160,7 @@ def test_outreach_denied_sends_nothing_and_says_why(examples: ExampleBench) -> N
     done = examples.run(run_id)
     assert done.status == RunStatus.SUCCEEDED, done.error  # a denial is news for the model
     assert sent(examples) == []
-    assert "send_email was denied by U_LEAD: not this week" in (done.output or "")
+    assert "send_email was denied by a reviewer (U_LEAD): not this week" in (done.output or "")
 
 
 def test_the_outbox_file_sends_each_key_once(

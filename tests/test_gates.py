@@ -44,7 +44,7 @@ def test_edit_runs_the_edited_call_and_tells_the_model(bench: Bench) -> None:
     assert [e["amount"] for e in bench.effects("paid")] == [900]
     (note,) = parse_draft(done.output or "").notes
     assert note.startswith("pay: paid 900 to ACME")
-    assert "reviewer U_CFO changed the arguments of pay: amount from 1500 to 900;" in note
+    assert "a reviewer (U_CFO) changed the arguments of pay: amount from 1500 to 900;" in note
     assert "ACME" not in note.partition("changed")[2]  # only what changed
     (review,) = bench.store.list_reviews(run_id=run_id, status=None)
     assert review.details["args"]["amount"] == 1500  # proposed
@@ -71,7 +71,18 @@ def test_deny_runs_nothing_and_the_model_gets_the_reason(bench: Bench) -> None:
     assert done.status == RunStatus.SUCCEEDED, done.error
     assert bench.effects("paid") == []
     (note,) = parse_draft(done.output or "").notes
-    assert "pay was denied by U_CFO: over budget" in note
+    assert "pay was denied by a reviewer (U_CFO): over budget" in note
+
+
+def test_the_model_is_told_the_reviewers_name_kept_with_the_decision(bench: Bench) -> None:
+    run_id = _paused_payment(bench)
+    bench.decide(run_id, "reject", "over budget", by="U0PRIYA", by_name=" Priya  Raman ")
+    bench.work_here()
+    done = bench.run(run_id)
+    (note,) = parse_draft(done.output or "").notes
+    assert "pay was denied by reviewer Priya Raman: over budget" in note
+    (review,) = bench.store.list_reviews(run_id=run_id, status=None)
+    assert review.decision is not None and review.decision.details == {"by_name": "Priya Raman"}
 
 
 def test_a_call_outside_the_condition_runs_without_review(bench: Bench) -> None:

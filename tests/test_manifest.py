@@ -25,6 +25,7 @@ SCOPES: dict[str, set[str] | None] = {
     "files_completeUploadExternal": {"files:write"},
     "files_info": {"files:read"},
     "conversations_members": {"channels:read", "groups:read"},
+    "users_info": {"users:read"},
     "conversations_history": {"channels:history", "groups:history"},
     "conversations_replies": {"channels:history", "groups:history"},
     "usergroups_users_list": {"usergroups:read"},

@@ -68,7 +68,7 @@ def test_two_gated_calls_in_one_turn_wait_for_two_separate_decisions(
     notes = parse_draft(done.output or "").notes
     assert notes == (
         "pay: paid 1500 to ACME",
-        "pay: pay was denied by U1: too much. It was not run.",
+        "pay: pay was denied by a reviewer (U1): too much. It was not run.",
     )
     # Two turns in all: the resumed execution replayed the tool-call turn from the journal
     # and sent the model only the new one, which had both results.
@@ -79,7 +79,9 @@ def test_two_gated_calls_in_one_turn_wait_for_two_separate_decisions(
     assert [(e.kind, e.seq) for e in journal if e.kind == "llm"] == [("llm", 0), ("llm", 1)]
     tools = {e.seq: e.payload for e in journal if e.kind == "tool"}
     assert tools[0]["args"] == ACME and tools[0]["result"] == "paid 1500 to ACME"
-    assert tools[1]["args"] == GLOBEX and "denied by U1: too much" in tools[1]["result"]
+    assert (
+        tools[1]["args"] == GLOBEX and "denied by a reviewer (U1): too much" in tools[1]["result"]
+    )
 
 
 def test_each_decision_reaches_its_own_call_whatever_thread_ran_first(
@@ -110,7 +112,7 @@ def test_each_decision_reaches_its_own_call_whatever_thread_ran_first(
     assert done.status == RunStatus.SUCCEEDED, done.error
     assert _paid(bench) == [(2000, "GLOBEX")]
     assert parse_draft(done.output or "").notes == (
-        "pay: pay was denied by U2: not this month. It was not run.",
+        "pay: pay was denied by a reviewer (U2): not this month. It was not run.",
         "pay: paid 2000 to GLOBEX",
     )
 
@@ -126,7 +128,9 @@ def test_a_native_turn_recorded_in_one_process_is_replayed_in_another(bench: Ben
     done = bench.run(run_id)
     assert done.status == RunStatus.SUCCEEDED, done.error
     assert _paid(bench) == [(1500, "ACME")]
-    assert "pay: pay was denied by U1: too much. It was not run." in (done.output or "")
+    assert "pay: pay was denied by a reviewer (U1): too much. It was not run." in (
+        done.output or ""
+    )
     # The other process got the tool-call turn from the journal as plain JSON, and only
     # the final turn from its model.
     calls = bench.llm_calls()

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from bot.sandbox.errors import PersonActionRefused
+from bot.sandbox.errors import MessageChanged, PersonActionRefused
 from bot.sandbox.workspace import Channel, Workspace
 
 __all__ = [
@@ -113,7 +113,7 @@ def find_element(blocks: Any, action_id: str, block_id: str | None = None) -> tu
     for block, element in _elements(blocks):
         if element.get("action_id") == action_id and block_id in (None, block.get("block_id")):
             return block, element
-    raise PersonActionRefused(f"no element with action_id {action_id!r} in these blocks")
+    raise MessageChanged(f"no element with action_id {action_id!r} in these blocks")
 
 
 def action(block: Json, element: Json, action_ts: str, selected: str | None) -> Json:

@@ -18,7 +18,7 @@ from typing import Any
 from bot.sandbox import payloads
 from bot.sandbox.blockkit import validate_blocks, validate_view
 from bot.sandbox.delivery import Delivery, Kind, Sender
-from bot.sandbox.errors import PersonActionRefused, SlackApiFailure
+from bot.sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
 from bot.sandbox.signing import Tamper
 from bot.sandbox.workspace import (
     Channel,
@@ -262,7 +262,7 @@ class PersonSide:
             None,
         )
         if message is None and ephemeral is None:
-            raise PersonActionRefused(f"no message {ts} in {channel} for {user}")
+            raise MessageChanged(f"no message {ts} in {channel} for {user}")
         blocks = message["blocks"] if message else ephemeral.blocks if ephemeral else []
         block, element = payloads.find_element(blocks, action_id, block_id)
         thread_ts = (message or {}).get("thread_ts") or (ephemeral.thread_ts if ephemeral else None)

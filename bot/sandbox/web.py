@@ -34,7 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.sandbox.delivery import Delivery
-from bot.sandbox.errors import PersonActionRefused, SlackApiFailure
+from bot.sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
 from bot.sandbox.pagestate import snapshot
 
 if TYPE_CHECKING:
@@ -52,6 +52,11 @@ COMMAND = re.compile(r"(/[^\s/]+)(?:\s+(.*))?", re.DOTALL)
 # Socket Mode client connects in time.
 UNREACHABLE = (aiohttp.ClientError, OSError, TimeoutError)
 MODAL_TROUBLE = "We had some trouble connecting. Try again?"  # Slack's words in a modal
+# A click from a page that showed an old copy of the message (a tab that missed updates).
+MESSAGE_CHANGED = (
+    "This message has changed since your page showed it, so your click was not sent. "
+    "It now shows as it is: look again, then try."
+)
 
 
 class SandboxPage:
@@ -209,6 +214,8 @@ class SandboxPage:
                 block_id=_optional(body, "block_id"),
                 value=_optional(body, "value"),
             )
+        except MessageChanged:
+            return _answer(MESSAGE_CHANGED)
         except PersonActionRefused as refused:
             return _answer(str(refused))
         except UNREACHABLE:

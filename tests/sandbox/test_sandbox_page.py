@@ -34,6 +34,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk import WebClient
 
 from bot.sandbox import SandboxPage, SlackStandIn, StandInThread
+from bot.sandbox.web import MESSAGE_CHANGED
 
 Json = dict[str, Any]
 
@@ -302,12 +303,38 @@ def test_click_reaches_the_bot_and_its_update_shows() -> None:
         assert seen[1]["selected_option"]["value"] == "bad"
 
         missing = await browser.post("sandbox/click", {"ts": ts, "action_id": "reject"})
-        assert missing["ok"] is False
-        assert "reject" in missing["error"]
+        assert missing == {"ok": False, "error": MESSAGE_CHANGED}
         slack.bot_endpoint = f"http://127.0.0.1:{closed_port()}/slack/events"
         down = await browser.post("sandbox/click", click)
         assert down["ok"] is False
         assert "could not be reached" in down["error"]
+
+    run(setup, scenario)
+
+
+def test_a_click_from_a_stale_page_says_the_message_changed_and_reaches_nobody() -> None:
+    """A tab that missed an update still shows the buttons the bot has taken away (or a
+    message it deleted): its click reaches no bot, and the person is told in words."""
+
+    def setup(app: AsyncApp, seen: list[Any]) -> None:
+        @app.action("approve")
+        async def approve(ack: Any, body: Json) -> None:
+            await ack()
+            seen.append(body)
+
+    async def scenario(slack: SlackStandIn, app: AsyncApp, browser: Browser, seen: Any) -> None:
+        posted = await app.client.chat_postMessage(
+            channel=CHANNEL, text="d", blocks=APPROVAL_BLOCKS
+        )
+        decided = [{"type": "section", "text": {"type": "mrkdwn", "text": "Approved by Bob"}}]
+        await app.client.chat_update(channel=CHANNEL, ts=posted["ts"], text="A", blocks=decided)
+        click = {"ts": posted["ts"], "action_id": "approve", "block_id": "review"}
+        stale = await browser.post("sandbox/click", click)
+        assert stale == {"ok": False, "error": MESSAGE_CHANGED}
+        assert "action_id" not in stale["error"]
+        await app.client.chat_delete(channel=CHANNEL, ts=posted["ts"])
+        assert await browser.post("sandbox/click", click) == stale
+        assert seen == []
 
     run(setup, scenario)
 

@@ -3,7 +3,8 @@
 // Message text is untrusted (an LLM wrote much of it): the DOM is built with
 // createElement and textContent only, never innerHTML, and only http(s)/mailto links
 // become <a>. Slack escapes &, < and > in message text; they are unescaped once, when a
-// text node is made.
+// text node is made. Emoji are drawn as inline SVG icons (ICONS), as Slack draws them as
+// images: a machine without an emoji font would show empty boxes.
 "use strict";
 
 const page = {
@@ -25,6 +26,40 @@ const EMOJI = {
   sparkles: "✨", rotating_light: "🚨", clipboard: "📋", hammer_and_wrench: "🛠️",
   raised_hand: "✋", stop_sign: "🛑", zzz: "💤", information_source: "ℹ️",
 };
+// Each icon: shapes in a 20x20 box, [tag, attributes]. What is not here gets GENERIC.
+const C = { green: "#2eb67d", red: "#e01e5a", amber: "#ecb22e", blue: "#1264a3", grey: "#616061", white: "#fff", ink: "#1d1c1d" };
+const CHECK = ["path", { d: "M5 10.5l3.2 3.2L15 7", fill: "none", stroke: C.white, "stroke-width": 2.4, "stroke-linecap": "round", "stroke-linejoin": "round" }];
+const CLOCK = [["circle", { cx: 10, cy: 11, r: 7.5, fill: C.white, stroke: C.grey, "stroke-width": 1.6 }], ["path", { d: "M10 6.5V11l3 2", fill: "none", stroke: C.ink, "stroke-width": 1.6, "stroke-linecap": "round" }]];
+const HOURGLASS = [["path", { d: "M5 2h10M5 18h10M6 2c0 5 8 5 8 8s-8 3-8 8M14 2c0 5-8 5-8 8s8 3 8 8", fill: "none", stroke: C.amber, "stroke-width": 1.8, "stroke-linecap": "round" }], ["path", { d: "M7.5 17h5l-2.5-3z", fill: C.amber }]];
+const ARROW = [["path", { d: "M15.5 10a5.5 5.5 0 1 1-2-4.3", fill: "none", stroke: C.blue, "stroke-width": 2.2, "stroke-linecap": "round" }], ["path", { d: "M11.5 3.5l4.5 1-1 4.5z", fill: C.blue }]];
+const ICONS = {
+  "✅": [["rect", { x: 1, y: 1, width: 18, height: 18, rx: 4, fill: C.green }], CHECK],
+  "✔": [["path", { d: "M4 10.5l4 4L16 6", fill: "none", stroke: C.green, "stroke-width": 3, "stroke-linecap": "round", "stroke-linejoin": "round" }]],
+  "❌": [["path", { d: "M4.5 4.5l11 11M15.5 4.5l-11 11", stroke: C.red, "stroke-width": 3.2, "stroke-linecap": "round" }]],
+  "⛔": [["circle", { cx: 10, cy: 10, r: 9, fill: C.red }], ["rect", { x: 4.5, y: 8.5, width: 11, height: 3, rx: 1, fill: C.white }]],
+  "🚫": [["circle", { cx: 10, cy: 10, r: 7.8, fill: "none", stroke: C.red, "stroke-width": 2.4 }], ["path", { d: "M4.6 4.6l10.8 10.8", stroke: C.red, "stroke-width": 2.4 }]],
+  "⏳": HOURGLASS, "⌛": HOURGLASS,
+  "⚙": [["circle", { cx: 10, cy: 10, r: 6.5, fill: "none", stroke: C.grey, "stroke-width": 3.5, "stroke-dasharray": "2.6 2.5" }], ["circle", { cx: 10, cy: 10, r: 5, fill: "none", stroke: C.grey, "stroke-width": 2.2 }]],
+  "👀": [["ellipse", { cx: 6, cy: 10, rx: 4.2, ry: 6, fill: C.white, stroke: C.ink, "stroke-width": 1.2 }], ["ellipse", { cx: 14, cy: 10, rx: 4.2, ry: 6, fill: C.white, stroke: C.ink, "stroke-width": 1.2 }], ["circle", { cx: 7.3, cy: 11, r: 2, fill: C.ink }], ["circle", { cx: 15.3, cy: 11, r: 2, fill: C.ink }]],
+  "👁": [["path", { d: "M1.5 10s3.5-5.5 8.5-5.5 8.5 5.5 8.5 5.5-3.5 5.5-8.5 5.5S1.5 10 1.5 10z", fill: C.white, stroke: C.ink, "stroke-width": 1.4 }], ["circle", { cx: 10, cy: 10, r: 2.6, fill: C.ink }]],
+  "💬": [["path", { d: "M2 4a2 2 0 0 1 2-2h12a2 2 0 0 1 2 2v8a2 2 0 0 1-2 2H8l-4 4v-4a2 2 0 0 1-2-2z", fill: C.blue }]],
+  "✏": [["path", { d: "M3 17l1-4L13.5 3.5l3 3L7 16z", fill: C.amber, stroke: C.ink, "stroke-width": 1.1, "stroke-linejoin": "round" }]],
+  "🔁": ARROW, "🔄": ARROW,
+  "↩": [["path", { d: "M7 4L3 8l4 4M3.5 8H12a5 5 0 0 1 0 10H9", fill: "none", stroke: C.blue, "stroke-width": 2.2, "stroke-linecap": "round", "stroke-linejoin": "round" }]],
+  "⚠": [["path", { d: "M10 2l8.5 15.5h-17z", fill: C.amber, "stroke-linejoin": "round" }], ["path", { d: "M10 7.5v4.5M10 14.5v.5", stroke: C.ink, "stroke-width": 2, "stroke-linecap": "round" }]],
+  "⏰": CLOCK, "⏱": CLOCK,
+  "🚨": [["path", { d: "M4.5 16V11a5.5 5.5 0 0 1 11 0v5z", fill: C.red }], ["rect", { x: 2.5, y: 16, width: 15, height: 2.5, rx: 1, fill: C.grey }]],
+  "🎉": [["path", { d: "M2 18l4-11 7 7z", fill: C.amber }], ["circle", { cx: 14, cy: 4, r: 1.5, fill: C.red }], ["circle", { cx: 17, cy: 9, r: 1.3, fill: C.blue }], ["circle", { cx: 10, cy: 2.5, r: 1.2, fill: C.green }]],
+  "ℹ": [["rect", { x: 1, y: 1, width: 18, height: 18, rx: 4, fill: C.blue }], ["path", { d: "M10 8.5v6.5M10 5v.5", stroke: C.white, "stroke-width": 2.4, "stroke-linecap": "round" }]],
+  "📄": [["path", { d: "M4 1.5h8l4 4v13H4z", fill: C.white, stroke: C.grey, "stroke-width": 1.3, "stroke-linejoin": "round" }], ["path", { d: "M7 9h6M7 12h6M7 15h4", stroke: C.grey, "stroke-width": 1.2 }]],
+  "🖼": [["rect", { x: 1.5, y: 3, width: 17, height: 14, rx: 1.5, fill: C.white, stroke: C.grey, "stroke-width": 1.4 }], ["path", { d: "M3.5 15l4.5-5 3 3 2-2 3.5 4z", fill: C.green }]],
+  "👍": [["path", { d: "M2 9h3.5v9H2zM7 18V9l3.5-7c1.5 0 2.5 1 2 3l-1 3H17a1.5 1.5 0 0 1 1.5 1.8l-1.5 6.5a2 2 0 0 1-2 1.7z", fill: C.amber }]],
+};
+const GENERIC = [["circle", { cx: 10, cy: 10, r: 8.5, fill: C.amber }], ["circle", { cx: 7, cy: 8, r: 1.2, fill: C.ink }], ["circle", { cx: 13, cy: 8, r: 1.2, fill: C.ink }], ["path", { d: "M6.5 12.5a4.5 4.5 0 0 0 7 0", fill: "none", stroke: C.ink, "stroke-width": 1.4, "stroke-linecap": "round" }]];
+// An emoji: a character shown as an emoji by default, a pictograph asked to be one (U+FE0F)
+// or one past U+1F000 (no text font has those), with its skin tone or joined parts; or a
+// keycap. "©" or "↩" alone stay text, as in Slack.
+const EMOJI_RUN = /(?:\p{Emoji_Presentation}|\p{Extended_Pictographic}\uFE0F|(?=\p{Extended_Pictographic})[\u{1F000}-\u{1FFFF}])(?:\uFE0F|[\u{1F3FB}-\u{1F3FF}]|\u200D\p{Extended_Pictographic}\uFE0F?)*|[#*0-9]\uFE0F?\u20E3/gu;
 const ENTITIES = { "&lt;": "<", "&gt;": ">", "&amp;": "&" };
 const REQUIRED = "Please complete this required field.";
 
@@ -41,12 +76,41 @@ function el(tag, props = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "class") node.className = value;
     else if (key === "text") node.textContent = value;
+    else if (key === "icons") node.append(...iconized(value));
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else if (PROPERTIES.has(key)) node[key] = value;
     else node.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat(Infinity)) if (child !== null && child !== undefined) node.append(child);
   return node;
+}
+
+// One emoji as an inline SVG icon; its character stays its accessible name.
+function icon(emoji) {
+  const key = emoji.replace(/[\uFE0F\u{1F3FB}-\u{1F3FF}]/gu, "");
+  const svgNS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNS, "svg");
+  for (const [name, value] of Object.entries({ class: "emoji", viewBox: "0 0 20 20", role: "img", "aria-label": emoji, "data-emoji": emoji })) svg.setAttribute(name, value);
+  for (const [tag, attributes] of ICONS[key] ?? GENERIC) {
+    const shape = document.createElementNS(svgNS, tag);
+    for (const [name, value] of Object.entries(attributes)) shape.setAttribute(name, String(value));
+    svg.append(shape);
+  }
+  return svg;
+}
+
+// Text with its emoji drawn as icons: strings and SVG nodes, to append.
+function iconized(text) {
+  const out = [];
+  let last = 0;
+  const value = String(text ?? "");
+  for (const match of value.matchAll(EMOJI_RUN)) {
+    if (match.index > last) out.push(value.slice(last, match.index));
+    out.push(icon(match[0]));
+    last = match.index + match[0].length;
+  }
+  if (last < value.length) out.push(value.slice(last));
+  return out;
 }
 
 const unescapeSlack = (text) => String(text ?? "").replace(/&(?:lt|gt|amp);/g, (e) => ENTITIES[e]);
@@ -90,7 +154,7 @@ function mrkdwn(text) {
   }
   parts.forEach((part, i) => {
     if (i % 2 === 1) {
-      root.append(el("pre", { class: "pre", text: unescapeSlack(part.replace(/^\n|\n$/g, "")) }));
+      root.append(el("pre", { class: "pre", icons: unescapeSlack(part.replace(/^\n|\n$/g, "")) }));
       return;
     }
     let body = part;
@@ -121,11 +185,11 @@ function inline(text) {
   const out = [];
   let last = 0;
   for (const match of text.matchAll(INLINE)) {
-    if (match.index > last) out.push(unescapeSlack(text.slice(last, match.index)));
+    if (match.index > last) out.push(...iconized(unescapeSlack(text.slice(last, match.index))));
     out.push(token(match));
     last = match.index + match[0].length;
   }
-  if (last < text.length) out.push(unescapeSlack(text.slice(last)));
+  if (last < text.length) out.push(...iconized(unescapeSlack(text.slice(last))));
   return out;
 }
 
@@ -136,7 +200,7 @@ function token(match) {
   if (bold !== undefined) return el("strong", {}, inline(bold));
   if (italic !== undefined) return el("em", {}, inline(italic));
   if (strike !== undefined) return el("s", {}, inline(strike));
-  return EMOJI[emoji] ?? whole;
+  return EMOJI[emoji] ? icon(EMOJI[emoji]) : whole;
 }
 
 function special(inside) {
@@ -160,7 +224,7 @@ function dateText(seconds, fallback) {
 
 function textObject(object) {
   if (!object) return null;
-  return object.type === "mrkdwn" ? mrkdwn(object.text) : el("span", { class: "plain", text: plain(object) });
+  return object.type === "mrkdwn" ? mrkdwn(object.text) : el("span", { class: "plain", icons: plain(object) });
 }
 
 // -- rich_text (what people type) ---------------------------------------------------------------
@@ -184,13 +248,13 @@ function richPart(part) {
 function richInline(item) {
   let node;
   switch (item.type) {
-    case "text": node = document.createTextNode(item.text ?? ""); break;
+    case "text": node = el("span", { icons: item.text ?? "" }); break;
     case "link": node = safeLink(item.url ?? "", item.text || null); break;
     case "user": node = mention("@" + userName(item.user_id)); break;
     case "channel": node = mention("#" + (page.state.channels[item.channel_id] ?? item.channel_id)); break;
     case "usergroup": node = mention("@" + item.usergroup_id); break;
     case "broadcast": node = mention("@" + item.range); break;
-    case "emoji": node = document.createTextNode(EMOJI[item.name] ?? `:${item.name}:`); break;
+    case "emoji": node = EMOJI[item.name] ? icon(EMOJI[item.name]) : document.createTextNode(`:${item.name}:`); break;
     case "date": node = el("time", { text: dateText(item.timestamp, item.fallback) }); break;
     default: node = document.createTextNode(item.text ?? "");
   }
@@ -216,7 +280,7 @@ function blockNode(block, ctx) {
       const accessory = block.accessory ? el("div", { class: "section-accessory" }, elementNode(block.accessory, block, ctx)) : null;
       return el("div", { class: "block section" }, main, accessory);
     }
-    case "header": return el("div", { class: "block header", text: plain(block.text) });
+    case "header": return el("div", { class: "block header", icons: plain(block.text) });
     case "context":
       return el("div", { class: "block context" }, (block.elements ?? []).map((item) =>
         item.type === "image" ? imageAlt(item.alt_text) : textObject(item)));
@@ -229,7 +293,7 @@ function blockNode(block, ctx) {
   }
 }
 
-const imageAlt = (alt) => el("span", { class: "image-alt", text: `🖼 ${alt ?? "image"}` });
+const imageAlt = (alt) => el("span", { class: "image-alt", icons: `🖼 ${alt ?? "image"}` });
 
 function elementNode(item, block, ctx) {
   const ids = { "data-action-id": item.action_id, "data-block-id": block.block_id };
@@ -238,7 +302,7 @@ function elementNode(item, block, ctx) {
     case "button": {
       const button = el("button", {
         type: "button", class: `btn ${item.style ?? ""}`, "data-testid": "block-button", ...ids,
-        text: plain(item.text), disabled: !clickable, title: clickable ? null : "Not available in the sandbox",
+        icons: plain(item.text), disabled: !clickable, title: clickable ? null : "Not available in the sandbox",
       });
       button.addEventListener("click", async () => {
         if (item.confirm && !(await confirmDialog(item.confirm))) return;
@@ -299,7 +363,7 @@ function control(item, blockId) {
   const rooms = () => Object.entries(page.state.channels).map(([value, text]) => ({ value, text: { text: `#${text}` } }));
   switch (item.type) {
     case "plain_text_input":
-      return el(item.multiline ? "textarea" : "input", { ...attributes, type: item.multiline ? null : "text", value: item.initial_value ?? "", placeholder, maxlength: item.max_length, rows: item.multiline ? 5 : null });
+      return el(item.multiline ? "textarea" : "input", { ...attributes, type: item.multiline ? null : "text", value: item.initial_value ?? "", placeholder, maxlength: item.max_length, rows: item.multiline ? rowsFor(item.initial_value) : null });
     case "number_input":
       return el("input", { ...attributes, type: "text", inputmode: item.is_decimal_allowed ? "decimal" : "numeric", value: item.initial_value ?? "", placeholder });
     case "email_text_input":
@@ -329,6 +393,12 @@ function control(item, blockId) {
   }
 }
 
+// A multi-line input as tall as its text (about 60 characters a line), from 3 to 15 rows.
+function rowsFor(text) {
+  const lines = String(text ?? "").split("\n").reduce((n, line) => n + Math.max(1, Math.ceil(line.length / 60)), 0);
+  return Math.min(15, Math.max(3, lines));
+}
+
 // What the person entered in one input, as /sandbox/submit wants it (undefined: untouched).
 function valueOf(node) {
   const kind = node.dataset.kind;
@@ -353,7 +423,7 @@ function modalNode(view) {
   });
   return el("div", { class: "modal", role: "dialog", "aria-modal": "true", "data-testid": "modal", "data-view-id": view.id },
     el("header", { class: "modal-header" },
-      el("h2", { "data-testid": "modal-title", text: plain(view.title) }),
+      el("h2", { "data-testid": "modal-title", icons: plain(view.title) }),
       el("button", { type: "button", class: "icon-button", "data-testid": "modal-x", "aria-label": "Close", text: "×", onclick: close })),
     form);
 }
@@ -394,7 +464,7 @@ function confirmDialog(confirm) {
   return new Promise((resolve) => {
     const done = (yes) => { overlay.hidden = true; overlay.replaceChildren(); resolve(yes); };
     overlay.replaceChildren(el("div", { class: "modal confirm", role: "alertdialog", "data-testid": "confirm-dialog" },
-      el("header", { class: "modal-header" }, el("h2", { text: plain(confirm.title) || "Are you sure?" })),
+      el("header", { class: "modal-header" }, el("h2", { icons: plain(confirm.title) || "Are you sure?" })),
       el("div", { class: "modal-body" }, textObject(confirm.text)),
       el("footer", { class: "modal-footer" },
         el("button", { type: "button", class: "btn", "data-testid": "confirm-no", text: plain(confirm.deny) || "Cancel", onclick: () => done(false) }),
@@ -410,7 +480,7 @@ function messageNode(message, inThread) {
   const author = userName(message.user);
   const body = message.blocks.length ? blocks(message.blocks, { ts: message.ts, inThread }) : [mrkdwn(message.text)];
   const files = message.files.map((file) => el("a", { class: "file", href: file.url, download: file.name, "data-testid": "file-link" },
-    el("span", { class: "file-icon", text: "📄" }), el("span", { class: "file-title", text: file.title }), el("small", { text: `${file.size} bytes` })));
+    el("span", { class: "file-icon", icons: "📄" }), el("span", { class: "file-title", text: file.title }), el("small", { text: `${file.size} bytes` })));
   const replies = !inThread && message.reply_count > 0
     ? el("button", { type: "button", class: "replies-link", "data-testid": "replies-link", text: `${message.reply_count} ${message.reply_count === 1 ? "reply" : "replies"}`, onclick: () => openThread(message.ts) })
     : null;
@@ -421,7 +491,7 @@ function messageNode(message, inThread) {
   return el("div", { class: `message${kind}`, "data-testid": "message", "data-ts": message.ts, "data-user": message.user, "data-ephemeral": message.ephemeral ? "true" : null },
     el("div", { class: "avatar", "aria-hidden": "true", text: author.slice(0, 1).toUpperCase() }),
     el("div", { class: "message-main" },
-      message.ephemeral ? el("div", { class: "ephemeral-note", "data-testid": "ephemeral-note", text: "👁 Only visible to you" }) : null,
+      message.ephemeral ? el("div", { class: "ephemeral-note", "data-testid": "ephemeral-note", icons: "👁 Only visible to you" }) : null,
       el("div", { class: "meta" },
         el("span", { class: "author", "data-testid": "message-author", text: author }),
         message.is_bot ? el("span", { class: "app-badge", text: "APP" }) : null,
