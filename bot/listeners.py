@@ -134,8 +134,10 @@ class Listeners:
         try:
             slash = parse_slash(body)
             command = parse_command(slash.text)
-        except (PayloadError, CommandError) as exc:
-            return _words(str(getattr(exc, "message", exc)))
+        except CommandError as exc:
+            return _words(exc.message)
+        except PayloadError as exc:
+            return _words(text.refusal(exc))
         if isinstance(command, HelpCommand):
             return _words(USAGE)
         if isinstance(command, ListCommand):
@@ -175,7 +177,8 @@ class Listeners:
                 request_key=request_key,
             )
         except (UsageError, ConfigError) as exc:
-            return str(exc)
+            log.warning("run of %s refused: %s", command.crew, exc)
+            return text.refusal(exc)
         log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
         self.wake()
         return text.starting(spec.name)
@@ -335,7 +338,7 @@ class Listeners:
             await ack(response_action="errors", errors={where: text.too_late(exc)})
             return
         except (UsageError, StorageError) as exc:
-            await ack(response_action="errors", errors={where: str(exc)[:150]})
+            await ack(response_action="errors", errors={where: text.refusal_in_form(exc)})
             return
         await ack()
         self.wake()
@@ -417,7 +420,7 @@ class Listeners:
             await ack(response_action="errors", errors={"task": words})
             return
         except (UsageError, StorageError) as exc:
-            await ack(response_action="errors", errors={"task": str(exc)[:150]})
+            await ack(response_action="errors", errors={"task": text.refusal_in_form(exc)})
             return
         by = submission.user_id
         log.info("run %s: task %s re-opened by %s", run.id, submission.task_index, by)
@@ -493,7 +496,7 @@ class Listeners:
             await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
             return
         except (UsageError, StorageError) as exc:
-            await self._ephemeral_via_api(channel, user_id, str(exc))
+            await self._ephemeral_via_api(channel, user_id, text.refusal(exc))
             return
         log.info("review %s: %s by %s", review.id, kind, user_id)
         self.wake()

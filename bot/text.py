@@ -18,7 +18,17 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 
 from crew_runtime import streams
-from storage.errors import AlreadyDecided
+from crew_runtime.config import ConfigError
+from crew_runtime.errors import EditRefused, InputsRefused, NothingToReopen, TextRefused
+from storage.errors import (
+    AlreadyDecided,
+    AlreadyFinal,
+    CountersignError,
+    DecisionNotAllowed,
+    NotFound,
+    NotWaiting,
+    UnstorableValue,
+)
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
@@ -678,3 +688,56 @@ def task_reopened(review: Review) -> str:
         f"↩️ {who} reopened {task}; it is being revised, then every later task runs "
         f"again.\n>{feedback}"
     )
+
+
+# --- refusals -----------------------------------------------------------------------------
+
+
+def refusal(exc: CountersignError) -> str:
+    """What a person is told when Countersign refused what they asked (mrkdwn, escaped).
+
+    Every expected failure has its words here; the exception's own message (written for the
+    command line and the logs) reaches Slack only for a plain ``UsageError``, escaped.
+    """
+    match exc:
+        case InputsRefused(unknown=[_, *_]):
+            names = ", ".join(code(name) for name in exc.unknown)
+            return f"{code(exc.crew)} does not take {names}. It takes {escape(exc.taken)}."
+        case InputsRefused():
+            names = ", ".join(code(name) for name in exc.missing)
+            example = code(f"{exc.missing[0]}=…")
+            return f"{code(exc.crew)} needs {names}: give each as {example}."
+        case TextRefused():
+            return _sentence(f"{exc.what} {exc.reason}") + " Nothing was recorded."
+        case EditRefused():
+            return f"That edit does not fit the {escape(exc.what)}: {truncate(exc.problem, 500)}."
+        case NothingToReopen():
+            approved = ", ".join(map(str, exc.approved)) or "none yet"
+            return f"Task {exc.task} has no approved draft to send back (approved: {approved})."
+        case AlreadyDecided():
+            return too_late(exc)
+        case AlreadyFinal():
+            return already_final(exc.run_id, exc.status)
+        case NotWaiting():
+            return f"Run {code(exc.run_id)} is not waiting for a review any more."
+        case DecisionNotAllowed():
+            return "That decision does not fit this review; use its buttons."
+        case NotFound():
+            return not_found(str(exc))
+        case UnstorableValue():
+            return "That text could not be stored: the database refused it. Nothing was recorded."
+        case ConfigError():
+            return "Countersign's configuration has a problem with that crew (the bot logs it)."
+        case _:
+            return _sentence(str(exc))
+
+
+def refusal_in_form(exc: CountersignError) -> str:
+    """:func:`refusal` for a modal's field error, which Slack shows as plain text."""
+    return unescape(refusal(exc)).replace("`", "")[:150]
+
+
+def _sentence(words: str) -> str:
+    """``words`` escaped, as a sentence: a capital first, a full stop last."""
+    said = escape(" ".join(words.split()).rstrip("."))
+    return said[:1].upper() + said[1:] + "." if said else "That could not be done."

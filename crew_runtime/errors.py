@@ -3,6 +3,10 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
 
     CrewRuntimeError
     ├── UsageError            bad input from a person (CLI or Slack): say it, change nothing
+    │   ├── InputsRefused     inputs a crew lacks, or does not take
+    │   ├── TextRefused       text that cannot be stored (a NUL, a lone surrogate, too long)
+    │   ├── EditRefused       an edit that does not fit the arguments' or output's schema
+    │   └── NothingToReopen   a task with no approved review to send back
     ├── CrewBuildError        the crew's factory failed or returned something else
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
@@ -14,7 +18,16 @@ from __future__ import annotations
 
 from storage.errors import CountersignError
 
-__all__ = ["CountersignError", "CrewBuildError", "CrewRuntimeError", "UsageError"]
+__all__ = [
+    "CountersignError",
+    "CrewBuildError",
+    "CrewRuntimeError",
+    "EditRefused",
+    "InputsRefused",
+    "NothingToReopen",
+    "TextRefused",
+    "UsageError",
+]
 
 
 class CrewRuntimeError(CountersignError):
@@ -23,6 +36,65 @@ class CrewRuntimeError(CountersignError):
 
 class UsageError(CrewRuntimeError):
     """A person asked for something that cannot be done; the message says why."""
+
+
+class InputsRefused(UsageError):
+    """A run's inputs: ``missing`` names those the crew needs, ``unknown`` those it does not
+    take (``taken`` says which it takes)."""
+
+    def __init__(
+        self,
+        crew: str,
+        *,
+        missing: list[str] | None = None,
+        unknown: list[str] | None = None,
+        taken: str = "",
+    ) -> None:
+        self.crew, self.missing, self.unknown, self.taken = (
+            crew,
+            missing or [],
+            unknown or [],
+            taken,
+        )
+        if self.unknown:
+            said = (
+                f"crew {crew!r} does not take the input(s) {', '.join(self.unknown)}; "
+                f"it takes {taken}"
+            )
+        else:
+            said = (
+                f"crew {crew!r} needs the input(s) {', '.join(self.missing)} "
+                f"(give them as {self.missing[0]}=value)"
+            )
+        super().__init__(said)
+
+
+class TextRefused(UsageError):
+    """Text Countersign cannot store: ``what`` says whose, ``reason`` why."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what} {reason}")
+        self.what, self.reason = what, reason
+
+
+class EditRefused(UsageError):
+    """An edit that does not fit: ``what`` it changes, ``problem`` where it does not fit."""
+
+    def __init__(self, what: str, problem: str) -> None:
+        super().__init__(f"the edited {what}: {problem}")
+        self.what, self.problem = what, problem
+
+
+class NothingToReopen(UsageError):
+    """Task ``task`` (from 1) of a run has no approved review; ``approved`` lists those that do."""
+
+    def __init__(self, run_id: str, task: int, approved: list[int]) -> None:
+        choices = ", ".join(map(str, approved)) or "none yet"
+        super().__init__(
+            f"task {task} of run {run_id} has no approved review to reopen "
+            f"(approved tasks: {choices})"
+        )
+        self.run_id, self.task, self.approved = run_id, task, approved
 
 
 class CrewBuildError(CrewRuntimeError):

@@ -14,7 +14,13 @@ from typing import Any
 from crew_runtime import streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
-from crew_runtime.errors import UsageError
+from crew_runtime.errors import (
+    EditRefused,
+    InputsRefused,
+    NothingToReopen,
+    TextRefused,
+    UsageError,
+)
 from crew_runtime.outputs import parse_edited_output
 from crew_runtime.people import BY_NAME
 from storage import (
@@ -59,16 +65,10 @@ class Countersign:
         spec = self.config.get(crew)
         unknown = [name for name in inputs if name not in spec.declared_inputs]
         if spec.declared_inputs and unknown:
-            raise UsageError(
-                f"crew {crew!r} does not take the input(s) {', '.join(unknown)}; "
-                f"it takes {_inputs_taken(spec)}"
-            )
+            raise InputsRefused(crew, unknown=unknown, taken=_inputs_taken(spec))
         missing = [name for name in spec.required_inputs if not inputs.get(name)]
         if missing:
-            raise UsageError(
-                f"crew {crew!r} needs the input(s) {', '.join(missing)} "
-                f"(give them as {missing[0]}=value)"
-            )
+            raise InputsRefused(crew, missing=missing)
         for name, value in inputs.items():
             _storable(f"the input {name!r}", name + value)
         _person("who starts the run (--by)", started_by or "")
@@ -133,7 +133,7 @@ class Countersign:
             else:
                 return text
         except ValueError as exc:
-            raise UsageError(f"the edited {_edited(review)}: {exc}") from None
+            raise EditRefused(_edited(review), str(exc)) from None
         return json.dumps(value, ensure_ascii=False)
 
     def revisable_tasks(self, run_id: str) -> list[tuple[int, str]]:
@@ -170,11 +170,7 @@ class Countersign:
             raise NotWaiting(run.id, run.status)
         approved = self._approved_tasks(run_id)
         if task_index not in approved:
-            choices = ", ".join(str(i + 1) for i in sorted(approved)) or "none yet"
-            raise UsageError(
-                f"task {task_index + 1} of run {run_id} has no approved review to reopen "
-                f"(approved tasks: {choices})"
-            )
+            raise NothingToReopen(run_id, task_index + 1, [i + 1 for i in sorted(approved)])
         decision = NewDecision(DecisionKind.CHANGES, by.strip(), feedback)
         return self.store.reopen_review(approved[task_index].id, decision)
 
@@ -226,7 +222,7 @@ def _storable(what: str, text: str) -> None:
         return
     char = f"U+{ord(found.group()):04X}"
     kind = "a NUL character" if char == "U+0000" else "half of a surrogate pair, not a character"
-    raise UsageError(f"{what} contains {char} ({kind}), which cannot be stored: remove it")
+    raise TextRefused(what, f"contains {char} ({kind}), which cannot be stored: remove it")
 
 
 def _person(what: str, name: str) -> None:
@@ -234,7 +230,7 @@ def _person(what: str, name: str) -> None:
     longer than its column (PostgreSQL would refuse it; SQLite would keep it whole)."""
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
-        raise UsageError(f"{what} is longer than {PERSON_LENGTH} characters")
+        raise TextRefused(what, f"is longer than {PERSON_LENGTH} characters")
 
 
 def _inputs_taken(spec: CrewSpec) -> str:

@@ -2,8 +2,9 @@
 
 ``except CountersignError`` catches every failure Countersign expects and can explain in one
 sentence (bad input, a missing setting, a decision that came second, a database that refused a
-value or cannot be reached by the CLI). Each layer raises its own subtree; the root lives here,
-in the lowest layer, so that every layer can import it.
+value or cannot be reached by the CLI); ``bot.text.refusal`` says each to a person in Slack.
+Each layer raises its own subtree; the root lives here, in the lowest layer, so that every
+layer can import it.
 
 CountersignError
 ├── StorageError                           (storage.errors)
@@ -20,6 +21,10 @@ CountersignError
 │       └── NotWaiting                     the run is not waiting for a review
 ├── CrewRuntimeError                       (crew_runtime.errors)
 │   ├── UsageError                         bad input from a person: say it, change nothing
+│   │   ├── InputsRefused                  inputs a crew lacks, or does not take
+│   │   ├── TextRefused                    text that cannot be stored
+│   │   ├── EditRefused                    an edit that does not fit its schema
+│   │   └── NothingToReopen                a task with no approved review to send back
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.config)
 │       └── UnknownCrewError

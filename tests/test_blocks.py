@@ -18,7 +18,8 @@ from bot.blocks import FILE_THRESHOLD, Message, escape
 from bot.payloads import ACTIONS
 from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
 from bot.text import unescape
-from storage.errors import AlreadyDecided
+from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
+from storage.errors import AlreadyDecided, CountersignError
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -835,3 +836,40 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     assert "stops" not in denial and "carries on" in denial
     placeholder = blocks.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
     assert "carries on" in placeholder["placeholder"]["text"]
+
+
+# --- refusals: every expected failure in the text module's words ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("refused", "said"),
+    [
+        (
+            InputsRefused("writer", missing=["topic", "tone"]),
+            "`writer` needs `topic`, `tone`: give each as `topic=…`.",
+        ),
+        (
+            InputsRefused("writer", unknown=["colour"], taken="topic (required)"),
+            "`writer` does not take `colour`. It takes topic (required).",
+        ),
+        (
+            TextRefused(
+                "the input 'a&b'",
+                "contains U+0000 (a NUL character), which cannot be stored: remove it",
+            ),
+            "The input 'a&amp;b' contains U+0000 (a NUL character), which cannot be stored: "
+            "remove it. Nothing was recorded.",
+        ),
+        (
+            NothingToReopen("run_1", 2, [1]),
+            "Task 2 has no approved draft to send back (approved: 1).",
+        ),
+        (UsageError("<!channel> & co."), "&lt;!channel&gt; &amp; co."),
+    ],
+)
+def test_a_refusal_is_told_in_the_text_modules_words_escaped_once(
+    refused: CountersignError, said: str
+) -> None:
+    assert text.refusal(refused) == said
+    in_form = text.refusal_in_form(refused)  # plain text: no entities, no code marks
+    assert "&amp;" not in in_form and "&lt;" not in in_form and "`" not in in_form

@@ -106,7 +106,7 @@ def test_text_no_database_can_store_is_refused_where_it_enters(
     with slack_and_bot(config, store) as (slack, _bot):
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=a\x00b")
         told = wait_until(lambda: slack.ephemerals(ALICE), what="an answer to /crew run")
-        assert "the input 'topic' contains U+0000" in told[-1].text
+        assert "The input 'topic' contains U+0000" in told[-1].text
         assert store.list_runs() == []
 
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
@@ -114,12 +114,12 @@ def test_text_no_database_can_store_is_refused_where_it_enters(
         review = review_with_buttons(slack, root["ts"])
         slack.reply_in_thread(BOB, CHANNEL, root["ts"], "shorter,\x00please")
         told = wait_until(lambda: slack.ephemerals(BOB), what="an answer to Bob's reply")
-        assert "the decision's text contains U+0000" in told[-1].text
+        assert "The decision's text contains U+0000" in told[-1].text
         slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:changes")
         view = modal_for(slack, ALICE)
         # JSON carries a lone surrogate as an escape (\ud800) where a form cannot.
         refused = slack.submit_view(ALICE, view["id"], {"text": "shorter,\ud800please"})
-        assert "the decision's text contains U+D800" in refused.json["errors"]["text"]
+        assert "The decision's text contains U+D800" in refused.json["errors"]["text"]
         (pending,) = store.list_reviews()
         assert pending.decision is None
 
