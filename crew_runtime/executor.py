@@ -45,7 +45,13 @@ from crew_runtime.flows import (
 from crew_runtime.gates import gates_of
 from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
-from crew_runtime.options import install_run_clock, journal_planning, once_callbacks, refusal
+from crew_runtime.options import (
+    install_once_events,
+    install_run_clock,
+    journal_planning,
+    once_callbacks,
+    refusal,
+)
 from crew_runtime.review import ReviewProvider
 from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.signals import PauseRun
@@ -155,6 +161,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     """Run the crew (or flow) under ``ctx`` and record how it ended."""
     quiet.install()
     install_run_clock()
+    install_once_events()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run

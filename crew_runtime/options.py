@@ -13,7 +13,9 @@ Nothing a crew's author switched on is switched off behind their back:
   it, journaled once; every prompt of the run, in any execution, shows that instant in
   the agent's ``date_format``.
 - ``step_callback``, task ``callback`` and the crew's ``task_callback`` run once per step
-  or task that really ran, not again for those a resume replays (:func:`once_callbacks`).
+  or task that really ran, not again for those a resume replays (:func:`once_callbacks`);
+  so do listeners of CrewAI's event bus for the lifecycle of crews, tasks and agents
+  (:func:`install_once_events`).
 - ``memory`` and knowledge (``knowledge_sources``, ``knowledge``) are refused: their
   recalls come from a store that changes between executions, and memory saves what a
   task learnt after each task (model and embedder calls outside the journal) again on
@@ -30,6 +32,13 @@ from typing import Any
 
 import crewai.utilities.prompts as crewai_prompts
 from crewai import Agent, Crew
+from crewai.events.event_bus import crewai_event_bus
+from crewai.events.types.agent_events import (
+    AgentExecutionCompletedEvent,
+    AgentExecutionStartedEvent,
+)
+from crewai.events.types.crew_events import CrewKickoffCompletedEvent, CrewKickoffStartedEvent
+from crewai.events.types.task_events import TaskCompletedEvent, TaskStartedEvent
 from crewai.llms.base_llm import BaseLLM
 from crewai.utilities.llm_utils import create_llm
 from crewai.utilities.planning_handler import CrewPlanner
@@ -208,3 +217,63 @@ class _OncePerTask:
         if ctx.signalled == signalled:  # the run did not pause inside it
             ctx.record(stream, "callback", self.seq, {})
         return result
+
+
+# -- listeners of CrewAI's event bus
+
+# The lifecycle events a replay would emit again for work that was done before.
+_ONCE_EVENTS: dict[type[Any], str] = {
+    CrewKickoffStartedEvent: "crew_started",
+    CrewKickoffCompletedEvent: "crew_completed",
+    TaskStartedEvent: "task_started",
+    TaskCompletedEvent: "task_completed",
+    AgentExecutionStartedEvent: "agent_started",
+    AgentExecutionCompletedEvent: "agent_completed",
+}
+_events_lock = threading.Lock()
+_events_installed = False
+
+
+def install_once_events() -> None:
+    """Emit each lifecycle event of a run's crews once (idempotent, once per process).
+
+    A resume replays the tasks done before the pause, and CrewAI emits their "started" and
+    "completed" events again, so a listener that notifies someone would do it again. Inside
+    a run, each such event is numbered where it happens (its task's stream, or the crew's
+    place) and journaled (kind ``event``) once emitted; an event found in the journal is not
+    emitted again, to any listener. Model-call and tool events need nothing: a replayed turn
+    asks no model and runs no tool. A worker killed between an emit and its journal write
+    emits it again on resume.
+    """
+    global _events_installed
+    with _events_lock:
+        if _events_installed:
+            return
+        emit = crewai_event_bus.emit
+
+        def emit_once(source: Any, event: Any) -> Any:
+            ctx = current_run()
+            name = _ONCE_EVENTS.get(type(event))
+            if ctx is None or name is None:
+                return emit(source, event)
+            where = f"{_event_place(ctx, source, event)}|{name}"
+            seq = ctx.next_seq(where, "event")
+            if ctx.recorded(where, "event", seq) is not None:
+                return None
+            emitted = emit(source, event)
+            ctx.record(where, "event", seq, {})
+            return emitted
+
+        crewai_event_bus.emit = emit_once  # type: ignore[method-assign]
+        _events_installed = True
+
+
+def _event_place(ctx: RunContext, source: Any, event: Any) -> str:
+    """The stream an event belongs to: its task's (and agent's), or its crew's."""
+    task = getattr(event, "task", None)
+    if task is not None:
+        agent = getattr(event, "agent", None) or getattr(task, "agent", None)
+        return ctx.stream_for(task, agent)
+    tasks = list(getattr(source, "tasks", None) or [])
+    # A crew sits where its first task does (a flow step's crews each under their prefix).
+    return ctx.stream_for(tasks[0], None) if tasks else "crew"
