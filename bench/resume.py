@@ -59,7 +59,7 @@ from crew_runtime import Countersign, Worker, WorkerSettings, journal_llm, load_
 from crew_runtime.config import Config
 from crew_runtime.context import RunContext
 from crew_runtime.executor import execute
-from crew_runtime.review import ReviewProvider
+from crew_runtime.review import feed_back
 from storage import JournalEntry, NewReview, Review, ReviewStatus, Run, RunStatus, Store
 from storage.schema import decisions, journal, reviews, runs
 from storage.store import new_id
@@ -117,8 +117,10 @@ class TimedStore(Store):
             self.claimed_at = time.perf_counter()
         return run
 
-    def suspend_run(self, run_id: str, token: str, asks: Sequence[NewReview]) -> list[Review]:
-        reviews = super().suspend_run(run_id, token, asks)
+    def suspend_run(
+        self, run_id: str, token: str, asks: Sequence[NewReview], **pause: Any
+    ) -> list[Review]:
+        reviews = super().suspend_run(run_id, token, asks, **pause)
         self.suspended_at = time.perf_counter()
         return reviews
 
@@ -261,7 +263,8 @@ class ScriptedFeedback(SyncHumanInputProvider):
         answer = formatted_answer
         for text in self.feedback:
             self.ready.append(time.perf_counter())
-            answer = ReviewProvider._revise(answer, text, context)
+            feed_back(answer, text, context)
+            answer = context._invoke_loop()
         self.ready.append(time.perf_counter())
         return answer
 

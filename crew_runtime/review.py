@@ -51,7 +51,7 @@ class ReviewProvider(SyncHumanInputProvider):
         try:
             asked = next(rounds)
             while True:
-                _feed_back(*asked, context)
+                feed_back(*asked, context)
                 asked = rounds.send(context._invoke_loop())
         except StopIteration as done:
             final: AgentFinish = done.value
@@ -69,7 +69,7 @@ class ReviewProvider(SyncHumanInputProvider):
         try:
             asked = next(rounds)
             while True:
-                _feed_back(*asked, context)
+                feed_back(*asked, context)
                 asked = rounds.send(await context._ainvoke_loop())
         except StopIteration as done:
             final: AgentFinish = done.value
@@ -121,7 +121,7 @@ def _rounds(
         raise RunRejected(reason)
 
 
-def _feed_back(answer: AgentFinish, feedback: str, context: Any) -> None:
+def feed_back(answer: AgentFinish, feedback: str, context: Any) -> None:
     """Put the draft and the reviewer's feedback in the agent's conversation, to revise.
 
     On the ReAct path CrewAI leaves the draft out of the history

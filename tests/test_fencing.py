@@ -334,6 +334,7 @@ def test_a_tool_result_the_database_could_not_take_is_journaled_once_it_can(
                 worker.kill()
                 worker.wait()
     assert bench.run(run.id).status == RunStatus.SUCCEEDED
-    assert [e.kind for e in bench.store.load_journal(run.id)] == ["llm", "tool", "llm"]
+    turns = [e.kind for e in bench.store.load_journal(run.id) if e.kind in ("llm", "tool")]
+    assert turns == ["llm", "tool", "llm"]
     assert [e["what"] for e in _live(bench, run.id)] == ["llm", "tool", "llm"]
     _sent_once(bench, [run.id])

@@ -42,6 +42,10 @@ def _child(request: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         time.tzset()  # the C library read TZ when the zygote started
+        # Python read PYTHONPATH when the zygote started too.
+        for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
+            if entry and entry not in sys.path:
+                sys.path.insert(0, entry)
         os.chdir(request["cwd"])
         out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(out, 1)
