@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks: the bench crews, a throwaway database, process figures.
 
-The crews are real CrewAI crews on :class:`~crew_runtime.scripted_llm.ScriptedLLM`, so the
+The crews are real CrewAI crews on :class:`~crew_runtime.offline.scripted_llm.ScriptedLLM`, so the
 real agent loop and ``human_input`` machinery run; only the provider is scripted. Their
 factories live here because Countersign loads factories by ``module:function`` name; the
 benchmarks put ``bench/`` on ``sys.path`` and name them ``_common:<factory>``.
@@ -49,7 +49,7 @@ from crewai import Agent, Crew, Process, Task  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from crew_runtime.scripted_llm import ScriptedLLM  # noqa: E402
+from crew_runtime.offline.scripted_llm import ScriptedLLM  # noqa: E402
 from storage import Store  # noqa: E402
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -27,7 +27,7 @@ from crewai import Agent, Crew, Process, Task
 from crewai.tools import BaseTool
 from pydantic import BaseModel
 
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 
 __all__ = ["CrunchTool", "busy", "review"]
 

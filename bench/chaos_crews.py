@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from crew_runtime import idempotency_key, requires_approval
 from crew_runtime.context import current_run
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 
 # A side effect takes this long: long enough for a fault to land inside one.
 EFFECT_SECONDS = 0.3

@@ -26,8 +26,8 @@ from aiohttp import ClientSession
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import event
 
-from bot.dispatcher import Dispatcher
 from bot.sandbox import SlackStandIn, StandInThread
+from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
 from storage import NewReview, ReviewKind
 

@@ -7,11 +7,11 @@ running on its own.
 
 import sys
 
-from bot.parent import die_with_parent, parent_pid
+from bot.hosting.parent import die_with_parent, parent_pid
 
 if (_parent := parent_pid(sys.argv[1:])) is not None:
     die_with_parent(_parent)
 
-from bot.cli import main  # after the parent check, on purpose
+from bot.cli.main import main  # after the parent check, on purpose
 
 sys.exit(main())

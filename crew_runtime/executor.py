@@ -53,7 +53,6 @@ from crew_runtime.options import (
     refusal,
 )
 from crew_runtime.review import ReviewProvider
-from crew_runtime.scripted_llm import ScriptedLLM
 from crew_runtime.signals import PauseRun
 from crew_runtime.tool_journal import register_tool_journal
 from storage import (
@@ -113,14 +112,16 @@ def _build(config: Config, run: Run, kind: type[T]) -> T:
 
 
 def uses_offline_model(crew: Crew) -> bool:
-    """Whether any model of the crew (its agents', its tasks' agents', the manager's) is the
-    offline :class:`ScriptedLLM`. Look before :func:`prepare` wraps them in the journal."""
+    """Whether any model of the crew (its agents', its tasks' agents', the manager's) is an
+    offline one, whose class says ``offline = True`` (as ``crew_runtime.offline``'s
+    ScriptedLLM does: the core reads the marker and never imports it). Look before
+    :func:`prepare` wraps them in the journal."""
     agents = [*crew.agents, *(task.agent for task in crew.tasks if task.agent is not None)]
     if crew.manager_agent is not None:
         agents.append(crew.manager_agent)
     llms = [crew.manager_llm, *(a.llm for a in agents)]
     llms += [getattr(a, "function_calling_llm", None) for a in agents]  # Agent only
-    return any(isinstance(llm, ScriptedLLM) for llm in llms)
+    return any(getattr(type(llm), "offline", False) is True for llm in llms)
 
 
 def prepare(crew: Crew, ctx: RunContext, prefix: str = "") -> None:

@@ -31,7 +31,7 @@ from crewai.tools import BaseTool
 from pydantic import BaseModel, Field
 
 from crew_runtime import ask_human, idempotency_key, requires_approval
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 
 LLM_ENV_VAR = "COUNTERSIGN_LLM"
 OUTBOX_ENV_VAR = "COUNTERSIGN_OUTBOX_FILE"
@@ -44,7 +44,8 @@ def model(label: str, *, draft: str = "", plan: list[Any] | None = None) -> Base
     Args:
         label: What the offline model calls its drafts ("Outline", "Brief").
         draft: The offline model's canned text; ``{placeholders}`` of
-            :data:`crew_runtime.scripted_llm.PLACEHOLDERS` are filled, literal braces doubled.
+            :data:`crew_runtime.offline.scripted_llm.PLACEHOLDERS` are filled, literal braces
+            doubled.
         plan: The tool calls the offline model makes, in order, e.g.
             ``[("search", {"query": "otters"})]``.
 

@@ -2,7 +2,7 @@
 
 ``except CountersignError`` catches every failure Countersign expects and can explain in one
 sentence (bad input, a missing setting, a decision that came second, a database that refused a
-value or cannot be reached by the CLI); ``bot.text.refusal`` says each to a person in Slack.
+value or cannot be reached by the CLI); ``bot.slack.text.refusal`` says each to a person in Slack.
 Each layer raises its own subtree; the root lives here, in the lowest layer, so that every
 layer can import it.
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from crew_runtime import ask_human, idempotency_key, requires_approval
 from crew_runtime.context import current_run
-from crew_runtime.scripted_llm import ScriptedLLM, ScriptedReply
+from crew_runtime.offline.scripted_llm import ScriptedLLM, ScriptedReply
 
 
 def _effects() -> Path | None:

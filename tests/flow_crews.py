@@ -18,7 +18,7 @@ from crewai.tools import BaseTool
 from pydantic import BaseModel
 
 from crew_runtime import ask_human, requires_approval
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 from tests.crews import PublishTool, SearchTool, _pause_point
 
 

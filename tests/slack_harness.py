@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from bot.hosting.server import Deployment, SlackSettings
 from bot.sandbox import SlackStandIn, StandInThread
-from bot.server import Deployment, SlackSettings
 from crew_runtime.config import Config
 from storage import Store
 

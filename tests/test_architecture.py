@@ -1,4 +1,6 @@
-"""The direction of imports (docs/architecture.md, "Layers"): bot → crew_runtime → storage.
+"""The direction of imports (docs/architecture.md, "Layers"): bot → crew_runtime → storage;
+inside bot, cli → hosting → slack; no core crew_runtime module imports crew_runtime.offline;
+no import circle among bot.cli's modules.
 
 Read from the source with ``ast``, so a violation anywhere in a package fails here,
 whether or not a test happens to import that module.
@@ -31,15 +33,39 @@ FORBIDDEN_FIRST_PARTY = {
 }
 
 
-def _imports(path: Path) -> set[str]:
+# Inside bot: the subpackages each may not import (the sandbox and the shared top-level
+# modules, settings and errors, are free to everyone).
+FORBIDDEN_IN_BOT = {
+    "bot.slack": {"bot.hosting", "bot.cli"},
+    "bot.hosting": {"bot.cli"},
+}
+
+
+def _modules(path: Path) -> set[str]:
+    """Every module the file imports, by its full dotted name, at any depth (lazy ones too);
+    ``from a import b`` counts as ``a`` and as ``a.b``, as b may be a module."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    return {name.split(".")[0] for name in _modules(path)}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _sources(package: str) -> list[Path]:
@@ -61,7 +87,7 @@ def test_imports_follow_the_layers(package: str) -> None:
 
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("import crewai\nfrom bot.cli import main\n")
+    bad.write_text("import crewai\nfrom bot.cli.main import main\n")
     assert _imports(bad) == {"crewai", "bot"}
 
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import blocks, text
-from bot.blocks import FILE_THRESHOLD, Message, escape
-from bot.payloads import ACTIONS
 from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
-from bot.text import unescape
+from bot.slack import blocks, text
+from bot.slack.blocks import FILE_THRESHOLD, Message, escape
+from bot.slack.payloads import ACTIONS
+from bot.slack.text import unescape
 from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
 from storage.errors import AlreadyDecided, CountersignError
 from storage.records import Decision, Review, Run

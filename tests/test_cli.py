@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from bot.cli import CliError, main
-from bot.cli_commands import parse_inputs
+from bot.cli.admin import parse_inputs
+from bot.cli.context import CliError
+from bot.cli.main import main
 from bot.settings import Settings, SettingsError, mask_url
 from storage import (
     DEFAULT_URL,
@@ -660,7 +661,7 @@ def test_only_the_worker_imports_crewai(
     )
     assert done.returncode == code, done.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-    assert "bot.cli" in imported  # the import log was read, so the next line can fail
+    assert "bot.cli.main" in imported  # the import log was read, so the next line can fail
     assert not {name for name in imported if name.split(".")[0] == "crewai"}
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import commands, text
-from bot.commands import (
+from bot.slack import commands, text
+from bot.slack.commands import (
     USAGE,
     CancelCommand,
     CommandError,
@@ -23,7 +23,7 @@ from bot.commands import (
     format_run,
     parse_command,
 )
-from bot.text import escape
+from bot.slack.text import escape
 
 FAST = settings(deadline=None, max_examples=200)
 

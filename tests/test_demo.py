@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 FEEDBACK = "Add a section on otter tools"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.dispatcher import Dispatcher
 from bot.sandbox import StandInThread
+from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
 from storage import Store
 from tests.slack_harness import CHANNEL, new_standin

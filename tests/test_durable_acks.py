@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot import text
 from bot.sandbox import StandInThread, sign
 from bot.sandbox.delivery import encode
+from bot.slack import text
 from crew_runtime.config import Config, load_config
 from storage import ReviewStatus, Store
 from tests.slack_harness import (
@@ -252,7 +252,7 @@ def test_requests_no_slack_would_send_get_one_line_each(
     store = Store.open(db_url)
     with slack_and_bot(config, store) as (slack, bot):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="bot.http"):
+        with caplog.at_level(logging.WARNING, logger="bot.hosting.http"):
             bad_time = {"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=00"}
             assert _post(bot.url, b"command=%2Fcrew", bad_time) == 401
             now = int(time.time())
@@ -262,7 +262,7 @@ def test_requests_no_slack_would_send_get_one_line_each(
                 "X-Slack-Signature": sign(SECRET, now, latin.decode("latin-1")),
             }
             assert _post(bot.url, latin, signed) == 400
-        lines = [r for r in caplog.records if r.name == "bot.http"]
+        lines = [r for r in caplog.records if r.name == "bot.hosting.http"]
         assert len(lines) == 2 and not any(r.exc_info for r in lines)
         # And the bot is none the worse for it.
         assert slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters").ok

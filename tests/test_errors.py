@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import storage.errors
-from bot.cli import main
+from bot.cli.main import main
 from crew_runtime.config import ConfigError, load_config
 from storage import (
     AlreadyDecided,

@@ -19,7 +19,7 @@ from crewai.llms.base_llm import BaseLLM
 
 from crew_runtime import Countersign, load_config
 from crew_runtime.executor import build_crew, uses_offline_model
-from crew_runtime.scripted_llm import ScriptedLLM
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 from storage import OutboxKind, ReviewKind, RunStatus
 from tests.harness import ROOT, Bench
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.pool import ThreadPool
+from bot.hosting.pool import ThreadPool
 from crew_runtime.context import RunContext
 from crew_runtime.signals import RunAborted
 from storage import OutboxKind, RunStatus, Store, utc_now

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.intake import Kind, classify, classify_payload, parse_body
+from bot.slack.intake import Kind, classify, classify_payload, parse_body
 
 FORM = "application/x-www-form-urlencoded"
 JSON = "application/json"

@@ -3,7 +3,7 @@
 
 The happy-path payloads follow Slack's reference pages; the click and the submission
 are built by the Slack stand-in's own payload functions from the blocks and the modal
-``bot.blocks`` produces, so a button or input the bot never rendered cannot parse here."""
+``bot.slack.blocks`` produces, so a button or input the bot never rendered cannot parse here."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import blocks
-from bot.payloads import (
+from bot.sandbox import payloads as slack
+from bot.slack import blocks
+from bot.slack.payloads import (
     ACTIONS,
     ArgumentErrors,
     ButtonClick,
@@ -38,7 +39,6 @@ from bot.payloads import (
     parse_submission,
     schema_types,
 )
-from bot.sandbox import payloads as slack
 from storage.records import Review, Run
 from storage.status import ReviewKind, ReviewStatus, RunStatus
 

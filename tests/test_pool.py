@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.pool import ProcessPool, ThreadPool
+from bot.hosting.pool import ProcessPool, ThreadPool
 from storage import RunStatus
 from tests.harness import Bench
 

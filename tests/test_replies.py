@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import replies
-from bot.replies import APPROVE_PHRASES, Reply, interpret_reply
+from bot.slack import replies
+from bot.slack.replies import APPROVE_PHRASES, Reply, interpret_reply
 from storage.status import ALLOWED_DECISIONS, DecisionKind, ReviewKind
 
 FAST = settings(deadline=None, max_examples=200)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from crew_runtime.errors import UsageError
-from crew_runtime.scripted_llm import parse_draft
+from crew_runtime.offline.scripted_llm import parse_draft
 from storage import NotWaiting, ReviewStatus, RunStatus
 from tests.harness import Bench
 

@@ -39,7 +39,7 @@ from crewai.utilities.agent_utils import is_tool_call_list  # noqa: E402
 from pydantic import BaseModel, Field, PrivateAttr  # noqa: E402
 
 from crew_runtime.journal_llm import decode_response, encode_response  # noqa: E402
-from crew_runtime.scripted_llm import (  # noqa: E402
+from crew_runtime.offline.scripted_llm import (  # noqa: E402
     LOG_ENV_VAR,
     ScriptedLLM,
     parse_draft,

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bot import text as t
 from bot.sandbox import StandInThread
 from bot.sandbox.calls import NO_ANSWER
-from crew_runtime.scripted_llm import parse_draft
+from bot.slack import text as t
+from crew_runtime.offline.scripted_llm import parse_draft
 from storage import ReviewKind, RunStatus, Store
 from tests.harness import ROOT
 from tests.slack_harness import (

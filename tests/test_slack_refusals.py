@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot import text
+from bot.slack import text
 from crew_runtime.config import Config, load_config
 from storage import Store
 from tests.slack_harness import (

@@ -51,7 +51,7 @@ def _child(request: dict[str, Any]) -> None:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
-        from bot.cli import main
+        from bot.cli.main import main
 
         sys.argv = ["countersign", *request["argv"]]
         code = main(request["argv"])
@@ -68,8 +68,8 @@ def _child(request: dict[str, Any]) -> None:
 
 def serve(path: str) -> None:
     """The zygote's loop: fork on request, report exits, stop when stdin closes."""
+    import bot.cli.main  # noqa: F401
     import tests.crews  # noqa: F401
-    from bot import cli  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

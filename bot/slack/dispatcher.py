@@ -20,7 +20,7 @@ apps outside the Marketplace. ``chat.update`` of a message that exists is idempo
 and is simply made again.
 
 For the same reason the client given to the dispatcher must not retry server errors or
-dropped connections itself (``bot.server.slack_client``): only this module knows how to
+dropped connections itself (``bot.hosting.server.slack_client``): only this module knows how to
 retry a post that may have been applied. Each row is claimed for a while before its
 first call (renewed while it is delivered), so two dispatchers never deliver one row at
 once, and one that died lets the row go when its claim runs out.
@@ -40,9 +40,9 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import blocks
 from bot.errors import BotError
-from bot.listeners import api_error, sync
+from bot.slack import blocks
+from bot.slack.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from storage import (
     Decision,

@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot import text as t
 from bot.errors import BotError
+from bot.slack import text as t
 
 __all__ = [
     "USAGE",

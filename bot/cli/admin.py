@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from bot import render
-from bot.cli import CliError, Context
+from bot.cli import render
+from bot.cli.context import CliError, Context
 from bot.settings import mask_url
 from storage import Review, ReviewKind, ReviewStatus, RunStatus
 from storage.migrate import current_revision

@@ -8,7 +8,7 @@ command argument never pings anyone (Slack's "Escaping text"). Mentions, channel
 links and dates are built here, by our code, after escaping.
 
 Nothing here does I/O. Times from storage are naive UTC. Use it as a vocabulary:
-``from bot import text`` then ``text.NOT_A_REVIEWER``, ``text.wrong_channel(...)``.
+``from bot.slack import text`` then ``text.NOT_A_REVIEWER``, ``text.wrong_channel(...)``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode),
 the outbox dispatcher, APScheduler's housekeeping jobs and an embedded worker pool
-(a child ``countersign worker`` process by default, see ``bot.pool``) share one
+(a child ``countersign worker`` process by default, see ``bot.hosting.pool``) share one
 store. Nothing here blocks the event loop, so Slack's acks stay fast whatever the
 crews are doing.
 """
@@ -26,14 +26,14 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.authz import Reviewers
-from bot.dispatcher import Dispatcher
-from bot.http import SlackEndpoint
-from bot.intake import Intake
-from bot.listeners import Listeners, sync
-from bot.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
+from bot.hosting.http import SlackEndpoint
+from bot.hosting.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
+from bot.hosting.socket_mode import DurableSocketModeHandler
 from bot.settings import Settings, SettingsError
-from bot.socket_mode import DurableSocketModeHandler
+from bot.slack.authz import Reviewers
+from bot.slack.dispatcher import Dispatcher
+from bot.slack.intake import Intake
+from bot.slack.listeners import Listeners, sync
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
 from storage import InboxStore, RunStatus, Store
@@ -101,7 +101,7 @@ def slack_client(settings: SlackSettings, *, retry_lost_answers: bool = True) ->
 
     Slack may have applied a call whose answer was a 5xx or a dropped connection, so the
     outbox dispatcher's client must not retry those: the dispatcher looks for a post it
-    may have made before making it again (``bot.dispatcher``). A 429 is never applied.
+    may have made before making it again (``bot.slack.dispatcher``). A 429 is never applied.
     """
     handlers: list[AsyncRetryHandler] = [AsyncRateLimitErrorRetryHandler(max_retry_count=5)]
     if retry_lost_answers:

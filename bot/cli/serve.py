@@ -13,18 +13,17 @@ import signal
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot.cli import CliError, Context
-from bot.cli_worker import stderr_logging
+from bot.cli.context import CliError, Context, stderr_logging
 from bot.settings import mask_url
 
 if TYPE_CHECKING:
-    from bot.server import Deployment
+    from bot.hosting.server import Deployment
 
 log = logging.getLogger("countersign.serve")
 
 
 def run_serve(ctx: Context) -> int:
-    from bot.server import Deployment, SlackSettings, SlackSettingsError
+    from bot.hosting.server import Deployment, SlackSettings, SlackSettingsError
 
     args = ctx.args
     try:

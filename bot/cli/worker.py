@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,8 +21,8 @@ from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from bot.cli import Context
-from bot.parent import die_with_parent
+from bot.cli.context import Context, stderr_logging
+from bot.hosting.parent import die_with_parent
 from bot.settings import mask_url
 
 if TYPE_CHECKING:
@@ -76,37 +75,6 @@ def run_worker(ctx: Context) -> int:
         worker.run(until_idle=args.until_idle)
         log.info("worker %s stopped after %d execution(s)", worker.worker_id, worker.executions)
     return 0
-
-
-_CHATTY = ("apscheduler", "aiohttp.access")
-
-
-@contextmanager
-def stderr_logging(level: str) -> Iterator[None]:
-    """Log to stderr for the worker's lifetime, then leave logging as it was found.
-
-    A handler of its own rather than ``logging.basicConfig``, which does nothing when
-    the root logger already has handlers (as under pytest) and cannot be undone.
-    """
-    root = logging.getLogger()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(level)
-    # A line per scheduled job run and per HTTP request drowns what an operator needs.
-    chatty = {name: logging.getLogger(name) for name in _CHATTY}
-    levels = {name: logger.level for name, logger in chatty.items()}
-    if level != "DEBUG":
-        for logger in chatty.values():
-            logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(previous)
-        for name, logger in chatty.items():
-            logger.setLevel(levels[name])
 
 
 @contextmanager

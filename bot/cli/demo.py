@@ -29,15 +29,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.cli import CliError, Context
-from bot.cli_worker import stderr_logging
+from bot.cli.context import CliError, Context, stderr_logging
 from bot.settings import mask_url
 from crew_runtime.config import Config, load_config
 from storage import DEFAULT_URL
 
 if TYPE_CHECKING:
+    from bot.hosting.server import Deployment
     from bot.sandbox import SlackStandIn
-    from bot.server import Deployment
 
 __all__ = ["DEMO_CHANNEL", "DEMO_USER", "STATE_DIR", "run_demo"]
 
@@ -145,8 +144,8 @@ def _demo_config(ctx: Context) -> Config:
 
 async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str) -> None:
     # Imported here, like serve's: Bolt and aiohttp are not needed by the other commands.
+    from bot.hosting.server import Deployment, SlackSettings
     from bot.sandbox import SandboxPage
-    from bot.server import Deployment, SlackSettings
 
     args = ctx.args
     stop = asyncio.Event()

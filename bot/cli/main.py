@@ -33,72 +33,21 @@ import io
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
-from bot.errors import BotError
-from bot.render import iso
-from bot.settings import Settings, mask_url
-from crew_runtime.config import Config, load_config
-from crew_runtime.service import Countersign
-from storage import AlreadyDecided, CountersignError, RunStatus, Store
+from bot.cli import admin as c
+from bot.cli.context import Context
+from bot.cli.demo import STATE_DIR, run_demo
+from bot.cli.render import iso
+from bot.cli.serve import run_serve
+from bot.cli.worker import run_worker
+from bot.settings import Settings
+from storage import AlreadyDecided, CountersignError, RunStatus
 
-__all__ = ["CliError", "Context", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 DECISIONS = "approve|edit|changes|reject|answer"
-
-
-class CliError(BotError):
-    """The request cannot be done as asked; the message is the whole explanation."""
-
-
-@dataclass
-class Context:
-    """What a command gets: its arguments, the settings, and lazily opened resources."""
-
-    args: argparse.Namespace
-    settings: Settings
-    _store: Store | None = field(default=None, init=False)
-
-    @property
-    def database_url(self) -> str:
-        url: str | None = getattr(self.args, "database_url", None)
-        return url or self.settings.database_url
-
-    def store(self, *, upgrade: bool = True) -> Store:
-        """Open the database once, bringing its schema up to date unless told not to."""
-        if self._store is None:
-            url = self.database_url
-            try:
-                self._store = Store.open(url, upgrade=upgrade)
-            except Exception as exc:  # any driver error: say which database, not the password
-                raise self.unavailable(exc) from exc
-        return self._store
-
-    def unavailable(self, exc: Exception) -> CliError:
-        """The database failed: which one, and why in a line, never with its password."""
-        url = self.database_url
-        return CliError(f"cannot open the database {mask_url(url)}: {_scrub(exc, url)}")
-
-    def config(self) -> Config:
-        """Load the configuration (``--config``, else ``$COUNTERSIGN_CONFIG``, else ./).
-
-        The environment was read into the settings already, hence ``environ={}``.
-        """
-        path: Path | None = getattr(self.args, "config", None) or self.settings.config_path
-        return load_config(path, environ={})
-
-    def service(self, config: Config | None = None) -> Countersign:
-        """The runtime's front door. Deciding and cancelling need no crew specs, so by
-        default it gets an empty configuration instead of requiring the file."""
-        return Countersign(self.store(), config or Config(path=Path("(no configuration)")))
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
 
 class _Handler(Protocol):
@@ -148,16 +97,6 @@ def _detach_stdout() -> None:
         pass  # not a real file (a test's capture): nothing will be flushed to a pipe
 
 
-def _scrub(exc: BaseException, url: str) -> str:
-    """The first line of a driver error, without the URL's password should it be quoted."""
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    return text.replace(password, "***") if password else text
-
-
 # --- the parser ---------------------------------------------------------------------------
 
 
@@ -203,12 +142,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree. Handlers live in ``bot.cli_commands`` and ``bot.cli_worker``,
-    imported here because they import :class:`Context` from this module."""
-    from bot import cli_commands as c
-    from bot.cli_demo import STATE_DIR, run_demo
-    from bot.cli_serve import run_serve
-    from bot.cli_worker import run_worker
+    """The whole command tree; each command's handler lives in its group's module."""
 
     # Global options are accepted before and after the command; SUPPRESS keeps a
     # subcommand's unset copy from overwriting a value given before it.
@@ -313,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="stop when process PID, this one's parent, dies (how serve runs its worker pool)",
     )
-    # Pipes from serve's worker pool (bot.pool.ProcessPool); not for people.
+    # Pipes from serve's worker pool (bot.hosting.pool.ProcessPool); not for people.
     worker.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     worker.add_argument("--settled-fd", type=int, help=argparse.SUPPRESS)
 

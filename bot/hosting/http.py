@@ -1,7 +1,7 @@
 """Slack's HTTP entry point: check the request, record it, ack, and let Bolt handle it after.
 
 Slack wants an answer within 3 s, and an ack tells the person their click or command was
-taken, so a click, an event or a slash command is acked only once ``bot.intake`` has it in
+taken, so a click, an event or a slash command is acked only once ``bot.slack.intake`` has it in
 the database. When that fails, the answer says so the way Slack shows it: an ephemeral
 "not recorded, try again" for a slash command (the ack's body is shown to its author), an
 error status for a click (Slack marks the button as failed) and for an event (Slack retries
@@ -21,8 +21,8 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_sdk.signature import SignatureVerifier
 
-from bot import text
-from bot.intake import Intake, Kind, Receipt, classify
+from bot.slack import text
+from bot.slack.intake import Intake, Kind, Receipt, classify
 
 log = logging.getLogger(__name__)
 

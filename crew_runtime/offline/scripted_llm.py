@@ -85,7 +85,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, get_origin
 
 from crewai.llms.base_llm import BaseLLM
 from pydantic import (
@@ -244,6 +244,10 @@ class ScriptedLLM(BaseLLM):
         ...                   tool_plan=[("search", {"query": "{subject}"})])
         >>> agent = Agent(role="Writer", goal="...", backstory="...", llm=llm)
     """
+
+    offline: ClassVar[bool] = True
+    """Read by ``crew_runtime.executor.uses_offline_model``: a run on this model says so in
+    its thread, so nobody mistakes its canned drafts for a real model's."""
 
     tool_plan: list[PlannedToolCall | list[PlannedToolCall]] = Field(default_factory=list)
     label: str = "Draft"

@@ -1,11 +1,11 @@
 """Socket Mode with the same promise as HTTP: an envelope is acked once it is recorded.
 
 Bolt's own handler acks an envelope with whatever the listener answered, before anything is
-recorded. This one hands each envelope to ``bot.intake`` first, exactly as ``bot.http`` does
-for HTTP: recorded (or a duplicate), it is acked; not recorded, a slash command is answered
-with an ephemeral saying so, and anything else is left unacked, so Slack retries an event and
-shows a click as failed. Modal submissions, whose ack carries the answer, are handled before
-it, as over HTTP.
+recorded. This one hands each envelope to ``bot.slack.intake`` first, exactly as
+``bot.hosting.http`` does for HTTP: recorded (or a duplicate), it is acked; not recorded, a
+slash command is answered with an ephemeral saying so, and anything else is left unacked, so
+Slack retries an event and shows a click as failed. Modal submissions, whose ack carries the
+answer, are handled before it, as over HTTP.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-from bot import text
-from bot.intake import Intake, Kind, Receipt, classify_payload
+from bot.slack import text
+from bot.slack.intake import Intake, Kind, Receipt, classify_payload
 
 
 class DurableSocketModeHandler(AsyncSocketModeHandler):

@@ -6,14 +6,14 @@ docs/architecture.md lists them):
 
 - Every text from an LLM, a person or the configuration is escaped (:func:`escape`) and
   put in ``mrkdwn`` with ``verbatim: true``, so it can neither ping (``<!channel>``) nor
-  link (``<https://evil|ok>``). Mentions and dates are built by ``bot.text`` after that.
+  link (``<https://evil|ok>``). Mentions and dates are built by ``bot.slack.text`` after that.
 - A section holds at most 3000 chars, a message at most 50 blocks and ~12k chars of block
   text, so long drafts are cut at paragraph, line or word boundaries into sections and,
   past :data:`DRAFT_PER_MESSAGE`, into several messages; only the last has the buttons.
   Past :data:`FILE_THRESHOLD` the dispatcher posts :func:`review_file_summary` and uploads
   the draft as a file instead.
 - Buttons carry the review id as their value, never text; their ``action_id`` is
-  ``countersign:<action>`` (``bot.payloads`` parses them back). "Revise an earlier task"
+  ``countersign:<action>`` (``bot.slack.payloads`` parses them back). "Revise an earlier task"
   belongs to the run, so its value is the run id.
 
 The layout of a review's last message depends on the review alone, not on the run, so
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from bot import text as t
-from bot.payloads import (
+from bot.slack import text as t
+from bot.slack.payloads import (
     MAX_ARG_NAME,
     MODAL_ACTIONS,
     REVISE,
@@ -39,7 +39,7 @@ from bot.payloads import (
     callback_id,
     schema_types,
 )
-from bot.text import escape, truncate
+from bot.slack.text import escape, truncate
 from crew_runtime import streams
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
@@ -775,7 +775,7 @@ def escalation_message(review: Review, escalate_to: tuple[str, ...]) -> Message:
 
 
 def notice_view(words: str) -> dict[str, Any]:
-    """A modal that only says something (mrkdwn from ``bot.text``, escaped there): opened at
+    """A modal that only says something (mrkdwn from ``bot.slack.text``, escaped there): opened at
     once while the real one is prepared (a trigger id lives 3 s), or shown instead of it when
     the review cannot be decided."""
     return {

@@ -7,7 +7,7 @@ finds the request unfinished and handles it. When the database cannot take it, t
 hears so (the transports decide how: an error status for a click, an ephemeral for a slash
 command) instead of a silent success.
 
-The path of one request, whatever its transport (``bot.http``, ``bot.socket_mode``):
+The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hosting.socket_mode``):
 
 1. :func:`classify`, pure and cheap (it runs before the ack): what kind of request it is
    and its key. The key deduplicates: for slash commands and clicks, what the transport

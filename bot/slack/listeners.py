@@ -3,8 +3,8 @@
 Each listener acks first (Slack gives 3 s; modals need the trigger id right away),
 parses the payload with a pure function, checks who is asking, calls one runtime
 method across the one sync boundary (``asyncio.to_thread``), and answers in words
-from ``bot.text``. Every entry point is idempotent: requests are recorded and
-deduplicated by ``bot.intake`` before they get here, a decision is a compare-and-set
+from ``bot.slack.text``. Every entry point is idempotent: requests are recorded and
+deduplicated by ``bot.slack.intake`` before they get here, a decision is a compare-and-set
 in storage, and what a request starts or decides carries its key, so handling it
 again after a crash changes nothing.
 """
@@ -22,9 +22,9 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import blocks, text
-from bot.authz import CheckFailed, Reviewers
-from bot.commands import (
+from bot.slack import blocks, text
+from bot.slack.authz import CheckFailed, Reviewers
+from bot.slack.commands import (
     USAGE,
     CancelCommand,
     CommandError,
@@ -35,8 +35,8 @@ from bot.commands import (
     StatusCommand,
     parse_command,
 )
-from bot.intake import REQUEST_KEY
-from bot.payloads import (
+from bot.slack.intake import REQUEST_KEY
+from bot.slack.payloads import (
     MODAL_ACTIONS,
     REVISE,
     ArgumentErrors,
@@ -55,7 +55,7 @@ from bot.payloads import (
     parse_slash,
     parse_submission,
 )
-from bot.replies import interpret_reply
+from bot.slack.replies import interpret_reply
 from crew_runtime.arguments import field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
@@ -125,7 +125,7 @@ class Listeners:
         respond: AsyncRespond,
         context: AsyncBoltContext,
     ) -> None:
-        # The transport acked once the command was recorded (bot.intake); every answer
+        # The transport acked once the command was recorded (bot.slack.intake); every answer
         # goes by response_url, as an ephemeral message.
         await ack()
         await respond(**_ephemeral(await self._answer(body, context.get(REQUEST_KEY))))
