@@ -143,8 +143,10 @@ def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None
         "Publish the post on otters",
         "Publish the post on seals",
     ]
+    # The search runs once: before the strategist's pause, or (when the pause came first and
+    # stopped new live calls) in the process that resumed.
     (search,) = flows.effects("search")
-    assert search["pid"] == pids[0]
+    assert search["pid"] in pids[:2]
     assert [(e["key"].split("/", 1)[1], e["pid"]) for e in flows.effects("published")] == [
         ("flow:fan_out#0/task0:Publisher/0", pids[2]),
         ("flow:fan_out#1/task0:Publisher/0", pids[3]),
