@@ -167,6 +167,18 @@ def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None
 
 
 @pytest.mark.slow
+def _editor_sent_back_once_then_approved(flows: Bench, run_id: str) -> list[int]:
+    """The Editor's reviewed task asked to be shorter, then approved: the two workers' pids."""
+    pids = []
+    _waits_for(flows, run_id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor")
+    flows.decide(run_id, "changes", "shorter")
+    pids.append(flows.work())
+    _waits_for(flows, run_id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor", seq=1)
+    flows.decide(run_id, "approve")
+    pids.append(flows.work())
+    return pids
+
+
 def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None:
     """``@human_feedback`` on an outline written by a crew, sent back once ("revise" runs
     the step again: a new crew), then a crew whose task is reviewed twice. After each
@@ -183,12 +195,7 @@ def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None
     )
     flows.decide(run.id, "approve")
     pids.append(flows.work())
-    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor")
-    flows.decide(run.id, "changes", "shorter")
-    pids.append(flows.work())
-    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor", seq=1)
-    flows.decide(run.id, "approve")
-    pids.append(flows.work())
+    pids += _editor_sent_back_once_then_approved(flows, run.id)
 
     done = flows.run(run.id)
     assert done.status == RunStatus.SUCCEEDED, done.error
@@ -213,12 +220,7 @@ def test_a_reviewed_task_kicked_off_with_akickoff_is_reviewed_and_revised(flows:
     the console): reviewed, sent back, revised on the agent's async loop in another process."""
     run = flows.start("async_reviewed", topic="otters")
     pids = [flows.work()]
-    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor")
-    flows.decide(run.id, "changes", "shorter")
-    pids.append(flows.work())
-    _waits_for(flows, run.id, ReviewKind.TASK_REVIEW, "flow:write#0/task0:Editor", seq=1)
-    flows.decide(run.id, "approve")
-    pids.append(flows.work())
+    pids += _editor_sent_back_once_then_approved(flows, run.id)
     done = flows.run(run.id)
     assert done.status == RunStatus.SUCCEEDED, done.error
     article = parse_draft(done.output or "")
