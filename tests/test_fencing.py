@@ -75,10 +75,16 @@ def _finished_once(bench: Bench, run_ids: list[str]) -> None:
     assert sorted(finished) == sorted(run_ids)
 
 
-def _renewed_since(bench: Bench, run_id: str, since: datetime) -> bool:
-    """The run's lease was written after ``since``: its worker acted once it ran again."""
-    expires = bench.run(run_id).lease_expires
-    return expires is not None and expires >= since + timedelta(seconds=LEASE)
+def _renewed_since(bench: Bench, run_id: str, since: datetime, token: str | None) -> bool:
+    """The claim ``token`` still holds the run and renewed its lease after ``since``: the
+    execution acted once it ran again (another worker's claim would change the token)."""
+    run = bench.run(run_id)
+    expires = run.lease_expires
+    return (
+        run.lease_token == token
+        and expires is not None
+        and expires >= since + timedelta(seconds=LEASE)
+    )
 
 
 def _done(proc: Forked, log: Path) -> None:
@@ -126,12 +132,13 @@ def test_a_worker_stalled_past_its_lease_keeps_its_run_and_executes_it_once(
     )
     with _reaped(worker):
         wait_until(lambda: _live(bench, run.id, worker.pid), what="the tool call to start")
+        token = bench.run(run.id).lease_token
         with _stopped(worker):
             _hold_until(time.monotonic(), 2.5)
             resumed = utc_now()
         # Running again, the worker renews the lease nobody took (and must not claim the run
         # a second time beside the execution still inside the tool).
-        wait_until(lambda: _renewed_since(bench, run.id, resumed), what="the worker to act")
+        wait_until(lambda: _renewed_since(bench, run.id, resumed, token), what="the worker to act")
         release.touch()
         _done(worker, log)
     assert len(_executions(bench, run.id)) == 1
@@ -150,7 +157,9 @@ def _lose_one_of_two_runs(
     """Two runs in one worker (with a slot to spare), both inside their tool calls when a
     fault hits it for ``leases`` leases; meanwhile a second worker (one run at a time) takes
     one of them over. The first worker must keep the other run (renew it, not claim it a
-    second time), and stop the lost one before its next call."""
+    second time), and stop the lost one before its next call. Both workers' tool calls end
+    only when the test says so: the second worker, once free, would rightly claim the other
+    run if its lease were still out, which is a race the test does not mean to run."""
     runs = [bench.start("newsletter", topic=topic).id for topic in ("otters", "seals")]
     release = bench.tmp / "release"
     logs = [bench.tmp / "first.log", bench.tmp / "second.log"]
@@ -165,6 +174,7 @@ def _lose_one_of_two_runs(
     second: Forked | None = None
     with _reaped(first):
         wait_until(lambda: len(_live(bench, pid=first.pid)) == 4, what="both tool calls")
+        tokens = {run_id: bench.run(run_id).lease_token for run_id in runs}
         started = time.monotonic()
         begin(first)
         try:
@@ -173,7 +183,7 @@ def _lose_one_of_two_runs(
                 "1",
                 lease=LEASE,
                 log=logs[1],
-                COUNTERSIGN_TEST_TOOL_SECONDS=str(2 * LEASE),
+                COUNTERSIGN_TEST_RELEASE=str(release),
             )
             pid = second.pid
             (taken,) = wait_until(
@@ -186,8 +196,10 @@ def _lose_one_of_two_runs(
             end(first)
         with _reaped(second):
             (kept,) = [run_id for run_id in runs if run_id != taken]
-            wait_until(lambda: _renewed_since(bench, kept, resumed), what="the first worker")
-            release.touch()  # the first worker's tool calls end now
+            wait_until(
+                lambda: _renewed_since(bench, kept, resumed, tokens[kept]), what="the first worker"
+            )
+            release.touch()  # both workers' tool calls end now
             _done(first, logs[0])
             _done(second, logs[1])
     assert [int(e.split(":")[0]) for e in _executions(bench, taken)] == [first.pid, second.pid]
