@@ -61,8 +61,8 @@ from crew_runtime.context import RunContext
 from crew_runtime.executor import execute
 from crew_runtime.review import feed_back
 from storage import JournalEntry, NewReview, Review, ReviewStatus, Run, RunStatus, Store
+from storage.base import new_id
 from storage.schema import decisions, journal, reviews, runs
-from storage.store import new_id
 
 TURNS = 30
 OUT = sys.stdout

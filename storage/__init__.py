@@ -4,6 +4,7 @@ Depends on SQLAlchemy only; knows nothing of CrewAI or Slack. See ``storage.erro
 for the exception hierarchy and ``storage.status`` for the state machines.
 """
 
+from storage.base import utc_now
 from storage.engine import DEFAULT_URL, make_engine
 from storage.errors import (
     AlreadyDecided,
@@ -42,7 +43,7 @@ from storage.status import (
     ReviewStatus,
     RunStatus,
 )
-from storage.store import Store, utc_now
+from storage.store import Store
 
 __all__ = [
     "ALLOWED_DECISIONS",

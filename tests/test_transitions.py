@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 from storage import DecisionKind, NewDecision, NewReview, ReviewKind, RunStatus, Store
 from storage.errors import IllegalTransition
+from storage.runs import MAX_RECOVERIES
 from storage.schema import reviews, runs
 from storage.status import REVIEW_TRANSITIONS, RUN_TRANSITIONS, ReviewStatus
-from storage.store import MAX_RECOVERIES
 from storage.transitions import move_reviews, move_run
 
 ROOT = Path(__file__).resolve().parent.parent

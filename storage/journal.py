@@ -1,0 +1,152 @@
+"""The Store's journal: each run's recorded turns, appended under the claim's fence, and cut
+where a replay found that the crew changed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from storage.base import StoreBase
+from storage.fencing import fence
+from storage.records import JSON, JournalEntry
+from storage.schema import journal, outbox, reviews, runs
+from storage.status import OutboxKind, ReviewStatus, RunNote
+from storage.transitions import move_reviews
+
+# The reviews a dropped part of the journal takes with it: those asked and those answered.
+REPLAYABLE = (ReviewStatus.PENDING, ReviewStatus.DECIDED)
+
+
+class JournalStore(StoreBase):
+    """Read and append a run's journal; record a divergence; note a run once."""
+
+    def load_journal(self, run_id: str) -> list[JournalEntry]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(journal).where(journal.c.run_id == run_id).order_by(journal.c.pos)
+            )
+            return [
+                JournalEntry(
+                    pos=row.pos,
+                    stream=row.stream,
+                    kind=row.kind,
+                    seq=row.seq,
+                    payload=row.payload,
+                    prompt_hash=row.prompt_hash,
+                )
+                for row in rows
+            ]
+
+    def append_journal(
+        self,
+        run_id: str,
+        token: str,
+        *,
+        stream: str,
+        kind: str,
+        seq: int,
+        payload: JSON,
+        prompt_hash: str | None = None,
+    ) -> int:
+        """Append one turn, fenced by the claim: an execution that lost the run cannot write.
+
+        Idempotent: asked again for a turn it holds (a retry after a commit whose answer
+        the connection lost), it returns that turn's position and writes nothing.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            return append_entry(
+                conn, run_id, stream, kind, seq, payload, prompt_hash, now=self.clock()
+            )
+
+    def record_divergence(self, run_id: str, token: str, from_pos: int, note: str) -> None:
+        """Drop the journal from ``from_pos`` on and supersede the reviews opened after it.
+
+        The run then continues live from that point; the note is kept on the run
+        and announced in its thread. Decisions stay in the audit trail.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            conn.execute(
+                delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
+            )
+            move_reviews(
+                conn,
+                REPLAYABLE,
+                ReviewStatus.SUPERSEDED,
+                reviews.c.run_id == run_id,
+                reviews.c.journal_pos > from_pos,
+            )
+            conn.execute(update(runs).where(runs.c.id == run_id).values(divergence=note))
+            self._enqueue(conn, run_id, OutboxKind.RUN_DIVERGED, payload={"note": note})
+
+    def note_run(self, run_id: str, token: str, note: RunNote) -> bool:
+        """Announce ``note`` in the run's thread, at most once per run and note.
+
+        Fenced by the claim like the journal: the run's row is locked while the outbox is
+        checked, so two executions (a resume, a takeover) cannot both enqueue it.
+
+        Returns:
+            True if the note was enqueued now, False if it had been already.
+
+        Raises:
+            LeaseLost: the claim ``token`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            earlier = conn.execute(
+                select(outbox.c.payload).where(
+                    outbox.c.run_id == run_id, outbox.c.kind == OutboxKind.RUN_NOTE
+                )
+            ).scalars()
+            if any(payload.get("note") == note for payload in earlier):
+                return False
+            self._enqueue(conn, run_id, OutboxKind.RUN_NOTE, payload={"note": note.value})
+            return True
+
+
+def append_entry(
+    conn: Connection,
+    run_id: str,
+    stream: str,
+    kind: str,
+    seq: int,
+    payload: JSON,
+    prompt_hash: str | None = None,
+    *,
+    now: datetime,
+) -> int:
+    """The position of the turn ``(stream, kind, seq)``, appended unless it is there."""
+    earlier = conn.execute(
+        select(journal.c.pos).where(
+            journal.c.run_id == run_id,
+            journal.c.stream == stream,
+            journal.c.kind == kind,
+            journal.c.seq == seq,
+        )
+    ).scalar_one_or_none()
+    if earlier is not None:
+        return int(earlier)
+    pos = next_pos(conn, run_id)
+    conn.execute(
+        insert(journal).values(
+            run_id=run_id,
+            pos=pos,
+            stream=stream,
+            kind=kind,
+            seq=seq,
+            payload=payload,
+            prompt_hash=prompt_hash,
+            created_at=now,
+        )
+    )
+    return pos
+
+
+def next_pos(conn: Connection, run_id: str) -> int:
+    """The position of the run's next journal entry."""
+    last = conn.execute(
+        select(func.max(journal.c.pos)).where(journal.c.run_id == run_id)
+    ).scalar_one()
+    return 0 if last is None else int(last) + 1

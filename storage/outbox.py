@@ -1,0 +1,167 @@
+"""The Store's outbox: the announcements a change commits with it, handed to the dispatcher
+one claim at a time, in order per run."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from storage.base import StoreBase
+from storage.errors import OutboxClaimLost
+from storage.records import JSON, OutboxMessage
+from storage.rows import to_outbox_message
+from storage.schema import outbox, reviews, runs
+
+
+class OutboxStore(StoreBase):
+    """Due rows, claims on them, the steps of a delivery, sent or failed."""
+
+    def due_outbox(self, limit: int = 50) -> list[OutboxMessage]:
+        """Unsent announcements that may go out now, oldest first.
+
+        A row is due when its next attempt is due and no dispatcher holds it, and the
+        same holds for every earlier unsent row of its run: a run's rows go out in order,
+        so one that keeps failing holds back the rows after it.
+        """
+        now = self.clock()
+        earlier = outbox.alias("earlier")
+        held_back = (
+            select(earlier.c.id)
+            .where(
+                earlier.c.run_id == outbox.c.run_id,
+                earlier.c.sent_at.is_(None),
+                earlier.c.id < outbox.c.id,
+                (earlier.c.next_attempt_at > now) | (earlier.c.claimed_until > now),
+            )
+            .exists()
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(outbox)
+                .where(*_outbox_free(now), ~held_back)
+                .order_by(outbox.c.id)
+                .limit(limit)
+            )
+            return [to_outbox_message(row) for row in rows]
+
+    def claim_outbox(self, message_id: int, claim: str, hold: timedelta) -> OutboxMessage | None:
+        """Hold an unsent row for one dispatcher for ``hold``, before it calls Slack.
+
+        Compare-and-set: the row must be due, unheld (or held past its time, by a
+        dispatcher that died) and the first unsent row of its run.
+
+        Returns:
+            The row with the steps already done, or None if it cannot be had now.
+        """
+        now = self.clock()
+        first = outbox.alias("first")
+        first_unsent = (
+            select(func.min(first.c.id))
+            .where(first.c.run_id == outbox.c.run_id, first.c.sent_at.is_(None))
+            .scalar_subquery()
+        )
+        with self._tx() as conn:
+            claimed = conn.execute(
+                update(outbox)
+                .where(outbox.c.id == message_id, *_outbox_free(now), outbox.c.id == first_unsent)
+                .values(claim=claim, claimed_until=now + hold)
+            ).rowcount
+            if claimed != 1:
+                return None
+            row = conn.execute(select(outbox).where(outbox.c.id == message_id)).one()
+            return to_outbox_message(row)
+
+    def renew_outbox_claim(self, message_id: int, claim: str, hold: timedelta) -> bool:
+        """Hold the row ``hold`` longer; False if ``claim`` no longer holds it."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    update(outbox)
+                    .where(*_outbox_held(message_id, claim))
+                    .values(claimed_until=self.clock() + hold)
+                ).rowcount
+                == 1
+            )
+
+    def save_outbox_progress(self, message_id: int, claim: str, progress: JSON) -> None:
+        """Record the steps of a delivery done so far (and the one under way).
+
+        Raises:
+            OutboxClaimLost: ``claim`` no longer holds the row: stop delivering it.
+        """
+        with self._tx() as conn:
+            saved = conn.execute(
+                update(outbox).where(*_outbox_held(message_id, claim)).values(progress=progress)
+            ).rowcount
+            if saved != 1:
+                raise OutboxClaimLost(message_id)
+
+    def mark_sent(
+        self,
+        message_id: int,
+        claim: str,
+        *,
+        thread: tuple[str, str, str] | None = None,
+        review_message: tuple[str, str, str] | None = None,
+    ) -> bool:
+        """Compare-and-set held by ``claim`` and unsent → sent; False if it was not.
+
+        In the same transaction, remember where Slack put what was posted:
+        ``thread=(run_id, channel, ts)`` for a run's root message,
+        ``review_message=(review_id, channel, ts)`` for a review's message.
+        """
+        with self._tx() as conn:
+            sent = conn.execute(
+                update(outbox)
+                .where(*_outbox_held(message_id, claim))
+                .values(sent_at=self.clock(), claim=None, claimed_until=None)
+            ).rowcount
+            if sent != 1:
+                return False
+            if thread is not None:
+                run_id, channel, ts = thread
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.id == run_id, runs.c.thread_ts.is_(None))
+                    .values(channel=channel, thread_ts=ts)
+                )
+            if review_message is not None:
+                review_id, channel, ts = review_message
+                conn.execute(
+                    update(reviews)
+                    .where(reviews.c.id == review_id)
+                    .values(channel=channel, message_ts=ts)
+                )
+            return True
+
+    def mark_failed(self, message_id: int, claim: str, error: str, retry_in: timedelta) -> None:
+        """Let the row go with its error, to be tried again (from its first step not done)
+        in ``retry_in``; a no-op if ``claim`` no longer holds it."""
+        with self._tx() as conn:
+            conn.execute(
+                update(outbox)
+                .where(*_outbox_held(message_id, claim))
+                .values(
+                    attempts=outbox.c.attempts + 1,
+                    last_error=error[:2000],
+                    next_attempt_at=self.clock() + retry_in,
+                    claim=None,
+                    claimed_until=None,
+                )
+            )
+
+
+def _outbox_free(now: datetime) -> tuple[Any, ...]:
+    """An unsent outbox row that is due and that no live dispatcher holds."""
+    return (
+        outbox.c.sent_at.is_(None),
+        outbox.c.next_attempt_at <= now,
+        outbox.c.claimed_until.is_(None) | (outbox.c.claimed_until <= now),
+    )
+
+
+def _outbox_held(message_id: int, claim: str) -> tuple[Any, ...]:
+    """The compare-and-set condition that a dispatcher still holds an unsent row."""
+    return (outbox.c.id == message_id, outbox.c.sent_at.is_(None), outbox.c.claim == claim)

@@ -1,0 +1,224 @@
+"""The Store's reviews and decisions: decide once, sweep what is due, reopen a decided task."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from storage.base import StoreBase, new_id
+from storage.errors import AlreadyDecided, DecisionNotAllowed, NotWaiting, TransitionRejected
+from storage.journal import REPLAYABLE
+from storage.records import NewDecision, Review
+from storage.rows import decisions_by_review, load_review, load_run, to_review
+from storage.schema import decisions, journal, reviews
+from storage.status import ALLOWED_DECISIONS, DecisionKind, OutboxKind, ReviewStatus, RunStatus
+from storage.transitions import move_reviews, move_run
+
+
+class ReviewStore(StoreBase):
+    """The reviews a suspended run waits for, and the decisions that answer them."""
+
+    def get_review(self, review_id: str) -> Review:
+        with self.engine.connect() as conn:
+            return load_review(conn, review_id)
+
+    def list_reviews(
+        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+    ) -> list[Review]:
+        query = select(reviews).order_by(reviews.c.created_at, reviews.c.id)
+        if status is not None:
+            query = query.where(reviews.c.status == status)
+        if run_id is not None:
+            query = query.where(reviews.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+            found = decisions_by_review(conn, [row.id for row in rows])
+            return [to_review(row, found.get(row.id)) for row in rows]
+
+    def decide(self, review_id: str, decision: NewDecision) -> Review:
+        """Record a decision exactly once: pending → decided, and the run back in the queue.
+
+        Raises:
+            ReviewNotFound: no such review.
+            AlreadyDecided: somebody decided first (or the run was cancelled);
+                the exception says who and how.
+            DecisionNotAllowed: the decision does not fit the review's kind.
+        """
+        now = self.clock()
+        try:
+            with self._tx() as conn:
+                review = load_review(conn, review_id, lock=True)
+                if _made_by(review, decision.request_key):
+                    return review  # the same request, replayed: it was recorded the first time
+                if review.status != ReviewStatus.PENDING:
+                    raise _already_decided(review)
+                allowed = ALLOWED_DECISIONS[review.kind]
+                if decision.kind not in allowed:
+                    people = sorted(k.value for k in allowed if k != DecisionKind.EXPIRE)
+                    raise DecisionNotAllowed(
+                        review_id, review.kind.value, decision.kind.value, people
+                    )
+                changed = move_reviews(
+                    conn,
+                    ReviewStatus.PENDING,
+                    ReviewStatus.DECIDED,
+                    reviews.c.id == review_id,
+                    decided_at=now,
+                )
+                if changed != 1:
+                    raise _already_decided(load_review(conn, review_id))
+                conn.execute(
+                    insert(decisions).values(
+                        review_id=review_id,
+                        run_id=review.run_id,
+                        kind=decision.kind,
+                        text=decision.text,
+                        original=review.prompt if decision.kind == DecisionKind.EDIT else None,
+                        details=decision.details,
+                        decided_by=decision.decided_by,
+                        request_key=decision.request_key,
+                        created_at=now,
+                    )
+                )
+                still_pending = conn.execute(
+                    select(func.count())
+                    .select_from(reviews)
+                    .where(
+                        reviews.c.run_id == review.run_id,
+                        reviews.c.status == ReviewStatus.PENDING,
+                    )
+                ).scalar_one()
+                if still_pending == 0:
+                    move_run(
+                        conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now
+                    )
+                self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review_id)
+                return load_review(conn, review_id)
+        except IntegrityError:
+            # The UNIQUE on decisions.review_id caught a race the status check missed.
+            review = self.get_review(review_id)
+            if _made_by(review, decision.request_key):
+                return review
+            raise _already_decided(review) from None
+
+    def sweep_reviews(self, *, expired_by: str = "countersign") -> dict[str, int]:
+        """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
+
+        Each due time is cleared with a compare-and-set on its old value before it is
+        announced, and expiry is a decision like any other (first one wins).
+        """
+        now = self.clock()
+        counts = {"reminded": 0, "escalated": 0, "expired": 0}
+        for column, kind, name in (
+            (reviews.c.remind_at, OutboxKind.REVIEW_REMINDED, "reminded"),
+            (reviews.c.escalate_at, OutboxKind.REVIEW_ESCALATED, "escalated"),
+        ):
+            with self._tx() as conn:
+                due = conn.execute(
+                    select(reviews.c.id, reviews.c.run_id, column).where(
+                        reviews.c.status == ReviewStatus.PENDING, column <= now
+                    )
+                ).all()
+                for review_id, run_id, at in due:
+                    cleared = conn.execute(
+                        update(reviews)
+                        .where(reviews.c.id == review_id, column == at)
+                        .values({column.key: None})
+                    ).rowcount
+                    if cleared == 1:
+                        self._enqueue(conn, run_id, kind, review_id)
+                        counts[name] += 1
+        with self.engine.connect() as conn:
+            expiring = conn.execute(
+                select(reviews.c.id).where(
+                    reviews.c.status == ReviewStatus.PENDING, reviews.c.expires_at <= now
+                )
+            ).scalars()
+            expiring_ids = list(expiring)
+        for review_id in expiring_ids:
+            try:
+                self.decide(review_id, NewDecision(DecisionKind.EXPIRE, expired_by))
+                counts["expired"] += 1
+            except AlreadyDecided:
+                pass
+        return counts
+
+    def reopen_review(self, review_id: str, decision: NewDecision) -> Review:
+        """Decide an earlier, already decided review again, and rewind the run to it.
+
+        The old review is superseded (it keeps its decision: the audit trail loses
+        nothing), a new decided review takes its place at the same pause point, the
+        journal recorded after that point is dropped and the reviews opened after it
+        are superseded. The run must be waiting; it is queued again.
+
+        Raises:
+            ReviewNotFound: no such review.
+            NotWaiting: the run is not waiting for a review.
+            TransitionRejected: the review is not a decided one.
+        """
+        now = self.clock()
+        with self._tx() as conn:
+            old = load_review(conn, review_id, lock=True)
+            run = load_run(conn, old.run_id, lock=True)
+            if run.status != RunStatus.WAITING:
+                raise NotWaiting(run.id, run.status)
+            if old.status != ReviewStatus.DECIDED:
+                raise TransitionRejected(f"review {review_id} is {old.status}, not decided")
+            point = old.journal_pos
+            move_reviews(
+                conn,
+                REPLAYABLE,
+                ReviewStatus.SUPERSEDED,
+                reviews.c.run_id == run.id,
+                (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
+            )
+            conn.execute(delete(journal).where(journal.c.run_id == run.id, journal.c.pos >= point))
+            new_review_id = new_id("rev")
+            conn.execute(
+                insert(reviews).values(
+                    id=new_review_id,
+                    run_id=run.id,
+                    kind=old.kind,
+                    status=ReviewStatus.DECIDED,
+                    stream=old.stream,
+                    seq=old.seq,
+                    prompt=old.prompt,
+                    details=old.details,
+                    journal_pos=point,
+                    channel=old.channel,
+                    created_at=now,
+                    decided_at=now,
+                )
+            )
+            conn.execute(
+                insert(decisions).values(
+                    review_id=new_review_id,
+                    run_id=run.id,
+                    kind=decision.kind,
+                    text=decision.text,
+                    original=None,
+                    details={**decision.details, "replaces": old.id},
+                    decided_by=decision.decided_by,
+                    created_at=now,
+                )
+            )
+            move_run(conn, run.id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
+            self._enqueue(conn, run.id, OutboxKind.TASK_REOPENED, new_review_id)
+            return load_review(conn, new_review_id)
+
+
+def _made_by(review: Review, request_key: str | None) -> bool:
+    """Whether ``review`` was decided by the request ``request_key`` (None: no request)."""
+    decision = review.decision
+    return request_key is not None and decision is not None and decision.request_key == request_key
+
+
+def _already_decided(review: Review) -> AlreadyDecided:
+    decision = review.decision
+    return AlreadyDecided(
+        review.id,
+        review.status,
+        by=decision.decided_by if decision else None,
+        kind=decision.kind if decision else None,
+        at=decision.created_at if decision else None,
+    )

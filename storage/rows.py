@@ -1,0 +1,111 @@
+"""Rows read back as the records of ``storage.records``: a run, a review with its decision,
+an outbox message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, select
+
+from storage.errors import ReviewNotFound, RunNotFound
+from storage.records import Decision, OutboxMessage, Review, Run
+from storage.schema import decisions, reviews, runs
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+
+
+def load_run(conn: Connection, run_id: str, *, lock: bool = False) -> Run:
+    """The run ``run_id``; with ``lock``, its row locked for the transaction."""
+    query = select(runs).where(runs.c.id == run_id)
+    if lock:
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        raise RunNotFound(run_id)
+    return to_run(row)
+
+
+def load_review(conn: Connection, review_id: str, *, lock: bool = False) -> Review:
+    """The review ``review_id`` with its decision; with ``lock``, its row locked."""
+    query = select(reviews).where(reviews.c.id == review_id)
+    if lock:
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        raise ReviewNotFound(review_id)
+    return to_review(row, decisions_by_review(conn, [review_id]).get(review_id))
+
+
+def decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
+    if not review_ids:
+        return {}
+    rows = conn.execute(select(decisions).where(decisions.c.review_id.in_(review_ids)))
+    return {
+        row.review_id: Decision(
+            review_id=row.review_id,
+            run_id=row.run_id,
+            kind=DecisionKind(row.kind),
+            text=row.text,
+            original=row.original,
+            details=row.details,
+            decided_by=row.decided_by,
+            created_at=row.created_at,
+            request_key=row.request_key,
+        )
+        for row in rows
+    }
+
+
+def to_run(row: Row[Any]) -> Run:
+    return Run(
+        id=row.id,
+        crew=row.crew,
+        inputs=row.inputs,
+        status=RunStatus(row.status),
+        output=row.output,
+        error=row.error,
+        divergence=row.divergence,
+        started_by=row.started_by,
+        channel=row.channel,
+        thread_ts=row.thread_ts,
+        attempts=row.attempts,
+        lease_owner=row.lease_owner,
+        lease_token=row.lease_token,
+        lease_expires=row.lease_expires,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def to_review(row: Row[Any], decision: Decision | None) -> Review:
+    return Review(
+        id=row.id,
+        run_id=row.run_id,
+        kind=ReviewKind(row.kind),
+        status=ReviewStatus(row.status),
+        stream=row.stream,
+        seq=row.seq,
+        prompt=row.prompt,
+        details=row.details,
+        journal_pos=row.journal_pos,
+        channel=row.channel,
+        message_ts=row.message_ts,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
+        remind_at=row.remind_at,
+        escalate_at=row.escalate_at,
+        expires_at=row.expires_at,
+        decision=decision,
+    )
+
+
+def to_outbox_message(row: Row[Any]) -> OutboxMessage:
+    return OutboxMessage(
+        id=row.id,
+        run_id=row.run_id,
+        review_id=row.review_id,
+        kind=row.kind,
+        payload=row.payload,
+        attempts=row.attempts,
+        created_at=row.created_at,
+        progress=row.progress,
+    )
