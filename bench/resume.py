@@ -323,7 +323,7 @@ GROUPS = [
     ("waiting on other threads (epoll, locks, queues)", ("'poll' of", "'acquire' of", "_queue")),
     ("Countersign runtime (journal, hooks, reviews)", ("/crew_runtime/",)),
     ("database (storage, SQLAlchemy, driver)", ("/storage/", "sqlalchemy", "sqlite3", "psycopg")),
-    ("scripted model", ("scripted_llm.py",)),
+    ("scripted model", ("/crew_runtime/offline/",)),
     ("CrewAI", ("/crewai/",)),
     ("pydantic", ("pydantic",)),
     ("asyncio, threads, json, logging, other stdlib", ("",)),
@@ -339,7 +339,7 @@ def grouped(profiles: list[cProfile.Profile]) -> tuple[dict[str, float], list[tu
         where = f"{filename}:{func}"
         if not any(mark in func for mark in GROUPS[0][1]):
             top.append((tottime, f"{'/'.join(Path(filename).parts[-2:])}:{line}({func})"))
-        if "scripted_llm.py" in filename:
+        if "/crew_runtime/offline/" in filename:
             totals["scripted model"] += tottime
             continue
         for name, marks in GROUPS:

@@ -44,7 +44,7 @@ def model(label: str, *, draft: str = "", plan: list[Any] | None = None) -> Base
     Args:
         label: What the offline model calls its drafts ("Outline", "Brief").
         draft: The offline model's canned text; ``{placeholders}`` of
-            :data:`crew_runtime.offline.scripted_llm.PLACEHOLDERS` are filled, literal braces
+            :data:`crew_runtime.offline.plan.PLACEHOLDERS` are filled, literal braces
             doubled.
         plan: The tool calls the offline model makes, in order, e.g.
             ``[("search", {"query": "otters"})]``.

@@ -25,7 +25,8 @@ from pydantic import BaseModel
 
 from crew_runtime import ask_human, idempotency_key, requires_approval
 from crew_runtime.context import current_run
-from crew_runtime.offline.scripted_llm import ScriptedLLM, ScriptedReply
+from crew_runtime.offline.script import ScriptedReply
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 
 
 def _effects() -> Path | None:

@@ -9,7 +9,7 @@ through the ``openai`` SDK, the base taken from ``OPENAI_BASE_URL`` and the key 
 a worker's environment here exercises all of it (HTTP, SDK parsing, streaming) offline.
 
 Answers come from a script per model (:class:`ModelScript`), read by the same rules as the
-offline scripted model (``crew_runtime.offline.scripted_llm.script_reply``): ReAct text when the
+offline scripted model (``crew_runtime.offline.script.script_reply``): ReAct text when the
 request offers no tools, native ``tool_calls`` when it does. Tool call ids are random, as
 OpenAI's are, so a replay that re-asked the model instead of reading its journal would show
 up as a changed conversation. Every request is recorded (:meth:`OpenAIStandIn.requests`).
@@ -39,7 +39,8 @@ from typing import Any
 
 from aiohttp import web
 
-from crew_runtime.offline.scripted_llm import PlanItem, script_reply
+from crew_runtime.offline.plan import PlanItem
+from crew_runtime.offline.script import script_reply
 
 Json = dict[str, Any]
 
@@ -85,7 +86,7 @@ class ModelScript:
     """How one model answers.
 
     Args:
-        label: the first word of its drafts (see ``crew_runtime.offline.scripted_llm``).
+        label: the first word of its drafts (see ``crew_runtime.offline.drafts``).
         tool_plan: the tool calls it makes in each round, in order.
         runs_on: in ReAct text, go on past the action with an invented observation and a
             final answer, as a model does when no stop sequence cuts it; the client must cut

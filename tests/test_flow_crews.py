@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
 from tests.harness import Bench
 

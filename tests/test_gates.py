@@ -7,7 +7,7 @@ import json
 import pytest
 
 from crew_runtime.errors import UsageError
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 from tests.harness import Bench
 

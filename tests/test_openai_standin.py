@@ -18,7 +18,7 @@ import openai as sdk
 import pytest
 from crewai import LLM
 
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from tests.openai_standin import ModelScript, OpenAIStandIn
 
 SEARCH = {

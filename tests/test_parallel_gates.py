@@ -15,7 +15,7 @@ from typing import Any
 import crewai.agents.agent_executor as agent_executor
 import pytest
 
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import Review, ReviewKind, RunStatus
 from tests.harness import Bench
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
 from tests.harness import ROOT, Bench
 from tests.openai_standin import ChatRequest, OpenAIStandIn

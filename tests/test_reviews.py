@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 from tests.harness import Bench
 

@@ -6,7 +6,7 @@ import pytest
 
 from bot.cli.main import main
 from crew_runtime.errors import UsageError
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import NotWaiting, ReviewStatus, RunStatus
 from tests.harness import Bench
 

@@ -39,13 +39,10 @@ from crewai.utilities.agent_utils import is_tool_call_list  # noqa: E402
 from pydantic import BaseModel, Field, PrivateAttr  # noqa: E402
 
 from crew_runtime.journal_llm import decode_response, encode_response  # noqa: E402
-from crew_runtime.offline.scripted_llm import (  # noqa: E402
-    LOG_ENV_VAR,
-    ScriptedLLM,
-    parse_draft,
-    prompt_sha256,
-    script_reply,
-)
+from crew_runtime.offline.conversation import prompt_sha256  # noqa: E402
+from crew_runtime.offline.drafts import parse_draft  # noqa: E402
+from crew_runtime.offline.script import script_reply  # noqa: E402
+from crew_runtime.offline.scripted_llm import LOG_ENV_VAR, ScriptedLLM  # noqa: E402
 
 SYSTEM_WITH_SEARCH = (
     "You are Writer.\nTool Name: search\nTool Arguments: {}\nTool Description: Search.\n"

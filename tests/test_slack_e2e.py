@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bot.sandbox import StandInThread, Tamper
 from crew_runtime.config import Config, load_config
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import RunStatus, Store
 from tests.slack_harness import (
     ALICE,

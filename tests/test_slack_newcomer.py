@@ -16,7 +16,7 @@ import pytest
 
 from bot.sandbox import StandInThread
 from crew_runtime.config import Config, load_config
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import InboxStore, RunStatus, Store
 from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, text_of, wait_until
 from tests.test_slack_e2e import review_with_buttons, root_of

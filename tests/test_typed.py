@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from crew_runtime.errors import UsageError
-from crew_runtime.offline.scripted_llm import parse_draft
+from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewStatus, RunStatus
 from tests.harness import Bench
 from tests.typed_crews import CONFIG, FIRST_ATTEMPT, TODO, Outline

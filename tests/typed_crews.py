@@ -21,7 +21,9 @@ from crewai.tasks.llm_guardrail import LLMGuardrailResult
 from crewai.tasks.task_output import TaskOutput
 from pydantic import BaseModel, field_validator
 
-from crew_runtime.offline.scripted_llm import ScriptedLLM, ScriptedReply, parse_draft
+from crew_runtime.offline.drafts import parse_draft
+from crew_runtime.offline.script import ScriptedReply
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 from tests.crews import SearchTool, _append
 
 CONFIG = """
