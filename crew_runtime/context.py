@@ -2,46 +2,40 @@
 
 A RunContext lives for one claim of a run by one worker, and carries that claim's
 fencing token: every write it makes is refused once the run was claimed again, and
-before each live LLM or tool call it renews its lease, or stops if it lost it. It is
-reached from CrewAI's callbacks (LLM wrapper, tool hooks, the human-input provider,
-``ask_human``) through a ContextVar, which CrewAI copies into its worker threads.
+before each live LLM or tool call it renews its lease, or stops if it lost it
+(``crew_runtime.lease``). It is reached from CrewAI's callbacks (LLM wrapper, tool hooks,
+the human-input provider, ``ask_human``) through a ContextVar, which CrewAI copies into
+its worker threads.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 
 from crew_runtime import streams
 from crew_runtime.config import CrewSpec
 from crew_runtime.gates import Gate
-from crew_runtime.signals import PauseRun, RunAborted, RunRejected, RunSignal
+from crew_runtime.lease import RECHECK_EVERY, LeaseHolder
+from crew_runtime.signals import PauseRun, RunRejected, RunSignal
 from storage import (
     JournalEntry,
-    LeaseLost,
     NewReview,
     Review,
     ReviewKind,
     ReviewStatus,
     Run,
     Store,
-    UnstorableValue,
 )
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
 
@@ -50,9 +44,6 @@ _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=
 # call's, so the coworker's calls see it: their stream hangs off it, and a pause raised
 # among them marks it.
 _enclosing: ContextVar[tuple[ToolSlot, ...]] = ContextVar("countersign_tool_calls", default=())
-
-# How often an execution retries a lease check the database did not answer.
-_RECHECK_EVERY = 0.25
 
 
 @dataclass(frozen=True)
@@ -103,11 +94,6 @@ class ToolSlot:
     agent: str = ""  # the role of the agent making the call
 
 
-def unstorable_reason(what: str, refused: UnstorableValue) -> str:
-    """Why a run fails when the database refused what it wrote (it would every time)."""
-    return f"{what} could not be stored: the database refused its text ({refused})"
-
-
 def current_run() -> RunContext | None:
     return _current.get()
 
@@ -127,30 +113,18 @@ def idempotency_key() -> str | None:
     return None if key is None else str(key)
 
 
-class RunContext:
-    """Journal access and pause bookkeeping for one execution of one run.
-
-    ``run`` is the run as :meth:`Store.claim_run` returned it: its ``lease_token``
-    fences every write of this execution, and ``lease`` is how long each renewal holds.
-    """
+class RunContext(LeaseHolder):
+    """Journal access and pause bookkeeping for one execution of one run, under the lease
+    of its claim (:class:`~crew_runtime.lease.LeaseHolder`: ``run``, ``lease_token``)."""
 
     def __init__(self, run: Run, store: Store, spec: CrewSpec, lease: timedelta) -> None:
-        if run.lease_token is None:
-            raise ValueError(f"run {run.id} was not claimed: it has no lease token")
-        self.run = run
-        self.store = store
-        self.lease_token = run.lease_token
-        self.lease = lease
+        super().__init__(run, store, lease)
         self.spec = spec
         self.stats: Counter[str] = Counter()
         self.asks: list[NewReview] = []
         self.rejection: str | None = None
-        # Set when the database refused something this execution wrote: the run fails.
-        self.refused: str | None = None
         self.divergences: list[str] = []
-        self._aborted = threading.Event()
         self._lock = threading.Lock()
-        self._renewed_at = time.monotonic()
         self._counters: Counter[tuple[str, str]] = Counter()
         self._recorded = {(e.stream, e.kind, e.seq): e for e in store.load_journal(run.id)}
         # Decisions cannot change while the run executes (it is not waiting), so one
@@ -468,124 +442,13 @@ class RunContext:
             self._stopping = True
             self._closed = True
             while any(thread.is_alive() for thread in self._live.values()):
-                self._changed.wait(_RECHECK_EVERY)
-
-    # -- liveness
-
-    def _until_stored(self, what: str, write: Callable[[], T]) -> T:
-        """``write``, retried while the database does not answer, until the lease would end.
-
-        Called from inside CrewAI (an LLM wrapper, a tool hook), which swallows or retries
-        what is raised there: a tool's after-hook logs the error and goes on with the result
-        the journal does not have, which a later replay calls again and finds different. So
-        a write is retried (the journal's are idempotent by turn), and whatever ends the
-        attempt stops the execution with :class:`RunAborted`, which CrewAI lets through.
-
-        Raises:
-            RunAborted: the lease is lost, the database refused the value (``refused`` says
-                why; the run fails), or it did not answer before the lease would end.
-        """
-        failing = False
-        while True:
-            self.check_alive()
-            try:
-                return write()
-            except LeaseLost:
-                self._lost()
-            except UnstorableValue as exc:
-                self.refused = unstorable_reason(what, exc)
-                self.abort()
-                raise RunAborted(f"run {self.run.id}: {self.refused}") from None
-            except Exception as exc:  # the database's failure, whatever the driver calls it
-                failure = type(exc).__name__  # the message would quote the parameters
-                with self._lock:
-                    deadline = self._renewed_at + self.lease.total_seconds()
-                if time.monotonic() >= deadline:
-                    log.warning("run %s: %s not written (%s); stopping", self.run.id, what, failure)
-                    self._lost()
-                if not failing:
-                    log.warning(
-                        "run %s: %s not written (%s); retrying until the lease ends",
-                        self.run.id,
-                        what,
-                        failure,
-                    )
-                    failing = True
-                self._aborted.wait(_RECHECK_EVERY)
-
-    def renew(self) -> bool:
-        """Extend the lease if this execution's claim still holds the run (the heartbeat).
-
-        Returns:
-            False if the run was cancelled, finished or claimed again since.
-        """
-        asked_at = time.monotonic()
-        held = self.store.extend_lease(self.run.id, self.lease_token, self.lease)
-        if held:
-            with self._lock:
-                self._renewed_at = max(self._renewed_at, asked_at)
-        return held
-
-    def hold_lease(self) -> None:
-        """Before a live LLM or tool call: renew the lease, or stop if it is lost.
-
-        The heartbeat alone is not enough: a process stalled past its lease (stopped,
-        swapped out, cut off from the database) wakes up inside a call and would go on to
-        the next side effect before its heartbeat noticed that another execution took the
-        run. A database that does not answer is asked again until the lease, as last
-        renewed, would have run out; then nobody can tell whether another execution took
-        over, so this one stops.
-
-        Raises:
-            RunAborted: the lease is lost, or could not be confirmed in time.
-        """
-        while True:
-            self.check_alive()
-            try:
-                held = self.renew()
-            except Exception as exc:  # the database's failure, whatever the driver calls it
-                # The class only: SQLAlchemy's message quotes the statement's parameters.
-                failure = type(exc).__name__
-                with self._lock:
-                    deadline = self._renewed_at + self.lease.total_seconds()
-                if time.monotonic() >= deadline:
-                    log.warning(
-                        "run %s: cannot confirm the lease (%s); stopping", self.run.id, failure
-                    )
-                    self._lost()
-                log.info("run %s: cannot confirm the lease (%s); retrying", self.run.id, failure)
-                self._aborted.wait(_RECHECK_EVERY)
-                continue
-            if not held:
-                self._lost()
-            return
-
-    def abort(self) -> None:
-        """Called by the worker when the lease is lost: stop at the next call."""
-        self._aborted.set()
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted.is_set()
+                self._changed.wait(RECHECK_EVERY)
 
     @property
     def stopping_on_purpose(self) -> bool:
         """This execution will stop for a person (a review queued, a rejection) or because it
         lost its run: what leaves ``kickoff()`` then is no failure (``crew_runtime.quiet``)."""
         return bool(self.asks) or self.rejection is not None or self.aborted
-
-    def _lost(self) -> NoReturn:
-        """Another worker owns the run now (or it was cancelled): stop at once.
-
-        Raised as a ``RunAborted`` (a ``HookAborted``) because CrewAI swallows or
-        retries other exceptions from LLM calls and hooks.
-        """
-        self.abort()
-        raise RunAborted(f"run {self.run.id}: lease lost")
-
-    def check_alive(self) -> None:
-        if self._aborted.is_set():
-            raise RunAborted(f"run {self.run.id}: lease lost")
 
     @contextmanager
     def active(self) -> Iterator[RunContext]:

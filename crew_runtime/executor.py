@@ -32,7 +32,7 @@ from crewai.llms.base_llm import BaseLLM
 
 from crew_runtime import quiet, streams
 from crew_runtime.config import Config, load_factory
-from crew_runtime.context import RunContext, unstorable_reason
+from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
 from crew_runtime.flows import (
     InnerCrews,
@@ -45,6 +45,7 @@ from crew_runtime.flows import (
 from crew_runtime.gates import gates_of
 from crew_runtime.guardrails import journal_guardrails
 from crew_runtime.journal_llm import JournalLLM
+from crew_runtime.lease import unstorable_reason
 from crew_runtime.options import (
     install_once_events,
     install_run_clock,

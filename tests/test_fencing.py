@@ -279,7 +279,7 @@ def test_a_lease_check_waits_out_a_short_outage_and_gives_up_when_the_lease_woul
             patient = RunContext(_claimed(store, long), store, spec, long)
             hasty = RunContext(_claimed(store, short), store, spec, short)
             proxy.cut()
-            caplog.set_level("INFO", logger="crew_runtime.context")
+            caplog.set_level("INFO", logger="crew_runtime.lease")
             checked: list[BaseException | None] = []
 
             def check() -> None:
