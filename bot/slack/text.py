@@ -29,7 +29,7 @@ from storage.errors import (
     NotWaiting,
     UnstorableValue,
 )
-from storage.records import Decision, Review, Run
+from storage.records import Decision, Review
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 # --- mechanics ----------------------------------------------------------------------------
@@ -184,12 +184,7 @@ CHECK_FAILED = (
     "I couldn't ask Slack whether you are a reviewer of this run, so I did nothing. "
     "Please try again in a moment."
 )
-NOT_ALLOWED_TO_START = "You are not allowed to start this crew."
-NOT_ALLOWED_TO_CANCEL = (
-    "Only the person who started this run or one of its reviewers can cancel it."
-)
-TEXT_REQUIRED = "Please write something here."
-EMPTY_TEXT = TEXT_REQUIRED
+EMPTY_TEXT = "Please write something here."
 REVIEW_GONE = "This review no longer exists."
 NOT_THE_REVIEW_MESSAGE = (
     "This button does not belong to the message it was clicked on, so nothing was decided. "
@@ -201,7 +196,6 @@ NOT_RECORDED = (
     "Countersign could not record that just now (its database did not answer), so nothing "
     "was done. Please try again in a moment."
 )
-SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
 NO_PENDING = "Nothing is waiting for a review. :tada:"
 NO_CREWS = "No crews are configured yet."
 TOOL_REPLY_HINT = (
@@ -285,14 +279,6 @@ def nothing_pending(status: RunStatus) -> str:
     )
 
 
-def review_not_found(review_id: str) -> str:
-    return f"I can't find the review {code(review_id)}."
-
-
-def run_not_found(run_id: str) -> str:
-    return f"I can't find the run {code(run_id)}. Its id is in the run's thread."
-
-
 def unknown_crew(name: str, crews: list[str]) -> str:
     known = ", ".join(code(crew) for crew in sorted(crews)) or "none"
     return f"There is no crew named {code(name)}. Crews: {known}."
@@ -300,18 +286,6 @@ def unknown_crew(name: str, crews: list[str]) -> str:
 
 def wrong_channel(crew: str, channel: str) -> str:
     return f"{code(crew)} runs can only be started in {channel_ref(channel)}."
-
-
-def decision_not_allowed(action: str, kind: ReviewKind) -> str:
-    return f"You can't {action_verb(action)} {REVIEW_NOUN[kind]}."
-
-
-def run_started(run: Run) -> str:
-    return f"Started {code(run.crew)} run {code(run.id)}; follow it in its thread."
-
-
-def run_cancelled(run: Run) -> str:
-    return f"Cancelled run {code(run.id)}."
 
 
 # --- statuses and decisions -----------------------------------------------------------------
@@ -346,19 +320,6 @@ _DECISION_HEAD = {
     DecisionKind.REJECT: "⛔ Rejected by",
     DecisionKind.ANSWER: "💬 Answered by",
 }
-
-_ACTION_VERB = {
-    "approve": "approve",
-    "edit": "edit",
-    "changes": "request changes on",
-    "reject": "reject",
-    "answer": "answer",
-}
-
-
-def action_verb(action: str) -> str:
-    return _ACTION_VERB.get(action, escape(action))
-
 
 # A waiting run says what for: the kind of review it waits on (one kind; mixed ones are
 # reviews).
