@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,10 +17,16 @@ from hypothesis import strategies as st
 from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
 from bot.slack import blocks, text
 from bot.slack.blocks import FILE_THRESHOLD, Message, escape
-from bot.slack.payloads import ACTIONS
+from bot.slack.payloads import ACTIONS, PayloadError
 from bot.slack.text import unescape
 from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
-from storage.errors import AlreadyDecided, CountersignError
+from storage.errors import (
+    AlreadyDecided,
+    CountersignError,
+    LeaseLost,
+    ReviewNotFound,
+    RunNotFound,
+)
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -611,9 +618,10 @@ def test_the_revise_modal_lists_the_tasks_and_asks_for_feedback() -> None:
 
 
 def test_the_words_of_typed_arguments() -> None:
-    assert text.arg_problem(("integer",)) == "Expected an integer."
-    assert text.arg_problem(("integer", "null")) == "Expected an integer or null."
-    assert text.arg_problem(()) == "Required."
+    assert text.arg_problem(("integer",)) == "This must be an integer."
+    assert text.arg_problem(("integer", "null")) == "This must be an integer or null."
+    assert text.arg_problem(()) == "This is required."
+    assert text.arg_problem(("a&b",)) == "This must be a&b."  # plain text: nothing escaped
     assert text.arg_hint((), "") == "Expected: JSON, or text."
 
 
@@ -629,7 +637,7 @@ def test_ephemeral_answers() -> None:
     review = decided(make_review(), DecisionKind.APPROVE)
     assert review.decision is not None
     assert text.already_decided(review.decision) == (
-        "This review was already decided by <@U0BOB> (approve) at "
+        "This review was already approved by <@U0BOB> at "
         "<!date^1767323345^{date_short_pretty} {time}|2026-01-02 03:09 UTC>."
     )
     assert text.wrong_channel("writer", "C0WRITERS") == (
@@ -643,18 +651,23 @@ def test_ephemeral_answers() -> None:
 
 def test_answers_the_listeners_give() -> None:
     closed = make_review(status=ReviewStatus.CANCELLED)
-    assert text.already_decided(closed) == "This review is no longer open (cancelled)."
+    assert text.already_decided(closed) == "This review is no longer open: its run was cancelled."
     won = decided(make_review(), DecisionKind.REJECT)
-    assert text.already_decided(won).startswith("This review was already decided by <@U0BOB>")
+    assert text.already_decided(won).startswith("This review was already rejected by <@U0BOB>")
     late = AlreadyDecided("rev_1", "decided", by="U0BOB", kind="approve", at=NOW)
     assert text.too_late(late) == (
-        "This review was already decided by <@U0BOB> (approve) at "
+        "This review was already approved by <@U0BOB> at "
         "<!date^1767323045^{date_short_pretty} {time}|2026-01-02 03:04 UTC>."
     )
     assert text.too_late(AlreadyDecided("rev_1", "superseded")) == (
-        "This review is no longer open (superseded)."
+        "This review is no longer open: the crew changed since it was asked."
     )
-    assert text.not_found("no run with id '<x>'") == "No run with id '&lt;x&gt;'."
+    expired = AlreadyDecided("rev_1", "decided", by="clock", kind="expire", at=NOW)
+    assert text.too_late(expired).startswith("This review already expired at <!date^")
+    assert text.not_found(RunNotFound("<x>")) == (
+        "I can't find the run `&lt;x&gt;`. Its id is in the run's thread."
+    )
+    assert text.not_found(ReviewNotFound("rev_9")) == "I can't find the review `rev_9`."
     assert text.already_final("run_1", "succeeded") == "Run `run_1` is already over (✅ Succeeded)."
     assert text.cancelled("run_1", "U0ALICE") == "Run `run_1` was cancelled by <@U0ALICE>."
     assert "`blog`" in text.starting("blog")
@@ -846,11 +859,15 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     [
         (
             InputsRefused("writer", missing=["topic", "tone"]),
-            "`writer` needs `topic`, `tone`: give each as `topic=…`.",
+            "Crew `writer` needs `topic` and `tone`. Give each as `topic=value`.",
+        ),
+        (
+            InputsRefused("writer", missing=["topic"]),
+            "Crew `writer` needs `topic`. Give it as `topic=value`.",
         ),
         (
             InputsRefused("writer", unknown=["colour"], taken="topic (required)"),
-            "`writer` does not take `colour`. It takes topic (required).",
+            "Crew `writer` does not take `colour`. It takes topic (required).",
         ),
         (
             TextRefused(
@@ -862,8 +879,21 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
         ),
         (
             NothingToReopen("run_1", 2, [1]),
-            "Task 2 has no approved draft to send back (approved: 1).",
+            "Task 2 has no approved draft to send back. Approved so far: 1.",
         ),
+        (
+            NothingToReopen("run_1", 1, []),
+            "Task 1 has no approved draft to send back. No task is approved yet.",
+        ),
+        (
+            AlreadyDecided("rev_1", "decided", by="U0BOB", kind="changes"),
+            "This review was already sent back for changes by <@U0BOB>.",
+        ),
+        (
+            PayloadError("command.text must be a string"),
+            "Slack sent this in a form I can't read, so nothing was done.",
+        ),
+        (LeaseLost("run_1", "t"), "Countersign could not do that, so nothing was done."),
         (UsageError("<!channel> & co."), "&lt;!channel&gt; &amp; co."),
     ],
 )
@@ -871,5 +901,22 @@ def test_a_refusal_is_told_in_the_text_modules_words_escaped_once(
     refused: CountersignError, said: str
 ) -> None:
     assert text.refusal(refused) == said
-    in_form = text.refusal_in_form(refused)  # plain text: no entities, no code marks
+    in_form = text.refusal_in_form(refused)  # plain text: no entities, code marks, mentions
     assert "&amp;" not in in_form and "&lt;" not in in_form and "`" not in in_form
+    assert "<@" not in in_form
+
+
+def test_a_refusal_in_a_form_names_no_id_and_shows_a_date_as_text() -> None:
+    late = AlreadyDecided("rev_1", "decided", by="U0BOB", kind="approve", at=NOW)
+    assert text.refusal_in_form(late) == (
+        "This review was already approved by a reviewer at 2026-01-02 03:04 UTC."
+    )
+
+
+def test_a_reopened_task_is_named_and_its_feedback_quoted_once_escaped() -> None:
+    review = decided(make_review(details={"task": "write <post>"}), DecisionKind.CHANGES, "A & B")
+    said = blocks.reopened_message(replace(review, stream="task1:Writer")).text
+    assert said == (
+        "↩️ <@U0BOB> reopened task 2 (*write &lt;post&gt;*). It is being revised, then every "
+        "later task runs again.\n>A &amp; B"
+    )

@@ -74,7 +74,7 @@ def test_parses(typed: str, expected: commands.Command) -> None:
         ("run", "Which crew", text.USAGE_RUN),
         ("run Blog!", "not a crew name", text.USAGE_RUN),
         ("run -blog", "not a crew name", text.USAGE_RUN),
-        ("run blog topic", "Expected `key=value`", text.USAGE_RUN),
+        ("run blog topic", "is not an input. Give each as `key=value`", text.USAGE_RUN),
         ("run blog =x", "not an input name", text.USAGE_RUN),
         ("run blog 1a=x", "not an input name", text.USAGE_RUN),
         ("run blog a-b=x", "not an input name", text.USAGE_RUN),

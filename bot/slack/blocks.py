@@ -206,10 +206,10 @@ def _review_head(review: Review) -> list[Block]:
     blocks = [_header(f"{title}: {name}" if name else title)]
     facts = []
     if agent := _detail(review, "agent"):
-        facts.append(f"*Agent:* {truncate(agent, 150)}")
+        facts.append(f"*{t.AGENT}:* {truncate(agent, 150)}")
     round_ = review.details.get("round") if isinstance(review.details, dict) else None
     if isinstance(round_, int) and round_ > 0:
-        facts.append(f"round {round_ + 1}")
+        facts.append(t.review_round(round_ + 1))
     if facts:
         blocks.append(_context(" · ".join(facts)))
     if task := _detail(review, "description"):
@@ -412,7 +412,7 @@ def run_root(run: Run, description: str, waiting_on: Collection[ReviewKind] = ()
     head = t.run_title(run.crew, run.status, waiting_on)
     if description.strip():
         head += "\n" + truncate(description.strip(), 500)
-    footer = f"{t.started_by(run.started_by, run.created_at)} · run {t.code(run.id)}"
+    footer = f"{t.started_by(run.started_by, run.created_at)} · {t.run_label(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs), _context(footer)]
     return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
@@ -465,7 +465,7 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
     With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
     """
     waiting_on = [r.kind for r in reviews if r.status is ReviewStatus.PENDING]
-    head = f"{t.run_title(run.crew, run.status, waiting_on)} · run {t.code(run.id)}"
+    head = f"{t.run_title(run.crew, run.status, waiting_on)} · {t.run_label(run.id)}"
     blocks = [_section(head), *_inputs(run.inputs)]
     blocks.append(_context(t.started_by(run.started_by, run.created_at)))
     if run.error:
@@ -488,7 +488,7 @@ def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:
     for review in sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]:
         run = runs.get(review.run_id)
         crew = f"*{escape(run.crew)}* · " if run else ""
-        where = f" in {t.channel_ref(review.channel)}" if review.channel else ""
+        where = f" {t.in_channel(review.channel)}" if review.channel else ""
         line = (
             f"{crew}{t.REVIEW_NOUN[review.kind]} {t.code(review.id)}{where} · "
             f"{t.slack_date(review.created_at)}\n>{truncate(' '.join(review.prompt.split()), 200)}"
@@ -781,7 +781,7 @@ def notice_view(words: str) -> dict[str, Any]:
     return {
         "type": "modal",
         "title": _plain(t.LOADING_TITLE, 24),
-        "close": _plain("Close", 24),
+        "close": _plain(t.CLOSE, 24),
         "blocks": [_section(words)],
     }
 

@@ -207,7 +207,7 @@ class Listeners:
                 return _words(text.cancelled(run.id, user_id))
             return await self._pending_for(user_id)
         except NotFound as exc:
-            return _words(text.not_found(str(exc)))
+            return _words(text.not_found(exc))
         except AlreadyFinal as exc:
             return _words(text.already_final(exc.run_id, exc.status))
         except CheckFailed:
@@ -334,9 +334,6 @@ class Listeners:
                 by=submission.user_id,
                 by_name=await self.reviewers.name_of(submission.user_id),
             )
-        except AlreadyDecided as exc:
-            await ack(response_action="errors", errors={where: text.too_late(exc)})
-            return
         except (UsageError, StorageError) as exc:
             await ack(response_action="errors", errors={where: text.refusal_in_form(exc)})
             return
@@ -412,13 +409,6 @@ class Listeners:
                 submission.feedback,
                 by=submission.user_id,
             )
-        except AlreadyDecided as exc:
-            await ack(response_action="errors", errors={"task": text.too_late(exc)})
-            return
-        except AlreadyFinal as exc:
-            words = text.already_final(exc.run_id, exc.status)
-            await ack(response_action="errors", errors={"task": words})
-            return
         except (UsageError, StorageError) as exc:
             await ack(response_action="errors", errors={"task": text.refusal_in_form(exc)})
             return

@@ -14,12 +14,19 @@ Nothing here does I/O. Times from storage are naive UTC. Use it as a vocabulary:
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
+from bot.slack.payloads import PayloadError
 from crew_runtime import streams
 from crew_runtime.config import ConfigError
-from crew_runtime.errors import EditRefused, InputsRefused, NothingToReopen, TextRefused
+from crew_runtime.errors import (
+    EditRefused,
+    InputsRefused,
+    NothingToReopen,
+    TextRefused,
+    UsageError,
+)
 from storage.errors import (
     AlreadyDecided,
     AlreadyFinal,
@@ -27,6 +34,8 @@ from storage.errors import (
     DecisionNotAllowed,
     NotFound,
     NotWaiting,
+    ReviewNotFound,
+    RunNotFound,
     UnstorableValue,
 )
 from storage.records import Decision, Review
@@ -147,7 +156,7 @@ MISSING_CREW = command_error("Which crew? Give its name after `run`.", USAGE_RUN
 
 
 def not_key_value(token: str) -> str:
-    return command_error(f"Expected `key=value`, got {code(token)}.", USAGE_RUN)
+    return command_error(f"{code(token)} is not an input. Give each as `key=value`.", USAGE_RUN)
 
 
 def bad_key(key: str) -> str:
@@ -217,21 +226,41 @@ def already_decided(decided: Review | Decision) -> str:
     return _decided_by(decision.decided_by, decision.kind.value, decision.created_at)
 
 
-def review_closed(status: ReviewStatus) -> str:
-    return f"This review is no longer open ({status.value})."
+# Why a review that is not pending has no decision.
+_CLOSED = {
+    ReviewStatus.CANCELLED.value: "its run was cancelled",
+    ReviewStatus.SUPERSEDED.value: "the crew changed since it was asked",
+}
+
+
+def review_closed(status: ReviewStatus | str) -> str:
+    why = _CLOSED.get(status.value if isinstance(status, ReviewStatus) else status)
+    return f"This review is no longer open: {why}." if why else "This review is no longer open."
 
 
 def too_late(exc: AlreadyDecided) -> str:
     """:func:`already_decided` from storage's ``AlreadyDecided`` (a lost compare-and-set)."""
     if exc.by is None:
-        return f"This review is no longer open ({escape(exc.status)})."
+        return review_closed(exc.status)
     return _decided_by(exc.by, exc.kind, exc.at)
 
 
+# What a decision did to its review, after "This review was already …".
+_DECIDED = {
+    DecisionKind.APPROVE.value: "approved",
+    DecisionKind.EDIT.value: "approved with edits",
+    DecisionKind.CHANGES.value: "sent back for changes",
+    DecisionKind.REJECT.value: "rejected",
+    DecisionKind.ANSWER.value: "answered",
+}
+
+
 def _decided_by(by: str, kind: str | None, at: datetime | None) -> str:
-    what = f" ({escape(kind)})" if kind else ""
     when = f" at {slack_date(at)}" if at else ""
-    return f"This review was already decided by {user_ref(by)}{what}{when}."
+    if kind == DecisionKind.EXPIRE.value:
+        return f"This review already expired{when}: nobody answered in time."
+    what = _DECIDED.get(kind or "", "decided")
+    return f"This review was already {what} by {user_ref(by)}{when}."
 
 
 def starting(crew: str) -> str:
@@ -242,10 +271,13 @@ def cancelled(run_id: str, user: str | None) -> str:
     return f"Run {code(run_id)} was cancelled by {user_ref(user)}."
 
 
-def not_found(detail: str) -> str:
-    """Storage's ``NotFound`` message (``no run with id 'x'``) as a sentence."""
-    detail = escape(detail.strip().rstrip("."))
-    return (detail[:1].upper() + detail[1:] + ".") if detail else "I can't find that."
+def not_found(exc: NotFound) -> str:
+    """Storage's ``NotFound``: the run or review asked for, by the id the person gave."""
+    if isinstance(exc, RunNotFound):
+        return f"I can't find the run {code(exc.run_id)}. Its id is in the run's thread."
+    if isinstance(exc, ReviewNotFound):
+        return f"I can't find the review {code(exc.review_id)}."
+    return "I can't find that."
 
 
 def already_final(run_id: str, status: str) -> str:
@@ -428,6 +460,23 @@ def run_ref(run_id: str) -> str:
     return f"Run {code(run_id)}"
 
 
+def run_label(run_id: str) -> str:
+    """A run's id after its title or who started it: ``run `run_1```."""
+    return f"run {code(run_id)}"
+
+
+def in_channel(channel: str) -> str:
+    return f"in {channel_ref(channel)}"
+
+
+AGENT = "Agent"
+
+
+def review_round(number: int) -> str:
+    """The how-manieth draft of a task this review shows (from 2)."""
+    return f"round {number}"
+
+
 def run_title(crew: str, status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
     return f"*{escape(crew)}* · {run_status(status, waiting_on)}"
 
@@ -562,7 +611,7 @@ TOOL = "Tool"
 TASK = "Task"
 ARGUMENTS = "Arguments"
 BOOLEAN = {"true": "true", "false": "false"}
-ARG_REQUIRED = "Required."
+ARG_REQUIRED = "This is required."
 _ARG_TYPE = {
     "string": "text",
     "integer": "an integer",
@@ -575,7 +624,7 @@ _ARG_TYPE = {
 
 
 def _arg_types(kinds: tuple[str, ...]) -> str:
-    words = [_ARG_TYPE.get(kind, escape(kind)) for kind in dict.fromkeys(kinds)]
+    words = [_ARG_TYPE.get(kind, kind) for kind in dict.fromkeys(kinds)]
     return " or ".join(words) if words else "JSON, or text"
 
 
@@ -587,7 +636,7 @@ def arg_hint(kinds: tuple[str, ...], description: str = "") -> str:
 
 def arg_problem(kinds: tuple[str, ...]) -> str:
     """Why an argument was refused; ``()`` means it is required and was left empty."""
-    return f"Expected {_arg_types(kinds)}." if kinds else ARG_REQUIRED
+    return f"This must be {_arg_types(kinds)}." if kinds else ARG_REQUIRED
 
 
 def arg_cut_note(length: int, limit: int) -> str:
@@ -635,6 +684,7 @@ def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
 
 
 LOADING_TITLE = "Countersign"
+CLOSE = "Close"
 LOADING = "Loading the review…"
 
 
@@ -644,9 +694,12 @@ def task_reopened(review: Review) -> str:
     who = user_ref(decision.decided_by if decision else None)
     index = streams.task_index(review.stream)
     task = f"task {index + 1}" if index is not None else "an earlier task"
+    name = review.details.get("task") if isinstance(review.details, dict) else None
+    if isinstance(name, str) and name.strip():
+        task += f" (*{truncate(' '.join(name.split()), 150)}*)"
     feedback = truncate(decision.text or "", 1500) if decision else ""
     return (
-        f"↩️ {who} reopened {task}; it is being revised, then every later task runs "
+        f"↩️ {who} reopened {task}. It is being revised, then every later task runs "
         f"again.\n>{feedback}"
     )
 
@@ -662,19 +715,21 @@ def refusal(exc: CountersignError) -> str:
     """
     match exc:
         case InputsRefused(unknown=[_, *_]):
-            names = ", ".join(code(name) for name in exc.unknown)
-            return f"{code(exc.crew)} does not take {names}. It takes {escape(exc.taken)}."
+            names = _and(code(name) for name in exc.unknown)
+            return f"Crew {code(exc.crew)} does not take {names}. It takes {escape(exc.taken)}."
         case InputsRefused():
-            names = ", ".join(code(name) for name in exc.missing)
-            example = code(f"{exc.missing[0]}=…")
-            return f"{code(exc.crew)} needs {names}: give each as {example}."
+            names = _and(code(name) for name in exc.missing)
+            each = "it" if len(exc.missing) == 1 else "each"
+            example = code(f"{exc.missing[0]}=value")
+            return f"Crew {code(exc.crew)} needs {names}. Give {each} as {example}."
         case TextRefused():
             return _sentence(f"{exc.what} {exc.reason}") + " Nothing was recorded."
         case EditRefused():
             return f"That edit does not fit the {escape(exc.what)}: {truncate(exc.problem, 500)}."
         case NothingToReopen():
-            approved = ", ".join(map(str, exc.approved)) or "none yet"
-            return f"Task {exc.task} has no approved draft to send back (approved: {approved})."
+            approved = _and(map(str, exc.approved))
+            which = f"Approved so far: {approved}." if approved else "No task is approved yet."
+            return f"Task {exc.task} has no approved draft to send back. {which}"
         case AlreadyDecided():
             return too_late(exc)
         case AlreadyFinal():
@@ -684,18 +739,34 @@ def refusal(exc: CountersignError) -> str:
         case DecisionNotAllowed():
             return "That decision does not fit this review; use its buttons."
         case NotFound():
-            return not_found(str(exc))
+            return not_found(exc)
         case UnstorableValue():
             return "That text could not be stored: the database refused it. Nothing was recorded."
         case ConfigError():
             return "Countersign's configuration has a problem with that crew (the bot logs it)."
-        case _:
+        case PayloadError():
+            return "Slack sent this in a form I can't read, so nothing was done."
+        case UsageError():
             return _sentence(str(exc))
+        case _:
+            return "Countersign could not do that, so nothing was done."
+
+
+# Slack's own markup in our mrkdwn: a mention, a channel, a date with its fallback text.
+_SLACK_MARKUP = re.compile(r"<[@#!][^|>]*(?:\|([^>]*))?>")
 
 
 def refusal_in_form(exc: CountersignError) -> str:
-    """:func:`refusal` for a modal's field error, which Slack shows as plain text."""
-    return unescape(refusal(exc)).replace("`", "")[:150]
+    """:func:`refusal` for a modal's field error, which Slack shows as plain text: no code
+    marks, a date by its UTC text, a person as "a reviewer" (a mention would show as its id)."""
+    said = _SLACK_MARKUP.sub(lambda ref: ref.group(1) or "a reviewer", refusal(exc))
+    return unescape(said).replace("`", "")[:150]
+
+
+def _and(words: Iterable[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    *rest, last = [*words] or [""]
+    return f"{', '.join(rest)} and {last}" if rest else last
 
 
 def _sentence(words: str) -> str:
