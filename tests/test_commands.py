@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack import commands, text
+from bot.slack import commands, mrkdwn, text
 from bot.slack.commands import (
     USAGE,
     CancelCommand,
@@ -23,7 +23,7 @@ from bot.slack.commands import (
     format_run,
     parse_command,
 )
-from bot.slack.text import escape
+from bot.slack.mrkdwn import escape
 
 FAST = settings(deadline=None, max_examples=200)
 
@@ -113,7 +113,7 @@ def test_usage_names_every_verb() -> None:
 
 def test_docstring_examples_hold() -> None:
     assert doctest.testmod(commands).failed == 0
-    assert doctest.testmod(text).failed == 0
+    assert doctest.testmod(mrkdwn).failed == 0
 
 
 def test_non_text_is_a_command_error() -> None:
