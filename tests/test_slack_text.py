@@ -126,7 +126,7 @@ def test_ephemeral_answers() -> None:
         "<!date^1767323345^{date_short_pretty} {time}|2026-01-02 03:09 UTC>."
     )
     assert text.wrong_channel("writer", "C0WRITERS") == (
-        "`writer` runs can only be started in <#C0WRITERS>."
+        "Runs of `writer` can only be started in <#C0WRITERS>."
     )
     assert text.unknown_crew("<!here>", ["blog", "alpha"]) == (
         "There is no crew named `&lt;!here&gt;`. Crews: `alpha`, `blog`."

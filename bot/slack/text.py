@@ -75,7 +75,8 @@ def unknown_verb(verb: str) -> str:
 
 def bad_crew_name(name: str) -> str:
     return command_error(
-        f"{code(name)} is not a crew name (lowercase letters, digits, `-` and `_`).", USAGE_RUN
+        f"The crew name {code(name)} is not valid: use lowercase letters, digits, `-` and `_`.",
+        USAGE_RUN,
     )
 
 
@@ -83,12 +84,13 @@ MISSING_CREW = command_error("Which crew? Give its name after `run`.", USAGE_RUN
 
 
 def not_key_value(token: str) -> str:
-    return command_error(f"{code(token)} is not an input. Give each as `key=value`.", USAGE_RUN)
+    return command_error(f"Give each input as `key=value`: {code(token)} is not one.", USAGE_RUN)
 
 
 def bad_key(key: str) -> str:
     return command_error(
-        f"{code(key)} is not an input name (letters, digits and `_`, not starting with a digit).",
+        f"The input name {code(key)} is not valid: use letters, digits and `_`, and begin "
+        "with a letter or `_`.",
         USAGE_RUN,
     )
 
@@ -106,11 +108,11 @@ def missing_run_id(usage: str) -> str:
 
 
 def bad_run_id(run_id: str, usage: str) -> str:
-    return command_error(f"{code(run_id)} is not a run id.", usage)
+    return command_error(f"That is not a run id: {code(run_id)}.", usage)
 
 
 def no_arguments(verb: str, usage: str) -> str:
-    return command_error(f"`{verb}` takes no arguments.", usage)
+    return command_error(f"The command {code('/crew ' + verb)} takes no arguments.", usage)
 
 
 # --- ephemeral answers to people ----------------------------------------------------------
@@ -243,7 +245,7 @@ def unknown_crew(name: str, crews: list[str]) -> str:
 
 
 def wrong_channel(crew: str, channel: str) -> str:
-    return f"{code(crew)} runs can only be started in {channel_ref(channel)}."
+    return f"Runs of {code(crew)} can only be started in {channel_ref(channel)}."
 
 
 # --- in a modal: notices and field errors (plain text) ------------------------------------
