@@ -1,11 +1,12 @@
-"""Every message and modal the bot builds is one Slack accepts (checked by the stand-in's
-Block Kit validator), carries no live ping or link from LLM or user text, and keeps ids,
-never text, in its buttons. Long drafts are split without losing a character."""
+"""Every message the bot builds is one Slack accepts (checked by the stand-in's Block Kit
+validator), carries no live ping or link from LLM or user text, and keeps ids, never text,
+in its buttons. Long drafts are split without losing a character."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,13 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
-from bot.slack import blocks, text
-from bot.slack.blocks import FILE_THRESHOLD, Message, escape
+from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks
+from bot.slack import block_text, blocks, modals
+from bot.slack.blocks import FILE_THRESHOLD, Message
+from bot.slack.elements import split_text
+from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
-from bot.slack.text import unescape
-from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
-from storage.errors import AlreadyDecided, CountersignError
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -142,27 +142,6 @@ def draft_text(message: Message) -> str:
     return "".join(b["text"]["text"] for b in message.blocks if b["type"] == "section")
 
 
-# --- escaping -------------------------------------------------------------------------------
-
-
-def test_escape_is_exactly_slacks_three_entities() -> None:
-    assert escape(HOSTILE) == (
-        "&lt;!channel&gt; hi &lt;@U123&gt; &lt;https://evil.example|click to approve&gt; "
-        "a&amp;b &lt;!here&gt;"
-    )
-    assert escape("&amp;") == "&amp;amp;"
-    assert escape("\"quotes' *bold* _it_") == "\"quotes' *bold* _it_"
-
-
-@settings(deadline=None, max_examples=200)
-@given(st.text(alphabet="<>&!@#|:/ abcU123;", max_size=80) | st.text(max_size=80))
-def test_escape_never_leaves_markup(raw: str) -> None:
-    out = escape(raw)
-    assert "<" not in out and ">" not in out
-    assert unescape(out) == raw
-    assert not re.search(r"&(?!amp;|lt;|gt;)", out)
-
-
 # --- reviews --------------------------------------------------------------------------------
 
 
@@ -240,14 +219,14 @@ def test_any_draft_splits_into_valid_messages_that_reassemble(draft: str) -> Non
 @FAST
 @given(st.lists(DRAFT_PIECES, max_size=60).map("".join), st.integers(5, 3000))
 def test_split_text_keeps_every_character_within_the_limit(raw: str, limit: int) -> None:
-    pieces = blocks.split_text(raw, limit)
+    pieces = split_text(raw, limit)
     assert "".join(pieces) == raw
     assert all(0 < len(escape(p)) <= limit for p in pieces)
 
 
 def test_split_prefers_paragraphs() -> None:
     raw = "a" * 60 + "\n\n" + "b" * 30 + "\n" + "c" * 30
-    assert blocks.split_text(raw, 100) == ["a" * 60 + "\n\n", "b" * 30 + "\n" + "c" * 30]
+    assert split_text(raw, 100) == ["a" * 60 + "\n\n", "b" * 30 + "\n" + "c" * 30]
 
 
 def test_a_very_long_draft_gets_a_summary_with_buttons() -> None:
@@ -325,7 +304,7 @@ def test_worst_case_chrome_still_fits(kind: ReviewKind) -> None:
 
 def test_split_text_refuses_a_limit_too_small_for_an_entity() -> None:
     with pytest.raises(ValueError, match="limit"):
-        blocks.split_text("&", 4)
+        split_text("&", 4)
 
 
 def test_decided_file_review_keeps_its_summary() -> None:
@@ -427,131 +406,6 @@ def test_divergence() -> None:
     assert_message(message)
 
 
-# --- modals ---------------------------------------------------------------------------------
-
-
-def assert_view(view: dict[str, Any]) -> None:
-    problems = validate_view(view)
-    assert problems == [], [p.slack_line() for p in problems]
-    assert_safe(view)
-
-
-@pytest.mark.parametrize("kind", list(ReviewKind))
-@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
-def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
-    review = make_review(HOSTILE, kind, details={"args": {"to": HOSTILE}})
-    view = blocks.modal(action, review, "C0DRAFTS", "1700000250.000400")
-    assert_view(view)
-    assert view["callback_id"] == f"countersign:modal:{action}"
-    assert json.loads(view["private_metadata"]) == {
-        "review_id": review.id,
-        "channel_id": "C0DRAFTS",
-        "message_ts": "1700000250.000400",
-    }
-    if action == "edit" and kind is ReviewKind.TOOL_APPROVAL:
-        return  # one input per argument: see the tests of the tool call's edit modal below
-    [field] = [b for b in view["blocks"] if b["type"] == "input"]
-    assert (field["block_id"], field["element"]["action_id"]) == ("text", "value")
-    assert field["element"]["multiline"] is True
-    assert field["optional"] is (action == "reject")
-
-
-def test_edit_prefills_the_draft() -> None:
-    view = blocks.modal("edit", make_review("Draft <b>"), None, None)
-    assert_view(view)
-    [field] = [b for b in view["blocks"] if b["type"] == "input"]
-    assert field["element"]["initial_value"] == "Draft <b>"  # plain text: not escaped
-    assert json.loads(view["private_metadata"])["channel_id"] is None
-
-
-@pytest.mark.parametrize("unit", ["a", "😀", "&"])
-def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str) -> None:
-    view = blocks.modal("edit", make_review(unit * 5000), None, None)
-    assert_view(view)
-    [field] = [b for b in view["blocks"] if b["type"] == "input"]
-    initial = field["element"]["initial_value"]
-    assert len(initial.encode("utf-16-le")) // 2 <= 3000 == field["element"]["max_length"]
-    assert "5,000 characters" in json.dumps(view["blocks"], ensure_ascii=False)
-
-
-def test_edit_of_a_tool_call_prefills_its_arguments() -> None:
-    review = make_review("send mail", ReviewKind.TOOL_APPROVAL, details={"args": {"to": "a@b"}})
-    view = blocks.modal("edit", review, None, None)
-    [field] = [b for b in view["blocks"] if b["type"] == "input"]
-    assert field["block_id"] == "arg:to"
-    assert field["element"]["initial_value"] == "a@b"
-
-
-PAY_SCHEMA = {
-    "properties": {
-        "amount": {"title": "Amount", "type": "integer", "description": "In cents"},
-        "to": {"title": "To", "type": "string"},
-        "urgent": {"title": "Urgent", "type": "boolean", "default": False},
-        "tags": {"title": "Tags", "type": "array", "items": {"type": "string"}},
-        "memo": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
-    },
-    "required": ["amount", "to"],
-    "title": "PayInput",
-    "type": "object",
-}
-
-
-def tool_review(args: dict[str, Any], schema: dict[str, Any] | None = None) -> Review:
-    details = {"tool": "pay", "description": "Pays <!channel>", "args": args}
-    details["schema"] = PAY_SCHEMA if schema is None else schema
-    return make_review("pay", ReviewKind.TOOL_APPROVAL, details=details)
-
-
-def arg_inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
-
-
-def test_a_tool_call_edit_has_one_typed_prefilled_input_per_argument() -> None:
-    review = tool_review({"amount": 1500, "to": "ACME <x>", "urgent": True, "tags": ["a"]})
-    view = blocks.modal("edit", review, "C0DRAFTS", "1700000250.000400")
-    assert_view(view)
-    assert view["callback_id"] == "countersign:modal:edit"
-    assert json.loads(view["private_metadata"])["review_id"] == review.id
-    fields = arg_inputs(view)
-    assert list(fields) == ["arg:amount", "arg:to", "arg:urgent", "arg:tags", "arg:memo"]
-    assert all(f["element"]["action_id"] == f["block_id"] for f in fields.values())
-    amount, to = fields["arg:amount"], fields["arg:to"]
-    assert amount["label"]["text"] == "Amount" and fields["arg:memo"]["label"]["text"] == "memo"
-    assert amount["element"]["initial_value"] == "1500"
-    assert amount["element"]["multiline"] is False
-    assert "integer" in amount["hint"]["text"] and "cents" in amount["hint"]["text"]
-    assert to["element"]["initial_value"] == "ACME <x>"  # plain text: not escaped
-    assert "text" in to["hint"]["text"]
-    assert fields["arg:urgent"]["element"]["type"] == "static_select"
-    assert fields["arg:urgent"]["element"]["initial_option"]["value"] == "true"
-    assert json.loads(fields["arg:tags"]["element"]["initial_value"]) == ["a"]
-    assert "initial_value" not in fields["arg:memo"]["element"]
-    assert [f["optional"] for f in fields.values()] == [False, False, True, True, True]
-    shown = json.dumps(view["blocks"])
-    assert "&lt;!channel&gt;" in shown and "<!channel>" not in shown
-
-
-def test_a_long_argument_is_cut_to_the_box_and_says_so() -> None:
-    view = blocks.modal("edit", tool_review({"amount": 1, "to": "x" * 5000}), None, None)
-    assert_view(view)
-    to = arg_inputs(view)["arg:to"]
-    assert len(to["element"]["initial_value"]) == 3000
-    assert "5,000 characters" in to["hint"]["text"]
-
-
-@pytest.mark.parametrize(
-    "schema", [{}, {"properties": {f"a{i}": {"type": "string"} for i in range(95)}}]
-)
-def test_a_tool_call_whose_arguments_do_not_fit_inputs_gets_one_json_box(
-    schema: dict[str, Any],
-) -> None:
-    view = blocks.modal("edit", tool_review({}, schema), None, None)
-    assert_view(view)
-    [field] = arg_inputs(view).values()
-    assert field["block_id"] == "text"
-    assert json.loads(field["element"]["initial_value"]) == {}
-
-
 # --- revising an earlier task ---------------------------------------------------------------
 
 
@@ -567,7 +421,7 @@ def test_a_later_task_review_offers_to_revise_an_earlier_task() -> None:
     assert_message(message)
     [button] = revise_buttons(message)
     assert button["value"] == later.run_id
-    assert button["text"]["text"] == text.REVISE_BUTTON
+    assert button["text"]["text"] == block_text.REVISE_BUTTON
     assert len(buttons(message)) == 5
     assert revise_buttons(blocks.decided_message(decided(later, DecisionKind.APPROVE))) == []
 
@@ -588,116 +442,7 @@ def test_status_offers_to_revise_only_when_asked() -> None:
     assert button["value"] == run.id
 
 
-def test_the_revise_modal_lists_the_tasks_and_asks_for_feedback() -> None:
-    tasks = [(0, "Task 1: Outline <!channel>"), (2, "Task 3: " + "long " * 40)]
-    view = blocks.revise_modal("run_0a1b2c3d4e5f", tasks, "C0DRAFTS", "1700000250.000400")
-    problems = validate_view(view)
-    assert problems == [], [p.slack_line() for p in problems]
-    assert view["callback_id"] == "countersign:modal:revise"
-    assert json.loads(view["private_metadata"]) == {
-        "run_id": "run_0a1b2c3d4e5f",
-        "channel_id": "C0DRAFTS",
-        "message_ts": "1700000250.000400",
-    }
-    fields = arg_inputs(view)
-    assert list(fields) == ["task", "text"]
-    select = fields["task"]["element"]
-    assert (select["type"], select["action_id"]) == ("static_select", "task")
-    assert [o["value"] for o in select["options"]] == ["0", "2"]
-    assert select["options"][0]["text"]["text"] == "Task 1: Outline <!channel>"
-    assert len(select["options"][1]["text"]["text"]) <= 75
-    feedback = fields["text"]["element"]
-    assert (feedback["type"], feedback["action_id"]) == ("plain_text_input", "value")
-
-
-def test_the_words_of_typed_arguments() -> None:
-    assert text.arg_problem(("integer",)) == "Expected an integer."
-    assert text.arg_problem(("integer", "null")) == "Expected an integer or null."
-    assert text.arg_problem(()) == "Required."
-    assert text.arg_hint((), "") == "Expected: JSON, or text."
-
-
-def test_approve_has_no_modal() -> None:
-    with pytest.raises(ValueError, match="approve"):
-        blocks.modal("approve", make_review(), None, None)
-
-
-# --- the words ------------------------------------------------------------------------------
-
-
-def test_ephemeral_answers() -> None:
-    review = decided(make_review(), DecisionKind.APPROVE)
-    assert review.decision is not None
-    assert text.already_decided(review.decision) == (
-        "This review was already decided by <@U0BOB> (approve) at "
-        "<!date^1767323345^{date_short_pretty} {time}|2026-01-02 03:09 UTC>."
-    )
-    assert text.wrong_channel("writer", "C0WRITERS") == (
-        "`writer` runs can only be started in <#C0WRITERS>."
-    )
-    assert text.unknown_crew("<!here>", ["blog", "alpha"]) == (
-        "There is no crew named `&lt;!here&gt;`. Crews: `alpha`, `blog`."
-    )
-    assert text.NOT_A_REVIEWER == "You are not a reviewer of this run."
-
-
-def test_answers_the_listeners_give() -> None:
-    closed = make_review(status=ReviewStatus.CANCELLED)
-    assert text.already_decided(closed) == "This review is no longer open (cancelled)."
-    won = decided(make_review(), DecisionKind.REJECT)
-    assert text.already_decided(won).startswith("This review was already decided by <@U0BOB>")
-    late = AlreadyDecided("rev_1", "decided", by="U0BOB", kind="approve", at=NOW)
-    assert text.too_late(late) == (
-        "This review was already decided by <@U0BOB> (approve) at "
-        "<!date^1767323045^{date_short_pretty} {time}|2026-01-02 03:04 UTC>."
-    )
-    assert text.too_late(AlreadyDecided("rev_1", "superseded")) == (
-        "This review is no longer open (superseded)."
-    )
-    assert text.not_found("no run with id '<x>'") == "No run with id '&lt;x&gt;'."
-    assert text.already_final("run_1", "succeeded") == "Run `run_1` is already over (✅ Succeeded)."
-    assert text.cancelled("run_1", "U0ALICE") == "Run `run_1` was cancelled by <@U0ALICE>."
-    assert "`blog`" in text.starting("blog")
-    assert "deny" in text.reply_hint(ReviewKind.TOOL_APPROVAL)
-    assert "approve" in text.reply_hint(ReviewKind.TASK_REVIEW)
-
-
-def test_people_and_channels_that_are_not_slack_ids_stay_text() -> None:
-    assert text.user_ref("U0ALICE") == "<@U0ALICE>"
-    assert text.user_ref("cli:<!channel>") == "cli:&lt;!channel&gt;"
-    assert text.channel_ref("C0DRAFTS") == "<#C0DRAFTS>"
-    assert text.channel_ref("drafts") == "#drafts"
-    assert text.code("a`b<") == "`a'b&lt;`"
-
-
-@pytest.mark.parametrize("status", list(RunStatus))
-def test_every_run_status_has_a_word_with_emoji(status: RunStatus) -> None:
-    word = text.run_status(status)
-    assert not word[0].isascii() and word.split()[-1].isalpha()
-
-
-def test_truncate_never_cuts_an_entity() -> None:
-    assert text.truncate("&&&&", 12) == "&amp;&amp;…"
-    assert text.truncate("ok", 2) == "ok"
-
-
-@pytest.mark.parametrize(
-    "words",
-    [text.LOADING, text.NOT_A_REVIEWER, text.unknown_crew("<!channel> & co", ["a&b"])],
-)
-def test_notice_view_is_a_valid_modal_and_shows_the_text_modules_words_as_they_are(
-    words: str,
-) -> None:
-    view = blocks.notice_view(words)
-    assert validate_view(view) == []
-    shown = json.dumps(view)
-    assert "<!channel>" not in shown and "&amp;amp;" not in shown
-    assert view["blocks"][0]["text"]["text"] == words
-
-
-def test_a_notice_that_the_review_was_decided_mentions_who_decided() -> None:
-    view = blocks.notice_view(text.already_decided(decided(make_review(), DecisionKind.APPROVE)))
-    assert "<@U0BOB>" in view["blocks"][0]["text"]["text"]
+# --- reminders, escalations, a reopened task -----------------------------------------------
 
 
 def test_reminder_and_escalation_mention_people() -> None:
@@ -710,6 +455,15 @@ def test_reminder_and_escalation_mention_people() -> None:
     assert validate_blocks(escalation.blocks) == []
 
 
+def test_a_reopened_task_is_named_and_its_feedback_quoted_once_escaped() -> None:
+    review = decided(make_review(details={"task": "write <post>"}), DecisionKind.CHANGES, "A & B")
+    said = blocks.reopened_message(replace(review, stream="task1:Writer")).text
+    assert said == (
+        "↩️ <@U0BOB> reopened task 2 (*write &lt;post&gt;*). It is being revised, then every "
+        "later task runs again.\n>A &amp; B"
+    )
+
+
 # --- typed task outputs -------------------------------------------------------------------
 
 OUTLINE_SCHEMA = {
@@ -720,7 +474,7 @@ OUTLINE_SCHEMA = {
 }
 
 
-def _typed(prompt: str, **details: Any) -> Review:
+def typed_review(prompt: str, **details: Any) -> Review:
     return make_review(
         prompt,
         details={"task": "t", "agent": "Writer", "round": 1, "output_model": "Outline"}
@@ -731,7 +485,7 @@ def _typed(prompt: str, **details: Any) -> Review:
 
 def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
     draft = json.dumps({"headline": f"Otters {HOSTILE}", "sections": 3}, indent=2)
-    [message] = blocks.review_messages(_typed(draft), make_run())
+    [message] = blocks.review_messages(typed_review(draft), make_run())
     assert_message(message)
     (code,) = [s for s in draft_text(message).split("\n\n") if s.startswith("```")]
     assert code == f"```{escape(draft)}```"
@@ -739,7 +493,7 @@ def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
 
 def test_a_long_typed_draft_keeps_each_code_block_within_a_section() -> None:
     draft = json.dumps({"headline": "o" * 9000, "sections": 3}, indent=2)
-    messages = blocks.review_messages(_typed(draft), make_run())
+    messages = blocks.review_messages(typed_review(draft), make_run())
     for message in messages:
         assert_message(message)
     shown = [
@@ -752,7 +506,7 @@ def test_a_long_typed_draft_keeps_each_code_block_within_a_section() -> None:
 
 
 def test_a_typed_draft_that_is_not_json_says_so_and_is_shown_as_text() -> None:
-    review = _typed(f"Otters {HOSTILE}", output_problem=f"Invalid JSON {HOSTILE}")
+    review = typed_review(f"Otters {HOSTILE}", output_problem=f"Invalid JSON {HOSTILE}")
     [message] = blocks.review_messages(review, make_run())
     assert_message(message)
     shown = draft_text(message)
@@ -761,20 +515,10 @@ def test_a_typed_draft_that_is_not_json_says_so_and_is_shown_as_text() -> None:
 
 
 def test_a_draft_reviewed_again_says_why_the_edit_was_not_used() -> None:
-    review = _typed("{}", refused_edit=f"the task's guardrail refused it: {HOSTILE}")
+    review = typed_review("{}", refused_edit=f"the task's guardrail refused it: {HOSTILE}")
     [message] = blocks.review_messages(review, make_run())
     assert_message(message)
     assert "The last edit was not used" in json.dumps(message.blocks)
-
-
-def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_the_fields() -> None:
-    draft = json.dumps({"headline": "Otters <b>", "sections": 3}, indent=2)
-    view = blocks.modal("edit", _typed(draft), None, None)
-    assert_view(view)
-    [field] = [b for b in view["blocks"] if b["type"] == "input"]
-    assert field["element"]["initial_value"] == draft
-    assert field["label"]["text"] == "The output to approve, as JSON of Outline"
-    assert field["hint"]["text"] == "Fields: headline, sections."
 
 
 # --- a tool call's card, as a newcomer reads it ----------------------------------------------
@@ -815,15 +559,6 @@ def test_a_tool_calls_long_arguments_stay_within_a_message() -> None:
     assert "more." in "\n".join(texts(message.blocks))  # "…and N more.": the rest is in Edit
 
 
-def test_one_line_arguments_get_one_line_inputs_and_text_with_lines_a_box() -> None:
-    view = blocks.modal("edit", email_review(), None, None)
-    assert_view(view)
-    fields = arg_inputs(view)
-    assert fields["arg:to"]["element"]["multiline"] is False
-    assert fields["arg:subject"]["element"]["multiline"] is False
-    assert fields["arg:body"]["element"]["multiline"] is True
-
-
 def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     def confirm(review: Review) -> str:
         [message] = blocks.review_messages(review, make_run())
@@ -834,42 +569,5 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     assert confirm(make_review()) == "Rejecting stops this run."
     denial = confirm(email_review())
     assert "stops" not in denial and "carries on" in denial
-    placeholder = blocks.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
+    placeholder = modals.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
     assert "carries on" in placeholder["placeholder"]["text"]
-
-
-# --- refusals: every expected failure in the text module's words ---------------------------
-
-
-@pytest.mark.parametrize(
-    ("refused", "said"),
-    [
-        (
-            InputsRefused("writer", missing=["topic", "tone"]),
-            "`writer` needs `topic`, `tone`: give each as `topic=…`.",
-        ),
-        (
-            InputsRefused("writer", unknown=["colour"], taken="topic (required)"),
-            "`writer` does not take `colour`. It takes topic (required).",
-        ),
-        (
-            TextRefused(
-                "the input 'a&b'",
-                "contains U+0000 (a NUL character), which cannot be stored: remove it",
-            ),
-            "The input 'a&amp;b' contains U+0000 (a NUL character), which cannot be stored: "
-            "remove it. Nothing was recorded.",
-        ),
-        (
-            NothingToReopen("run_1", 2, [1]),
-            "Task 2 has no approved draft to send back (approved: 1).",
-        ),
-        (UsageError("<!channel> & co."), "&lt;!channel&gt; &amp; co."),
-    ],
-)
-def test_a_refusal_is_told_in_the_text_modules_words_escaped_once(
-    refused: CountersignError, said: str
-) -> None:
-    assert text.refusal(refused) == said
-    in_form = text.refusal_in_form(refused)  # plain text: no entities, no code marks
-    assert "&amp;" not in in_form and "&lt;" not in in_form and "`" not in in_form

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack import commands, text
+from bot.slack import commands, mrkdwn, text
 from bot.slack.commands import (
     USAGE,
     CancelCommand,
@@ -23,7 +23,7 @@ from bot.slack.commands import (
     format_run,
     parse_command,
 )
-from bot.slack.text import escape
+from bot.slack.mrkdwn import escape
 
 FAST = settings(deadline=None, max_examples=200)
 
@@ -72,12 +72,12 @@ def test_parses(typed: str, expected: commands.Command) -> None:
     [
         ("frobnicate", "`frobnicate`", "/crew run"),
         ("run", "Which crew", text.USAGE_RUN),
-        ("run Blog!", "not a crew name", text.USAGE_RUN),
-        ("run -blog", "not a crew name", text.USAGE_RUN),
-        ("run blog topic", "Expected `key=value`", text.USAGE_RUN),
-        ("run blog =x", "not an input name", text.USAGE_RUN),
-        ("run blog 1a=x", "not an input name", text.USAGE_RUN),
-        ("run blog a-b=x", "not an input name", text.USAGE_RUN),
+        ("run Blog!", "is not valid: use lowercase letters", text.USAGE_RUN),
+        ("run -blog", "is not valid: use lowercase letters", text.USAGE_RUN),
+        ("run blog topic", "Give each input as `key=value`: `topic` is not one.", text.USAGE_RUN),
+        ("run blog =x", "is not valid: use letters, digits and `_`", text.USAGE_RUN),
+        ("run blog 1a=x", "is not valid: use letters, digits and `_`", text.USAGE_RUN),
+        ("run blog a-b=x", "is not valid: use letters, digits and `_`", text.USAGE_RUN),
         ("run blog a=1 a=2", "given twice", text.USAGE_RUN),
         ('run blog a="open', "no closing quote", text.USAGE_RUN),
         ("run blog a=“open", "no closing quote", text.USAGE_RUN),
@@ -113,7 +113,7 @@ def test_usage_names_every_verb() -> None:
 
 def test_docstring_examples_hold() -> None:
     assert doctest.testmod(commands).failed == 0
-    assert doctest.testmod(text).failed == 0
+    assert doctest.testmod(mrkdwn).failed == 0
 
 
 def test_non_text_is_a_command_error() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from bot.sandbox import StandInThread
 from bot.sandbox.calls import DROP_CONNECTION
-from bot.slack import text as t
+from bot.slack import block_text as t
 from crew_runtime.config import Config, load_config
 from storage import ReviewKind, RunStatus, Store
 from tests.slack_harness import ALICE, CHANNEL, buttons, slack_and_bot, wait_until

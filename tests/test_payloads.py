@@ -2,8 +2,9 @@
 ``PayloadError`` with a reason, never a ``KeyError``/``TypeError`` in a listener.
 
 The happy-path payloads follow Slack's reference pages; the click and the submission
-are built by the Slack stand-in's own payload functions from the blocks and the modal
-``bot.slack.blocks`` produces, so a button or input the bot never rendered cannot parse here."""
+are built by the Slack stand-in's own payload functions from the blocks ``bot.slack.blocks``
+and the modal ``bot.slack.modals`` produce, so a button or input the bot never rendered cannot
+parse here."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.sandbox import payloads as slack
-from bot.slack import blocks
+from bot.slack import blocks, modals
 from bot.slack.payloads import (
     ACTIONS,
     ArgumentErrors,
@@ -122,7 +123,7 @@ def click(action: str, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Json:
 
 def submission(action: str, typed: str | None = "Please cite sources") -> Json:
     """A view_submission of the modal the bot really built, filled in by a person."""
-    view = blocks.modal(action, review(), "C0DRAFTS", "1700000250.000400")
+    view = modals.modal(action, review(), "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0001", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, {"text": typed} if typed is not None else {})
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -144,7 +145,7 @@ def tool_edit_submission(typed: dict[str, Any]) -> Json:
         review(ReviewKind.TOOL_APPROVAL),
         details={"tool": "pay", "args": {"amount": 1500, "to": "ACME"}, "schema": PAY_SCHEMA},
     )
-    view = blocks.modal("edit", proposed, "C0DRAFTS", "1700000250.000400")
+    view = modals.modal("edit", proposed, "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0002", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, typed)
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -162,7 +163,7 @@ def revise_click() -> Json:
 
 
 def revise_submission(chosen: str | None = "2", feedback: str | None = "add otters facts") -> Json:
-    view = blocks.revise_modal(
+    view = modals.revise_modal(
         "run_0a1b2c3d4e5f", [(0, "Task 1: Outline"), (2, "Task 3")], "C0DRAFTS", None
     )
     view = {**view, "id": "V0003", "team_id": "T0TEST", "hash": "1.abc"}

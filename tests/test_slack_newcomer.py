@@ -156,7 +156,7 @@ def test_an_input_the_crew_does_not_take_is_refused_naming_those_it_takes(
         answer = slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters colour=blue")
         assert answer.status == 200
         said = wait_until(lambda: slack.ephemerals(ALICE), what="the answer to the command")
-        assert "`writer` does not take `colour`. It takes topic (required)" in said[-1].text
+        assert "Crew `writer` does not take `colour`. It takes topic (required)" in said[-1].text
         assert store.list_runs() == []
         # A crew that names no inputs takes any.
         slack.slash_command(BOB, CHANNEL, "/crew", "run research topic=otters colour=blue")

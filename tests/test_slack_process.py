@@ -19,7 +19,7 @@ import pytest
 
 from bot.sandbox import StandInThread
 from bot.sandbox.calls import NO_ANSWER
-from bot.slack import text as t
+from bot.slack import block_text as t
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus, Store
 from tests.harness import ROOT

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from bot.errors import BotError
 from bot.slack import text as t
+from bot.slack.mrkdwn import unescape
 
 __all__ = [
     "USAGE",
@@ -117,7 +118,7 @@ def parse_command(text: str) -> Command:
     """
     if not isinstance(text, str):
         raise CommandError(t.USAGE)
-    text = t.unescape(text).strip()
+    text = unescape(text).strip()
     if not text:
         return HelpCommand()
     verb, _, rest = _split_word(text)

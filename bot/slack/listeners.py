@@ -22,7 +22,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import blocks, text
+from bot.slack import blocks, modals, text
 from bot.slack.authz import CheckFailed, Reviewers
 from bot.slack.commands import (
     USAGE,
@@ -207,7 +207,7 @@ class Listeners:
                 return _words(text.cancelled(run.id, user_id))
             return await self._pending_for(user_id)
         except NotFound as exc:
-            return _words(text.not_found(str(exc)))
+            return _words(text.not_found(exc))
         except AlreadyFinal as exc:
             return _words(text.already_final(exc.run_id, exc.status))
         except CheckFailed:
@@ -261,9 +261,9 @@ class Listeners:
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             if refusal is None and found is not None:
-                view = blocks.modal(click.action, found[0], channel, click.message_ts)
+                view = modals.modal(click.action, found[0], channel, click.message_ts)
             else:
-                view = blocks.notice_view(refusal or text.REVIEW_GONE)
+                view = modals.notice_view(refusal or text.REVIEW_GONE)
             await self._update_view(client, view_id, view)
         elif refusal is not None:
             await self._ephemeral_via_api(channel, click.user_id, refusal)
@@ -276,7 +276,7 @@ class Listeners:
     ) -> str | None:
         try:
             response = await client.views_open(
-                trigger_id=trigger_id, view=blocks.notice_view(words)
+                trigger_id=trigger_id, view=modals.notice_view(words)
             )
         except SlackApiError as exc:
             log.warning("views.open failed: %s", api_error(exc))
@@ -334,9 +334,6 @@ class Listeners:
                 by=submission.user_id,
                 by_name=await self.reviewers.name_of(submission.user_id),
             )
-        except AlreadyDecided as exc:
-            await ack(response_action="errors", errors={where: text.too_late(exc)})
-            return
         except (UsageError, StorageError) as exc:
             await ack(response_action="errors", errors={where: text.refusal_in_form(exc)})
             return
@@ -363,15 +360,15 @@ class Listeners:
         try:
             run = await sync(self.store.get_run, click.run_id)
         except NotFound:
-            return blocks.notice_view(text.RUN_GONE)
+            return modals.notice_view(text.RUN_GONE)
         refusal = await self._refusal(click.user_id, run)
         if refusal is not None:
-            return blocks.notice_view(refusal)
+            return modals.notice_view(refusal)
         tasks = await self._revisable(run)
         if not tasks:
-            return blocks.notice_view(text.NOTHING_TO_REVISE)
+            return modals.notice_view(text.NOTHING_TO_REVISE)
         channel = click.channel_id or run.channel
-        return blocks.revise_modal(run.id, tasks, channel, click.message_ts)
+        return modals.revise_modal(run.id, tasks, channel, click.message_ts)
 
     async def _revisable(self, run: Run) -> list[tuple[int, str]]:
         if run.status is not RunStatus.WAITING:
@@ -412,13 +409,6 @@ class Listeners:
                 submission.feedback,
                 by=submission.user_id,
             )
-        except AlreadyDecided as exc:
-            await ack(response_action="errors", errors={"task": text.too_late(exc)})
-            return
-        except AlreadyFinal as exc:
-            words = text.already_final(exc.run_id, exc.status)
-            await ack(response_action="errors", errors={"task": words})
-            return
         except (UsageError, StorageError) as exc:
             await ack(response_action="errors", errors={"task": text.refusal_in_form(exc)})
             return

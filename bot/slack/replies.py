@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.slack.text import unescape
+from bot.slack.mrkdwn import unescape
 from storage.status import DecisionKind, ReviewKind
 
 __all__ = ["APPROVE_PHRASES", "REJECT_WORDS", "Reply", "interpret_reply"]

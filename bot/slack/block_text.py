@@ -1,0 +1,393 @@
+"""The words of the messages and modals the bot posts (``bot.slack.blocks``,
+``bot.slack.modals``): statuses, review cards, a run's thread, its modals.
+
+Text that came from a person, an LLM or the configuration is escaped here
+(``bot.slack.mrkdwn``) wherever it goes into mrkdwn; plain-text fields (labels, hints,
+options) take it as it is. What the bot answers a person (replies, refusals) is in
+``bot.slack.text``. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from bot.slack.mrkdwn import channel_ref, code, escape, mention, slack_date, truncate, user_ref
+from crew_runtime import streams
+from storage.records import Decision, Review
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
+
+# --- statuses and decisions ---------------------------------------------------------------
+
+RUN_STATUS = {
+    RunStatus.QUEUED: "⏳ Queued",
+    RunStatus.RUNNING: "⚙️ Running",
+    RunStatus.WAITING: "👀 Waiting for review",
+    RunStatus.SUCCEEDED: "✅ Succeeded",
+    RunStatus.FAILED: "❌ Failed",
+    RunStatus.CANCELLED: "🚫 Cancelled",
+    RunStatus.REJECTED: "⛔ Rejected",
+}
+
+REVIEW_STATUS = {
+    ReviewStatus.PENDING: "👀 Pending",
+    ReviewStatus.DECIDED: "Decided",
+    ReviewStatus.CANCELLED: "🚫 Cancelled",
+    ReviewStatus.SUPERSEDED: "↩️ Superseded (the crew changed since)",
+}
+
+REVIEW_NOUN = {
+    ReviewKind.QUESTION: "a question",
+    ReviewKind.TASK_REVIEW: "a task review",
+    ReviewKind.TOOL_APPROVAL: "a tool approval",
+}
+
+_DECISION_HEAD = {
+    DecisionKind.APPROVE: "✅ Approved by",
+    DecisionKind.EDIT: "✏️ Approved with edits by",
+    DecisionKind.CHANGES: "🔁 Changes requested by",
+    DecisionKind.REJECT: "⛔ Rejected by",
+    DecisionKind.ANSWER: "💬 Answered by",
+}
+
+
+# A waiting run says what for: the kind of review it waits on (one kind; mixed ones are
+# reviews).
+WAITING_FOR = {
+    ReviewKind.QUESTION: "💬 Waiting for an answer",
+    ReviewKind.TASK_REVIEW: "👀 Waiting for review",
+    ReviewKind.TOOL_APPROVAL: "👀 Waiting for approval",
+}
+
+
+def run_status(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    """The status word with its emoji, e.g. ``✅ Succeeded``; a waiting run's by what it waits
+    on (``waiting_on``, the kinds of its pending reviews), e.g. ``💬 Waiting for an answer``."""
+    kinds = set(waiting_on)
+    if status is RunStatus.WAITING and len(kinds) == 1:
+        return WAITING_FOR[kinds.pop()]
+    return RUN_STATUS[status]
+
+
+def decision_line(decision: Decision, *, text_limit: int = 0) -> str:
+    """``✅ Approved by <@U1>`` and, with ``text_limit``, ``: the feedback`` (escaped, cut)."""
+    if decision.kind is DecisionKind.EXPIRE:
+        line = "⌛ Expired: nobody answered in time"
+    else:
+        line = f"{_DECISION_HEAD[decision.kind]} {user_ref(decision.decided_by)}"
+    if text_limit and decision.text and decision.kind is not DecisionKind.EDIT:
+        line += ": " + truncate(" ".join(decision.text.split()), text_limit)
+    return line
+
+
+# --- what the bot posts in a run's thread -------------------------------------------------
+
+REVIEW_TITLE = {
+    ReviewKind.QUESTION: "Question",
+    ReviewKind.TASK_REVIEW: "Review",
+    ReviewKind.TOOL_APPROVAL: "Approve tool call",
+}
+
+BUTTON = {
+    "approve": "Approve",
+    "edit": "Edit",
+    "changes": "Request changes",
+    "reject": "Reject",
+    "answer": "Answer",
+}
+REVISE_BUTTON = "Revise an earlier task"
+
+REJECT_CONFIRM_TITLE = "Reject?"
+
+
+# What a rejection does, said before it is made: a rejected draft stops the run, a denied
+# tool call is reported to the agent, which carries on without it.
+REJECT_CONFIRM_TEXT = {
+    ReviewKind.TASK_REVIEW: "Rejecting stops this run.",
+    ReviewKind.TOOL_APPROVAL: (
+        "The call is not made. The agent is told it was denied (and your reason, if you "
+        "give one) and carries on without it."
+    ),
+}
+REJECT_CONFIRM_YES = "Reject"
+REJECT_CONFIRM_NO = "Keep reviewing"
+
+REPLY_HINT = {
+    ReviewKind.QUESTION: "Or reply in this thread with your answer.",
+    ReviewKind.TASK_REVIEW: (
+        "Or reply in this thread: `approve`, `reject: reason`, or the changes you want."
+    ),
+    ReviewKind.TOOL_APPROVAL: "Or reply in this thread: `approve` or `deny: reason`.",
+}
+
+EMPTY_DRAFT = "_(empty)_"
+
+AGENT = "Agent"
+
+
+# A tool call's edit modal: one input per argument.
+TOOL = "Tool"
+TASK = "Task"
+ARGUMENTS = "Arguments"
+
+
+def review_round(number: int) -> str:
+    """The how-manieth draft of a task this review shows (from 2)."""
+    return f"round {number}"
+
+
+def draft_not_typed(model: str, problem: str) -> str:
+    """Above a typed task's draft that is not JSON of its model (mrkdwn, escaped here)."""
+    return (
+        f"_This draft is not JSON of {escape(model)} ({truncate(problem, 500)}). Approve it and "
+        "CrewAI converts it, or Edit to give the object yourself._"
+    )
+
+
+def edit_refused(reason: str) -> str:
+    """Above a draft reviewed again because the reviewer's edit was not taken (mrkdwn)."""
+    return f":warning: *The last edit was not used:* {truncate(reason, 1000)}"
+
+
+def review_fallback(crew: str, kind: ReviewKind) -> str:
+    """Notification text: short and free of LLM text, so a push never carries a ping."""
+    ask = {
+        ReviewKind.QUESTION: "has a question for you",
+        ReviewKind.TASK_REVIEW: "has a draft for your review",
+        ReviewKind.TOOL_APPROVAL: "asks to run a tool",
+    }[kind]
+    return f"{escape(crew)} {ask}"
+
+
+def part_label(part: int, parts: int) -> str:
+    return f"Draft, part {part} of {parts}"
+
+
+def file_note(filename: str, length: int) -> str:
+    return f"The full draft ({length:,} characters) is attached as {code(filename)}."
+
+
+def file_note_attached(length: int) -> str:
+    return f"The full draft ({length:,} characters) is attached in this thread."
+
+
+def review_ref(review_id: str, run_id: str) -> str:
+    return f"Review {code(review_id)} · run {code(run_id)}"
+
+
+def run_label(run_id: str) -> str:
+    """A run's id after its title or who started it: ``run `run_1```."""
+    return f"run {code(run_id)}"
+
+
+def in_channel(channel: str) -> str:
+    return f"in {channel_ref(channel)}"
+
+
+def run_title(crew: str, status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"*{escape(crew)}* · {run_status(status, waiting_on)}"
+
+
+def started_by(user: str | None, at: datetime) -> str:
+    return f"Started by {user_ref(user)} · {slack_date(at)}"
+
+
+def run_fallback(crew: str, status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"{escape(crew)} run: {run_status(status, waiting_on)}"
+
+
+def result_title(crew: str, status: RunStatus) -> str:
+    return {
+        RunStatus.SUCCEEDED: f"✅ *{escape(crew)}* finished. Result:",
+        RunStatus.FAILED: f"❌ *{escape(crew)}* failed:",
+        RunStatus.REJECTED: f"⛔ *{escape(crew)}* stopped: a reviewer rejected it.",
+        RunStatus.CANCELLED: f"🚫 *{escape(crew)}* was cancelled.",
+    }.get(status, run_title(crew, status))
+
+
+def rejected_by(crew: str, user: str) -> str:
+    return f"⛔ *{escape(crew)}* stopped: {user_ref(user)} rejected it."
+
+
+def result_part(part: int, parts: int) -> str:
+    return f"Result, part {part} of {parts}"
+
+
+def output_cut(remaining: int, run_id: str) -> str:
+    return (
+        f"… {remaining:,} more characters not shown here; the full output is stored "
+        f"with run {code(run_id)}."
+    )
+
+
+NO_OUTPUT = "_(the crew returned no output)_"
+REASON = "Reason"
+DIVERGED = (
+    "⚠️ The crew's code or model changed since this run paused, so it no longer matches "
+    "its recording. It continues live from here."
+)
+
+
+def divergence_fallback() -> str:
+    return "⚠️ This run continues live: the crew changed since it paused."
+
+
+# Said once in a run's thread when the runtime asks (storage.status.RunNote).
+RUN_NOTES: dict[RunNote, str] = {
+    RunNote.OFFLINE_MODEL: (
+        ":information_source: This run uses Countersign's offline scripted model: its drafts "
+        "are canned and follow your feedback. Set "
+        f"{code('COUNTERSIGN_LLM')} (e.g. {code('openai/gpt-4o-mini')}) and the provider's "
+        "API key to use a real model."
+    ),
+}
+
+
+def reminder(review: Review, reviewers: tuple[str, ...]) -> str:
+    who = " ".join(mention(r) for r in reviewers) or "Reviewers"
+    return f"⏰ {who}: {REVIEW_NOUN[review.kind]} in this thread is still waiting for a decision."
+
+
+def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
+    who = " ".join(mention(r) for r in escalate_to) or "Reviewers"
+    return (
+        f"🚨 {who}: {REVIEW_NOUN[review.kind]} in this thread has waited past its escalation "
+        "time; please decide or pass it on."
+    )
+
+
+def task_reopened(review: Review) -> str:
+    """Said in the thread when a reviewer sends an approved task back to its agent."""
+    decision = review.decision
+    who = user_ref(decision.decided_by if decision else None)
+    index = streams.task_index(review.stream)
+    task = f"task {index + 1}" if index is not None else "an earlier task"
+    name = review.details.get("task") if isinstance(review.details, dict) else None
+    if isinstance(name, str) and name.strip():
+        task += f" (*{truncate(' '.join(name.split()), 150)}*)"
+    feedback = truncate(decision.text or "", 1500) if decision else ""
+    return (
+        f"↩️ {who} reopened {task}. It is being revised, then every later task runs "
+        f"again.\n>{feedback}"
+    )
+
+
+# --- /crew status, pending and list -------------------------------------------------------
+
+
+def pending_title(count: int) -> str:
+    return f"*{count} review{'s' if count != 1 else ''} waiting*"
+
+
+def more_not_shown(count: int) -> str:
+    return f"…and {count} more."
+
+
+NO_PENDING = "Nothing is waiting for a review. :tada:"
+
+CREWS_TITLE = "*Crews you can run*"
+
+NO_CREWS = "No crews are configured yet."
+
+
+# --- modals -------------------------------------------------------------------------------
+
+MODAL_TITLE = {
+    "edit": "Edit and approve",
+    "changes": "Request changes",
+    "reject": "Reject",
+    "answer": "Answer",
+    "revise": "Revise an earlier task",
+}
+MODAL_SUBMIT = {
+    "edit": "Approve edit",
+    "changes": "Send",
+    "reject": "Reject",
+    "answer": "Send answer",
+    "revise": "Revise",
+}
+MODAL_CLOSE = "Cancel"
+MODAL_LABEL = {
+    "edit": "The text to approve",
+    "changes": "What should change?",
+    "reject": "Reason",
+    "answer": "Your answer",
+    "revise": "What should change in it?",
+}
+MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
+
+
+def modal_label_output(model: str) -> str:
+    """The edit box of a typed task's draft (plain text)."""
+    return f"The output to approve, as JSON of {model}"[:2000]
+
+
+def output_hint(fields: list[str]) -> str:
+    """Under a typed draft's edit box (plain text): the fields the JSON may hold."""
+    return f"Fields: {', '.join(fields)}." if fields else "A JSON value of the task's type."
+
+
+MODAL_PLACEHOLDER_DENY = "Optional: why not; the agent is told and carries on"
+MODAL_PLACEHOLDER = {
+    "edit": "Edit the text",
+    "changes": "Say what to change; the agent revises its draft.",
+    "reject": "Optional: why the run should stop",
+    "answer": "Your answer goes back to the agent.",
+    "revise": "Your feedback goes to the agent with the draft you approved.",
+}
+
+
+def edit_truncated_note(length: int, limit: int) -> str:
+    return (
+        f"This text has {length:,} characters; only the first {limit:,} fit in this box, and "
+        "what you submit replaces all of it. For a long draft, request changes instead."
+    )
+
+
+LOADING_TITLE = "Countersign"
+CLOSE = "Close"
+
+BOOLEAN = {"true": "true", "false": "false"}
+
+_ARG_TYPE = {
+    "string": "text",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a JSON array, like [1, 2]",
+    "object": 'a JSON object, like {"key": 1}',
+    "null": "null",
+}
+
+
+def arg_types(kinds: tuple[str, ...]) -> str:
+    words = [_ARG_TYPE.get(kind, kind) for kind in dict.fromkeys(kinds)]
+    return " or ".join(words) if words else "JSON, or text"
+
+
+def arg_hint(kinds: tuple[str, ...], description: str = "") -> str:
+    """Under an argument's input (plain text): what it is for and what it must hold."""
+    hint = f"Expected: {arg_types(kinds)}."
+    return f"{' '.join(description.split())} · {hint}" if description.strip() else hint
+
+
+def arg_cut_note(length: int, limit: int) -> str:
+    return f"This value has {length:,} characters; only the first {limit:,} fit in this box."
+
+
+# Re-opening an earlier task.
+REVISE_EXPLAINED = (
+    "The run goes back to the task you choose: its agent revises the draft you approved "
+    "with your feedback, you review it again, and every later task runs again after it."
+)
+REVISE_TASK_LABEL = "Task to revise"
+REVISE_TASK_PLACEHOLDER = "Choose an approved task"
+
+
+def run_ref(run_id: str) -> str:
+    return f"Run {code(run_id)}"
+
+
+def task_option(index: int, label: str) -> str:
+    """A task in the list of revisable ones (plain text); the runtime's label names it."""
+    return " ".join(label.split()) or f"Task {index + 1}"

@@ -1,0 +1,275 @@
+"""Block Kit for the modals the bot opens, built from storage records: a review's edit,
+changes, reject and answer forms, a tool call's arguments one input each, "Revise an
+earlier task", and a notice in place of a form.
+
+Pure functions returning plain dicts, checked against Slack's limits like the messages
+(``bot/sandbox/blockkit.py``). Plain-text inputs hold at most 3000 characters (Slack's
+limit, counted in UTF-16 code units): a longer text is cut and the modal says so. The
+review or run id and the message to update travel in ``private_metadata``
+(``bot.slack.payloads`` reads a submission back).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.slack import block_text as t
+from bot.slack.elements import Block, arg_text, as_dict, context, detail, plain, section
+from bot.slack.mrkdwn import code, truncate
+from bot.slack.payloads import (
+    MAX_ARG_NAME,
+    MODAL_ACTIONS,
+    REVISE,
+    arg_block_id,
+    callback_id,
+    schema_types,
+)
+from storage.records import Review
+from storage.status import ReviewKind
+
+INPUT_LIMIT = 3000  # plain_text_input, Slack's limit
+ONE_LINE_CHARS = 120  # an argument longer than this is edited in a box, however many lines
+MAX_ARG_INPUTS = 90  # a modal holds 100 blocks; past this many arguments, one JSON box
+MAX_OPTIONS = 100  # static_select, Slack's limit
+OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
+
+
+# --- a review's modal ---------------------------------------------------------------------
+
+
+def _editable(review: Review) -> str:
+    if review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details:
+        return json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
+    return review.prompt
+
+
+def _utf16_prefix(text: str, units: int) -> str:
+    """The longest prefix within ``units`` UTF-16 code units: Slack's client counts those."""
+    used = 0
+    for i, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
+
+
+def modal(
+    action: str, review: Review, channel_id: str | None, message_ts: str | None
+) -> dict[str, Any]:
+    """The ``views.open`` view for ``edit``, ``changes``, ``reject`` or ``answer``.
+
+    The review id and the message to update travel in ``private_metadata``; the text comes
+    back in ``state.values["text"]["value"]``. An edit box holds at most 3000 chars
+    (Slack's limit), so a longer text is cut and the modal says so.
+
+    Raises:
+        ValueError: for an action that has no modal (``approve``) or is unknown.
+    """
+    if action not in MODAL_ACTIONS:
+        raise ValueError(f"no modal for action {action!r}")
+    metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
+    if action == "edit" and (fields := _arg_inputs(review)):
+        return _view(callback_id(action), metadata, action, [*_tool_head(review), *fields])
+    blocks: list[Block] = [context(t.review_ref(review.id, review.run_id))]
+    element: Block = {
+        "type": "plain_text_input",
+        "action_id": "value",
+        "multiline": True,
+        "max_length": INPUT_LIMIT,
+        "placeholder": plain(t.MODAL_PLACEHOLDER[action], 150),
+    }
+    if action == "reject" and review.kind is ReviewKind.TOOL_APPROVAL:
+        element["placeholder"] = plain(t.MODAL_PLACEHOLDER_DENY, 150)
+    if action == "answer":
+        blocks.append(section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
+    if action == "edit":
+        editable = _editable(review)
+        initial = _utf16_prefix(editable, INPUT_LIMIT)
+        if initial:
+            element["initial_value"] = initial
+        if len(initial) < len(editable):
+            blocks.append(context(t.edit_truncated_note(len(editable), INPUT_LIMIT)))
+    label = t.MODAL_LABEL[action]
+    if action == "edit" and review.kind is ReviewKind.TOOL_APPROVAL:
+        label = t.MODAL_LABEL_ARGS
+    field: Block = {
+        "type": "input",
+        "block_id": "text",
+        "label": plain(label, 2000),
+        "element": element,
+        "optional": action == "reject",
+    }
+    if action == "edit" and (model := detail(review, "output_model")):
+        field["label"] = plain(t.modal_label_output(model), 2000)
+        schema = as_dict(review.details.get("output_schema"))
+        field["hint"] = plain(t.output_hint(list(as_dict(schema.get("properties")))), 2000)
+    blocks.append(field)
+    return _view(callback_id(action), metadata, action, blocks)
+
+
+def _view(
+    callback: str, metadata: dict[str, Any], action: str, blocks: list[Block]
+) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": callback,
+        "private_metadata": json.dumps(metadata),
+        "title": plain(t.MODAL_TITLE[action], 24),
+        "submit": plain(t.MODAL_SUBMIT[action], 24),
+        "close": plain(t.MODAL_CLOSE, 24),
+        "blocks": blocks,
+    }
+
+
+def notice_view(words: str) -> dict[str, Any]:
+    """A modal that only says something (mrkdwn from ``bot.slack.text``, escaped there): opened at
+    once while the real one is prepared (a trigger id lives 3 s), or shown instead of it when
+    the review cannot be decided."""
+    return {
+        "type": "modal",
+        "title": plain(t.LOADING_TITLE, 24),
+        "close": plain(t.CLOSE, 24),
+        "blocks": [section(words)],
+    }
+
+
+# --- a tool call's arguments, one input each ----------------------------------------------
+
+
+def _tool_head(review: Review) -> list[Block]:
+    blocks = [context(t.review_ref(review.id, review.run_id))]
+    line = f"*{t.TOOL}:* {code(detail(review, 'tool'))}"
+    if description := detail(review, "description"):
+        line += f"\n{truncate(description, 600)}"
+    return [*blocks, section(line)]
+
+
+def _arg_names(properties: dict[str, Any], args: dict[str, Any]) -> list[str] | None:
+    """The arguments to show: the schema's, in its order, then any other the call has.
+
+    ``None`` when they cannot be one input each (none, too many, a name too long for a
+    block_id); the modal is then one JSON box, which the service also accepts.
+    """
+    names = [*properties, *(name for name in args if name not in properties)]
+    if not 0 < len(names) <= MAX_ARG_INPUTS:
+        return None
+    if not all(isinstance(n, str) and 0 < len(n) <= MAX_ARG_NAME for n in names):
+        return None
+    return names
+
+
+def _arg_inputs(review: Review) -> list[Block]:
+    """One input per argument of a tool call, prefilled with what the agent proposed.
+
+    Block and action ids are both ``arg:<name>``: action ids must be unique in a view.
+    """
+    if review.kind is not ReviewKind.TOOL_APPROVAL:
+        return []
+    schema = as_dict(review.details.get("schema"))
+    properties = as_dict(schema.get("properties"))
+    required = schema.get("required")
+    args = as_dict(review.details.get("args"))
+    names = _arg_names(properties, args)
+    if names is None:
+        return []
+    return [
+        _arg_input(
+            name,
+            as_dict(properties.get(name)),
+            args,
+            required=isinstance(required, list) and name in required,
+        )
+        for name in names
+    ]
+
+
+def _arg_input(name: str, prop: dict[str, Any], args: dict[str, Any], *, required: bool) -> Block:
+    kinds = schema_types(prop)
+    title, description = (prop.get(key) for key in ("title", "description"))
+    title = title if isinstance(title, str) else ""
+    notes = [t.arg_hint(kinds, description if isinstance(description, str) else "")]
+    element: Block
+    if kinds and set(kinds) <= {"boolean", "null"} and "boolean" in kinds:
+        element = {
+            "type": "static_select",
+            "action_id": arg_block_id(name),
+            "options": [_option(t.BOOLEAN[v], v) for v in ("true", "false")],
+        }
+        proposed = args.get(name)
+        if isinstance(proposed, bool):
+            word = json.dumps(proposed)
+            element["initial_option"] = _option(t.BOOLEAN[word], word)
+    else:
+        shown = arg_text(args[name]) if name in args else ""
+        # Sized to the value: one line for a one-line value, a box for text with lines.
+        element = {
+            "type": "plain_text_input",
+            "action_id": arg_block_id(name),
+            "multiline": "\n" in shown or len(shown) > ONE_LINE_CHARS,
+            "max_length": INPUT_LIMIT,
+        }
+        initial = _utf16_prefix(shown, INPUT_LIMIT)
+        if initial:
+            element["initial_value"] = initial
+        if len(initial) < len(shown):
+            notes.append(t.arg_cut_note(len(shown), INPUT_LIMIT))
+    return {
+        "type": "input",
+        "block_id": arg_block_id(name),
+        "label": plain(title or name, 2000),
+        "hint": plain(" ".join(notes), 2000),
+        "element": element,
+        "optional": not required,
+    }
+
+
+def _option(label: str, value: str) -> Block:
+    return {"text": plain(label, OPTION_TEXT_LIMIT), "value": value}
+
+
+# --- re-opening an earlier task -----------------------------------------------------------
+
+
+def revise_modal(
+    run_id: str,
+    tasks: list[tuple[int, str]],
+    channel_id: str | None,
+    message_ts: str | None,
+) -> dict[str, Any]:
+    """The modal of "Revise an earlier task": which approved task, and the feedback.
+
+    ``tasks`` are ``(index, label)`` pairs of the run's revisable tasks (at least one);
+    the chosen index comes back as ``state.values["task"]["task"]`` (action ids are
+    unique in a view), the feedback as ``state.values["text"]["value"]``.
+    """
+    options = [_option(t.task_option(i, label), str(i)) for i, label in tasks[:MAX_OPTIONS]]
+    blocks: list[Block] = [
+        context(t.run_ref(run_id)),
+        section(t.REVISE_EXPLAINED),
+        {
+            "type": "input",
+            "block_id": "task",
+            "label": plain(t.REVISE_TASK_LABEL, 2000),
+            "element": {
+                "type": "static_select",
+                "action_id": "task",
+                "placeholder": plain(t.REVISE_TASK_PLACEHOLDER, 150),
+                "options": options,
+            },
+        },
+        {
+            "type": "input",
+            "block_id": "text",
+            "label": plain(t.MODAL_LABEL[REVISE], 2000),
+            "element": {
+                "type": "plain_text_input",
+                "action_id": "value",
+                "multiline": True,
+                "max_length": INPUT_LIMIT,
+                "placeholder": plain(t.MODAL_PLACEHOLDER[REVISE], 150),
+            },
+        },
+    ]
+    metadata = {"run_id": run_id, "channel_id": channel_id, "message_ts": message_ts}
+    return _view(callback_id(REVISE), metadata, REVISE, blocks)
