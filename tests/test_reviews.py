@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from crewai.events import event_context
+
+import crew_runtime.worker as worker_module
+from crew_runtime import executor
+from crew_runtime.executor import Outcome
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 from tests.harness import Bench
@@ -100,9 +108,21 @@ def test_cancel_a_waiting_run(bench: Bench) -> None:
     assert bench.store.get_review(review.id).status == ReviewStatus.CANCELLED
 
 
-def test_a_long_lived_worker_thread_pauses_any_number_of_runs(bench: Bench) -> None:
-    """CrewAI leaves an event scope open at every pause; it must not build up across runs."""
-    runs = [bench.start("writer", topic=f"topic {n}") for n in range(110)]
+def test_a_long_lived_worker_thread_pauses_any_number_of_runs(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CrewAI leaves an event scope open at every pause (its stack of scopes lives in a
+    ContextVar and refuses to grow past 100); one worker thread executes run after run, and
+    each execution must start on an empty stack, not on the scopes its predecessors left."""
+    depths: list[int] = []
+
+    def execute(*args: Any) -> Outcome:
+        depths.append(len(event_context._event_id_stack.get()))
+        return executor.execute(*args)
+
+    monkeypatch.setattr(worker_module, "execute", execute)
+    runs = [bench.start("writer", topic=f"topic {n}") for n in range(4)]
     worker = bench.work_here(concurrency=1)
-    assert worker.executions == 110
+    assert worker.executions == 4
+    assert depths == [0, 0, 0, 0]
     assert {bench.run(run.id).status for run in runs} == {RunStatus.WAITING}
