@@ -24,6 +24,7 @@ from crew_runtime.errors import (
 from crew_runtime.outputs import parse_edited_output
 from crew_runtime.people import BY_NAME
 from storage import (
+    HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
     NewDecision,
@@ -83,7 +84,7 @@ class Countersign:
     def decide(
         self,
         review_id: str,
-        kind: str,
+        decision: DecisionKind,
         text: str | None,
         *,
         by: str,
@@ -98,11 +99,12 @@ class Countersign:
         time instead of as a second decision.
 
         Raises:
-            UsageError: unknown decision, text missing where it is needed, or text that
-                cannot be stored.
+            UsageError: a decision no person makes (``expire``), text missing where it is
+                needed, or text that cannot be stored.
             ReviewNotFound, AlreadyDecided, DecisionNotAllowed: from storage.
         """
-        decision = parse_decision(kind)
+        if decision not in HUMAN_DECISIONS:
+            raise _unknown_decision(decision.value)
         text = (text or "").strip() or None
         if decision.needs_text and text is None:
             raise UsageError(f"{decision.value!r} needs text: {_TEXT_HINTS[decision]}")
@@ -201,9 +203,6 @@ _TEXT_HINTS = {
     DecisionKind.ANSWER: "the answer to the question",
 }
 
-_HUMAN_DECISIONS = [k for k in DecisionKind if k != DecisionKind.EXPIRE]
-
-
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
@@ -240,14 +239,22 @@ def _inputs_taken(spec: CrewSpec) -> str:
 
 
 def parse_decision(word: str) -> DecisionKind:
+    """A person's decision as typed (``approve``, ``Edit``); the CLI's door to :meth:`decide`.
+
+    Raises:
+        UsageError: not a decision a person makes.
+    """
     try:
         decision = DecisionKind(word.strip().lower())
     except ValueError:
-        decision = None
-    if decision is None or decision == DecisionKind.EXPIRE:
-        choices = "|".join(k.value for k in _HUMAN_DECISIONS)
-        raise UsageError(f"unknown decision {word!r}: use one of {choices}")
+        raise _unknown_decision(word) from None
+    if decision not in HUMAN_DECISIONS:
+        raise _unknown_decision(word)
     return decision
+
+
+def _unknown_decision(word: str) -> UsageError:
+    return UsageError(f"unknown decision {word!r}: use one of {'|'.join(HUMAN_DECISIONS)}")
 
 
 def _edited(review: Review) -> str:

@@ -36,6 +36,7 @@ from storage.records import (
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    HUMAN_DECISIONS,
     DecisionKind,
     OutboxKind,
     ReviewKind,
@@ -47,6 +48,7 @@ from storage.store import Store, utc_now
 __all__ = [
     "ALLOWED_DECISIONS",
     "DEFAULT_URL",
+    "HUMAN_DECISIONS",
     "PERSON_LENGTH",
     "AlreadyDecided",
     "AlreadyFinal",

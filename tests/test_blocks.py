@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
 from bot.slack import blocks, text
 from bot.slack.blocks import FILE_THRESHOLD, Message, escape
-from bot.slack.payloads import ACTIONS
+from bot.slack.payloads import ACTIONS, MODAL_ACTIONS
 from bot.slack.text import unescape
 from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
 from storage.errors import AlreadyDecided, CountersignError
@@ -437,8 +437,8 @@ def assert_view(view: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("kind", list(ReviewKind))
-@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
-def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
+@pytest.mark.parametrize("action", MODAL_ACTIONS)
+def test_every_modal_is_valid(action: DecisionKind, kind: ReviewKind) -> None:
     review = make_review(HOSTILE, kind, details={"args": {"to": HOSTILE}})
     view = blocks.modal(action, review, "C0DRAFTS", "1700000250.000400")
     assert_view(view)
@@ -457,7 +457,7 @@ def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
 
 
 def test_edit_prefills_the_draft() -> None:
-    view = blocks.modal("edit", make_review("Draft <b>"), None, None)
+    view = blocks.modal(DecisionKind.EDIT, make_review("Draft <b>"), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["element"]["initial_value"] == "Draft <b>"  # plain text: not escaped
@@ -466,7 +466,7 @@ def test_edit_prefills_the_draft() -> None:
 
 @pytest.mark.parametrize("unit", ["a", "😀", "&"])
 def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str) -> None:
-    view = blocks.modal("edit", make_review(unit * 5000), None, None)
+    view = blocks.modal(DecisionKind.EDIT, make_review(unit * 5000), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     initial = field["element"]["initial_value"]
@@ -476,7 +476,7 @@ def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str
 
 def test_edit_of_a_tool_call_prefills_its_arguments() -> None:
     review = make_review("send mail", ReviewKind.TOOL_APPROVAL, details={"args": {"to": "a@b"}})
-    view = blocks.modal("edit", review, None, None)
+    view = blocks.modal(DecisionKind.EDIT, review, None, None)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["block_id"] == "arg:to"
     assert field["element"]["initial_value"] == "a@b"
@@ -508,7 +508,7 @@ def arg_inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_a_tool_call_edit_has_one_typed_prefilled_input_per_argument() -> None:
     review = tool_review({"amount": 1500, "to": "ACME <x>", "urgent": True, "tags": ["a"]})
-    view = blocks.modal("edit", review, "C0DRAFTS", "1700000250.000400")
+    view = blocks.modal(DecisionKind.EDIT, review, "C0DRAFTS", "1700000250.000400")
     assert_view(view)
     assert view["callback_id"] == "countersign:modal:edit"
     assert json.loads(view["private_metadata"])["review_id"] == review.id
@@ -532,7 +532,7 @@ def test_a_tool_call_edit_has_one_typed_prefilled_input_per_argument() -> None:
 
 
 def test_a_long_argument_is_cut_to_the_box_and_says_so() -> None:
-    view = blocks.modal("edit", tool_review({"amount": 1, "to": "x" * 5000}), None, None)
+    view = blocks.modal(DecisionKind.EDIT, tool_review({"amount": 1, "to": "x" * 5000}), None, None)
     assert_view(view)
     to = arg_inputs(view)["arg:to"]
     assert len(to["element"]["initial_value"]) == 3000
@@ -545,7 +545,7 @@ def test_a_long_argument_is_cut_to_the_box_and_says_so() -> None:
 def test_a_tool_call_whose_arguments_do_not_fit_inputs_gets_one_json_box(
     schema: dict[str, Any],
 ) -> None:
-    view = blocks.modal("edit", tool_review({}, schema), None, None)
+    view = blocks.modal(DecisionKind.EDIT, tool_review({}, schema), None, None)
     assert_view(view)
     [field] = arg_inputs(view).values()
     assert field["block_id"] == "text"
@@ -619,7 +619,7 @@ def test_the_words_of_typed_arguments() -> None:
 
 def test_approve_has_no_modal() -> None:
     with pytest.raises(ValueError, match="approve"):
-        blocks.modal("approve", make_review(), None, None)
+        blocks.modal(DecisionKind.APPROVE, make_review(), None, None)
 
 
 # --- the words ------------------------------------------------------------------------------
@@ -769,7 +769,7 @@ def test_a_draft_reviewed_again_says_why_the_edit_was_not_used() -> None:
 
 def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_the_fields() -> None:
     draft = json.dumps({"headline": "Otters <b>", "sections": 3}, indent=2)
-    view = blocks.modal("edit", _typed(draft), None, None)
+    view = blocks.modal(DecisionKind.EDIT, _typed(draft), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["element"]["initial_value"] == draft
@@ -816,7 +816,7 @@ def test_a_tool_calls_long_arguments_stay_within_a_message() -> None:
 
 
 def test_one_line_arguments_get_one_line_inputs_and_text_with_lines_a_box() -> None:
-    view = blocks.modal("edit", email_review(), None, None)
+    view = blocks.modal(DecisionKind.EDIT, email_review(), None, None)
     assert_view(view)
     fields = arg_inputs(view)
     assert fields["arg:to"]["element"]["multiline"] is False
@@ -834,8 +834,8 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     assert confirm(make_review()) == "Rejecting stops this run."
     denial = confirm(email_review())
     assert "stops" not in denial and "carries on" in denial
-    placeholder = blocks.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
-    assert "carries on" in placeholder["placeholder"]["text"]
+    view = blocks.modal(DecisionKind.REJECT, email_review(), None, None)
+    assert "carries on" in view["blocks"][-1]["element"]["placeholder"]["text"]
 
 
 # --- refusals: every expected failure in the text module's words ---------------------------

@@ -109,7 +109,7 @@ def test_an_invalid_edit_is_refused_and_the_review_stays_pending(
     run_id = _paused_payment(bench)
     review = bench.pending(run_id)
     with pytest.raises(UsageError, match=problem):
-        bench.service.decide(review.id, "edit", edit, by="U1")
+        bench.service.decide(review.id, DecisionKind.EDIT, edit, by="U1")
     assert bench.store.get_review(review.id).status == ReviewStatus.PENDING
 
 

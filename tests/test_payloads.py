@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +23,10 @@ from bot.sandbox import payloads as slack
 from bot.slack import blocks
 from bot.slack.payloads import (
     ACTIONS,
+    BUTTON_PATTERN,
+    MODAL_ACTIONS,
+    MODAL_PATTERN,
+    REVISE,
     ArgumentErrors,
     ButtonClick,
     ModalSubmission,
@@ -30,6 +35,8 @@ from bot.slack.payloads import (
     ReviseSubmission,
     SlashCommand,
     ThreadMessage,
+    action_id,
+    callback_id,
     coerce_args,
     parse_button,
     parse_message_event,
@@ -39,8 +46,12 @@ from bot.slack.payloads import (
     parse_submission,
     schema_types,
 )
+from crew_runtime.config import Config
+from crew_runtime.errors import UsageError
+from crew_runtime.service import Countersign
+from storage import Store
 from storage.records import Review, Run
-from storage.status import ReviewKind, ReviewStatus, RunStatus
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 FAST = settings(deadline=None, max_examples=150)
 NOW = datetime(2026, 1, 2, 3, 4, 5)
@@ -122,7 +133,7 @@ def click(action: str, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Json:
 
 def submission(action: str, typed: str | None = "Please cite sources") -> Json:
     """A view_submission of the modal the bot really built, filled in by a person."""
-    view = blocks.modal(action, review(), "C0DRAFTS", "1700000250.000400")
+    view = blocks.modal(DecisionKind(action), review(), "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0001", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, {"text": typed} if typed is not None else {})
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -144,7 +155,7 @@ def tool_edit_submission(typed: dict[str, Any]) -> Json:
         review(ReviewKind.TOOL_APPROVAL),
         details={"tool": "pay", "args": {"amount": 1500, "to": "ACME"}, "schema": PAY_SCHEMA},
     )
-    view = blocks.modal("edit", proposed, "C0DRAFTS", "1700000250.000400")
+    view = blocks.modal(DecisionKind.EDIT, proposed, "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0002", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, typed)
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -233,8 +244,8 @@ def test_click_without_container_falls_back_to_channel_and_message() -> None:
     )
 
 
-@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
-def test_submission_of_a_rendered_modal(action: str) -> None:
+@pytest.mark.parametrize("action", MODAL_ACTIONS)
+def test_submission_of_a_rendered_modal(action: DecisionKind) -> None:
     assert parse_submission(submission(action)) == ModalSubmission(
         action=action,
         review_id="rev_0a1b2c3d4e5f",
@@ -567,6 +578,36 @@ def test_non_payloads_are_refused(parse: Callable[[Any], object], body: Any) -> 
 
 def test_actions_are_the_decision_words() -> None:
     assert ACTIONS == ("approve", "edit", "changes", "reject", "answer")
+    assert all(isinstance(action, DecisionKind) for action in ACTIONS)
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_the_ids_slack_sees_are_unchanged_and_parse_back_to_the_decision(
+    action: DecisionKind,
+) -> None:
+    assert action_id(action) == f"countersign:{action.value}"
+    assert BUTTON_PATTERN.fullmatch(action_id(action))
+    assert not BUTTON_PATTERN.fullmatch(action_id(REVISE))
+    click = parse_button(_click_body(action_id(action)))
+    assert click.action is action
+    if action is not DecisionKind.APPROVE:
+        assert MODAL_PATTERN.fullmatch(callback_id(action))
+        assert parse_submission(submission(action)).action is action
+
+
+def _click_body(clicked: str) -> Json:
+    return {
+        "type": "block_actions",
+        "user": user(),
+        "container": {"channel_id": "C0DRAFTS", "message_ts": "1700000250.000400"},
+        "actions": [{"action_id": clicked, "value": "rev_0a1b2c3d4e5f"}],
+    }
+
+
+def test_a_person_cannot_decide_that_a_review_expired() -> None:
+    service = Countersign(cast(Store, None), Config(Path("countersign.toml")))  # no read
+    with pytest.raises(UsageError, match="unknown decision 'expire'"):
+        service.decide("rev_0a1b2c3d4e5f", DecisionKind.EXPIRE, None, by="U1")
 
 
 # --- properties ---------------------------------------------------------------------------

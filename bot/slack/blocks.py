@@ -87,10 +87,15 @@ MAX_OPTIONS = 100  # static_select, Slack's limit
 OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
 LISTING_BUDGET = 9000  # chars of a list in one message
 
-BUTTONS: dict[ReviewKind, tuple[str, ...]] = {
-    ReviewKind.TASK_REVIEW: ("approve", "edit", "changes", "reject"),
-    ReviewKind.QUESTION: ("answer",),
-    ReviewKind.TOOL_APPROVAL: ("approve", "edit", "reject"),
+BUTTONS: dict[ReviewKind, tuple[DecisionKind, ...]] = {
+    ReviewKind.TASK_REVIEW: (
+        DecisionKind.APPROVE,
+        DecisionKind.EDIT,
+        DecisionKind.CHANGES,
+        DecisionKind.REJECT,
+    ),
+    ReviewKind.QUESTION: (DecisionKind.ANSWER,),
+    ReviewKind.TOOL_APPROVAL: (DecisionKind.APPROVE, DecisionKind.EDIT, DecisionKind.REJECT),
 }
 
 
@@ -222,16 +227,16 @@ def _review_head(review: Review) -> list[Block]:
     return blocks
 
 
-def _button(action: str, review: Review) -> Block:
+def _button(action: DecisionKind, review: Review) -> Block:
     button: Block = {
         "type": "button",
         "action_id": action_id(action),
         "text": _plain(t.BUTTON[action], 75),
         "value": review.id,
     }
-    if action in ("approve", "answer"):
+    if action in (DecisionKind.APPROVE, DecisionKind.ANSWER):
         button["style"] = "primary"
-    if action == "reject":
+    if action is DecisionKind.REJECT:
         button["style"] = "danger"
         button["confirm"] = {
             "title": _plain(t.REJECT_CONFIRM_TITLE, 100),
@@ -542,7 +547,7 @@ def _utf16_prefix(text: str, units: int) -> str:
 
 
 def modal(
-    action: str, review: Review, channel_id: str | None, message_ts: str | None
+    action: DecisionKind, review: Review, channel_id: str | None, message_ts: str | None
 ) -> dict[str, Any]:
     """The ``views.open`` view for ``edit``, ``changes``, ``reject`` or ``answer``.
 
@@ -556,7 +561,7 @@ def modal(
     if action not in MODAL_ACTIONS:
         raise ValueError(f"no modal for action {action!r}")
     metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
-    if action == "edit" and (fields := _arg_inputs(review)):
+    if action is DecisionKind.EDIT and (fields := _arg_inputs(review)):
         return _view(callback_id(action), metadata, action, [*_tool_head(review), *fields])
     blocks: list[Block] = [_context(t.review_ref(review.id, review.run_id))]
     element: Block = {
@@ -566,11 +571,11 @@ def modal(
         "max_length": INPUT_LIMIT,
         "placeholder": _plain(t.MODAL_PLACEHOLDER[action], 150),
     }
-    if action == "reject" and review.kind is ReviewKind.TOOL_APPROVAL:
+    if action is DecisionKind.REJECT and review.kind is ReviewKind.TOOL_APPROVAL:
         element["placeholder"] = _plain(t.MODAL_PLACEHOLDER_DENY, 150)
-    if action == "answer":
+    if action is DecisionKind.ANSWER:
         blocks.append(_section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
-    if action == "edit":
+    if action is DecisionKind.EDIT:
         editable = _editable(review)
         initial = _utf16_prefix(editable, INPUT_LIMIT)
         if initial:
@@ -578,16 +583,16 @@ def modal(
         if len(initial) < len(editable):
             blocks.append(_context(t.edit_truncated_note(len(editable), INPUT_LIMIT)))
     label = t.MODAL_LABEL[action]
-    if action == "edit" and review.kind is ReviewKind.TOOL_APPROVAL:
+    if action is DecisionKind.EDIT and review.kind is ReviewKind.TOOL_APPROVAL:
         label = t.MODAL_LABEL_ARGS
     field: Block = {
         "type": "input",
         "block_id": "text",
         "label": _plain(label, 2000),
         "element": element,
-        "optional": action == "reject",
+        "optional": action is DecisionKind.REJECT,
     }
-    if action == "edit" and (model := _detail(review, "output_model")):
+    if action is DecisionKind.EDIT and (model := _detail(review, "output_model")):
         field["label"] = _plain(t.modal_label_output(model), 2000)
         schema = _as_dict(review.details.get("output_schema"))
         field["hint"] = _plain(t.output_hint(list(_as_dict(schema.get("properties")))), 2000)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -37,7 +36,8 @@ from bot.slack.commands import (
 )
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import (
-    MODAL_ACTIONS,
+    BUTTON_PATTERN,
+    MODAL_PATTERN,
     REVISE,
     ArgumentErrors,
     ButtonClick,
@@ -64,6 +64,7 @@ from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
     AlreadyFinal,
+    DecisionKind,
     NotFound,
     Review,
     ReviewKind,
@@ -83,11 +84,8 @@ T = TypeVar("T")
 # file attached (file_share, a screenshot say): each decides like any reply.
 _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 
-BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
 # Of an edit's problems, what the modal shows under its box (plain text).
 _ERRORS_LIMIT = 600
-
-MODAL = re.compile(rf"^countersign:modal:({'|'.join(MODAL_ACTIONS)})$")
 
 
 async def sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -109,8 +107,8 @@ class Listeners:
 
     def register(self, app: AsyncApp) -> None:
         app.command("/crew")(self.on_command)
-        app.action(BUTTON)(self.on_button)
-        app.view(MODAL)(self.on_submission)
+        app.action(BUTTON_PATTERN)(self.on_button)
+        app.view(MODAL_PATTERN)(self.on_submission)
         app.action(action_id(REVISE))(self.on_revise)
         app.view(callback_id(REVISE))(self.on_revise_submission)
         app.event("message")(self.on_message)
@@ -241,7 +239,7 @@ class Listeners:
             log.warning("ignoring a malformed button payload: %s", exc)
             return
         view_id = None
-        if click.action != "approve":
+        if click.action != DecisionKind.APPROVE:
             # The trigger id dies 3 s after the click: open the modal before any
             # database read, which can queue behind busy crews, and fill it after.
             view_id = await self._open_loading_view(client, click.trigger_id)
@@ -269,7 +267,9 @@ class Listeners:
             await self._ephemeral_via_api(channel, click.user_id, refusal)
         elif found is not None:
             request_key = context.get(REQUEST_KEY)
-            await self._decide(found[0], "approve", None, click.user_id, channel, request_key)
+            await self._decide(
+                found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
+            )
 
     async def _open_loading_view(
         self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
@@ -322,7 +322,9 @@ class Listeners:
                 await ack(response_action="errors", errors=errors)
                 return
             words = json.dumps(args, ensure_ascii=False)
-        elif submission.action == "edit" and (problems := _output_problems(review, words)):
+        elif submission.action == DecisionKind.EDIT and (
+            problems := _output_problems(review, words)
+        ):
             await ack(response_action="errors", errors={"text": problems})
             return
         try:
@@ -464,7 +466,7 @@ class Listeners:
             return
         await self._decide(
             review,
-            reply.decision.value,
+            reply.decision,
             reply.text,
             message.user_id,
             message.channel_id,
@@ -476,7 +478,7 @@ class Listeners:
     async def _decide(
         self,
         review: Review,
-        kind: str,
+        kind: DecisionKind,
         words: str | None,
         user_id: str,
         channel: str | None,

@@ -26,13 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import BotError
+from storage.status import HUMAN_DECISIONS, DecisionKind
 
 __all__ = [
     "ACTIONS",
     "ACTION_PREFIX",
     "ARG_PREFIX",
+    "BUTTON_PATTERN",
     "MAX_ARG_NAME",
     "MODAL_ACTIONS",
+    "MODAL_PATTERN",
     "MODAL_PREFIX",
     "REVISE",
     "ArgumentErrors",
@@ -56,17 +59,22 @@ __all__ = [
     "schema_types",
 ]
 
-ACTIONS = ("approve", "edit", "changes", "reject", "answer")
-"""The buttons on a review; the same words as ``DecisionKind`` values."""
+ACTIONS: tuple[DecisionKind, ...] = HUMAN_DECISIONS
+"""The buttons on a review: a person's decisions, ``countersign:<decision>``."""
 
-MODAL_ACTIONS = ("edit", "changes", "reject", "answer")
+MODAL_ACTIONS = tuple(k for k in ACTIONS if k != DecisionKind.APPROVE)
 """The buttons that open a modal (approving needs no words)."""
 
 REVISE = "revise"
-"""The button (and modal) that re-opens an earlier task of a run; its value is the run id."""
+"""The button (and modal) that re-opens an earlier task of a run; its value is the run id.
+Not a decision on a review: it reopens one decided before."""
 
 ACTION_PREFIX = "countersign:"
 MODAL_PREFIX = "countersign:modal:"
+BUTTON_PATTERN = re.compile(rf"^{ACTION_PREFIX}({'|'.join(ACTIONS)})$")
+"""The ``action_id`` of a review's buttons (not "Revise", which belongs to the run)."""
+MODAL_PATTERN = re.compile(rf"^{MODAL_PREFIX}({'|'.join(MODAL_ACTIONS)})$")
+"""The ``callback_id`` of a review's modals."""
 ARG_PREFIX = "arg:"
 """The ``block_id`` prefix of a tool argument's input in the edit modal: ``arg:amount``."""
 MAX_ARG_NAME = 255 - len(ARG_PREFIX)  # a block_id holds at most 255 chars
@@ -103,7 +111,7 @@ def arg_block_id(name: str) -> str:
 class ButtonClick:
     """A click on one of a review's buttons (``block_actions``)."""
 
-    action: str
+    action: DecisionKind
     review_id: str
     user_id: str
     channel_id: str | None
@@ -120,7 +128,7 @@ class ModalSubmission:
     input left empty); it is empty for every other modal, whose words are in ``text``.
     """
 
-    action: str
+    action: DecisionKind
     review_id: str
     user_id: str
     text: str
@@ -190,7 +198,9 @@ def parse_button(body: Mapping[str, Any]) -> ButtonClick:
     update comes from ``container`` (falling back to ``channel``/``message``).
     """
     body, clicked = _click(body)
-    action = _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id")
+    action = _decision(
+        _str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id"
+    )
     channel_id, message_ts = _clicked_message(body)
     return ButtonClick(
         action=action,
@@ -231,7 +241,9 @@ def parse_submission(body: Mapping[str, Any]) -> ModalSubmission:
     A tool call's edit modal has ``arg:<name>`` inputs instead, read into ``fields``.
     """
     body, view, meta = _view(body)
-    action = _suffix(_str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id")
+    action = _decision(
+        _str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id"
+    )
     values = _state_values(view)
     fields = {
         key[len(ARG_PREFIX) :]: _input_text(values, key, key)
@@ -503,6 +515,12 @@ def _suffix(value: str, prefix: str, allowed: tuple[str, ...], what: str) -> str
     if action is None or action not in allowed:
         raise PayloadError(f"{what} {_show(value)} is not one of ours")
     return action
+
+
+def _decision(
+    value: str, prefix: str, allowed: tuple[DecisionKind, ...], what: str
+) -> DecisionKind:
+    return DecisionKind(_suffix(value, prefix, allowed, what))
 
 
 def _click(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:

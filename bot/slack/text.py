@@ -17,6 +17,7 @@ import re
 from collections.abc import Collection
 from datetime import UTC, datetime
 
+from bot.slack.payloads import REVISE
 from crew_runtime import streams
 from crew_runtime.config import ConfigError
 from crew_runtime.errors import EditRefused, InputsRefused, NothingToReopen, TextRefused
@@ -302,7 +303,7 @@ def wrong_channel(crew: str, channel: str) -> str:
     return f"{code(crew)} runs can only be started in {channel_ref(channel)}."
 
 
-def decision_not_allowed(action: str, kind: ReviewKind) -> str:
+def decision_not_allowed(action: DecisionKind, kind: ReviewKind) -> str:
     return f"You can't {action_verb(action)} {REVIEW_NOUN[kind]}."
 
 
@@ -348,15 +349,15 @@ _DECISION_HEAD = {
 }
 
 _ACTION_VERB = {
-    "approve": "approve",
-    "edit": "edit",
-    "changes": "request changes on",
-    "reject": "reject",
-    "answer": "answer",
+    DecisionKind.APPROVE: "approve",
+    DecisionKind.EDIT: "edit",
+    DecisionKind.CHANGES: "request changes on",
+    DecisionKind.REJECT: "reject",
+    DecisionKind.ANSWER: "answer",
 }
 
 
-def action_verb(action: str) -> str:
+def action_verb(action: DecisionKind) -> str:
     return _ACTION_VERB.get(action, escape(action))
 
 
@@ -398,11 +399,11 @@ REVIEW_TITLE = {
 }
 
 BUTTON = {
-    "approve": "Approve",
-    "edit": "Edit",
-    "changes": "Request changes",
-    "reject": "Reject",
-    "answer": "Answer",
+    DecisionKind.APPROVE: "Approve",
+    DecisionKind.EDIT: "Edit",
+    DecisionKind.CHANGES: "Request changes",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Answer",
 }
 REVISE_BUTTON = "Revise an earlier task"
 
@@ -540,26 +541,26 @@ CREWS_TITLE = "*Crews you can run*"
 # --- modals ---------------------------------------------------------------------------------
 
 MODAL_TITLE = {
-    "edit": "Edit and approve",
-    "changes": "Request changes",
-    "reject": "Reject",
-    "answer": "Answer",
-    "revise": "Revise an earlier task",
+    DecisionKind.EDIT: "Edit and approve",
+    DecisionKind.CHANGES: "Request changes",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Answer",
+    REVISE: "Revise an earlier task",
 }
 MODAL_SUBMIT = {
-    "edit": "Approve edit",
-    "changes": "Send",
-    "reject": "Reject",
-    "answer": "Send answer",
-    "revise": "Revise",
+    DecisionKind.EDIT: "Approve edit",
+    DecisionKind.CHANGES: "Send",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Send answer",
+    REVISE: "Revise",
 }
 MODAL_CLOSE = "Cancel"
 MODAL_LABEL = {
-    "edit": "The text to approve",
-    "changes": "What should change?",
-    "reject": "Reason",
-    "answer": "Your answer",
-    "revise": "What should change in it?",
+    DecisionKind.EDIT: "The text to approve",
+    DecisionKind.CHANGES: "What should change?",
+    DecisionKind.REJECT: "Reason",
+    DecisionKind.ANSWER: "Your answer",
+    REVISE: "What should change in it?",
 }
 MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
 
@@ -589,11 +590,11 @@ def edit_refused(reason: str) -> str:
 
 MODAL_PLACEHOLDER_DENY = "Optional: why not; the agent is told and carries on"
 MODAL_PLACEHOLDER = {
-    "edit": "Edit the text",
-    "changes": "Say what to change; the agent revises its draft.",
-    "reject": "Optional: why the run should stop",
-    "answer": "Your answer goes back to the agent.",
-    "revise": "Your feedback goes to the agent with the draft you approved.",
+    DecisionKind.EDIT: "Edit the text",
+    DecisionKind.CHANGES: "Say what to change; the agent revises its draft.",
+    DecisionKind.REJECT: "Optional: why the run should stop",
+    DecisionKind.ANSWER: "Your answer goes back to the agent.",
+    REVISE: "Your feedback goes to the agent with the draft you approved.",
 }
 
 # A tool call's edit modal: one input per argument.
