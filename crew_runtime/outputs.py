@@ -1,8 +1,9 @@
 """A typed task's output as a reviewer edits it: JSON checked against the output model's schema.
 
 A task with ``output_pydantic`` or ``output_json`` has its model's JSON schema recorded with
-its review when the review opens (``details["output_schema"]``), so the CLI, the service and
-the Slack modal check an edit here, field by field, without importing the crew (or crewai).
+its review when the review opens (``TaskReviewDetails.output_schema``), so the CLI, the
+service and the Slack modal check an edit here, field by field, without importing the crew
+(or crewai).
 The resumed run validates the edit again with the model itself (a validator in Python code
 can refuse what the schema allows); see ``crew_runtime/review.py``.
 """

@@ -27,6 +27,7 @@ from storage import (
     HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
+    FlowFeedbackDetails,
     NewDecision,
     NotWaiting,
     Review,
@@ -35,6 +36,8 @@ from storage import (
     Run,
     RunStatus,
     Store,
+    TaskReviewDetails,
+    ToolApprovalDetails,
 )
 
 
@@ -127,11 +130,12 @@ class Countersign:
         schema; an edit of a typed task's draft is its output, JSON fitting the output
         model's schema. Either is stored as compact JSON."""
         review = self.store.get_review(review_id)
+        details = review.details
         try:
-            if review.kind == ReviewKind.TOOL_APPROVAL:
-                value: Any = parse_edited_args(text, review.details.get("schema") or {})
-            elif isinstance(schema := review.details.get("output_schema"), dict):
-                value = parse_edited_output(text, schema)
+            if isinstance(details, ToolApprovalDetails):
+                value: Any = parse_edited_args(text, details.schema)
+            elif isinstance(details, TaskReviewDetails) and details.output_schema is not None:
+                value = parse_edited_output(text, details.output_schema)
             else:
                 return text
         except ValueError as exc:
@@ -259,9 +263,11 @@ def _unknown_decision(word: str) -> UsageError:
 
 def _edited(review: Review) -> str:
     """What an edit of ``review`` changes, in words for the reviewer."""
-    if review.kind == ReviewKind.TOOL_APPROVAL:
-        return f"arguments of {review.details.get('tool')}"
-    return f"output ({review.details.get('output_model') or 'JSON'})"
+    details = review.details
+    if isinstance(details, ToolApprovalDetails):
+        return f"arguments of {details.tool}"
+    model = details.output_model if isinstance(details, TaskReviewDetails) else None
+    return f"output ({model or 'JSON'})"
 
 
 def _task_index(review: Review) -> int | None:
@@ -272,6 +278,9 @@ def _task_index(review: Review) -> int | None:
 
 
 def _task_label(index: int, review: Review) -> str:
-    description = str(review.details.get("description") or "").strip().splitlines()
-    summary = description[0][:60] if description else str(review.details.get("agent") or "")
+    details = review.details
+    if not isinstance(details, TaskReviewDetails | FlowFeedbackDetails):
+        return f"Task {index + 1}"
+    description = details.description.strip().splitlines()
+    summary = description[0][:60] if description else details.agent
     return f"Task {index + 1}: {summary}" if summary else f"Task {index + 1}"

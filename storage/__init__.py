@@ -4,6 +4,15 @@ Depends on SQLAlchemy only; knows nothing of CrewAI or Slack. See ``storage.erro
 for the exception hierarchy and ``storage.status`` for the state machines.
 """
 
+from storage.details import (
+    FlowFeedbackDetails,
+    QuestionDetails,
+    ReviewDetails,
+    TaskReviewDetails,
+    ToolApprovalDetails,
+    details_from_json,
+    details_to_json,
+)
 from storage.engine import DEFAULT_URL, make_engine
 from storage.errors import (
     AlreadyDecided,
@@ -56,6 +65,7 @@ __all__ = [
     "Decision",
     "DecisionKind",
     "DecisionNotAllowed",
+    "FlowFeedbackDetails",
     "FlowPause",
     "FlowStore",
     "InboxRequest",
@@ -71,7 +81,9 @@ __all__ = [
     "OutboxClaimLost",
     "OutboxKind",
     "OutboxMessage",
+    "QuestionDetails",
     "Review",
+    "ReviewDetails",
     "ReviewKind",
     "ReviewNotFound",
     "ReviewStatus",
@@ -80,8 +92,12 @@ __all__ = [
     "RunStatus",
     "StorageError",
     "Store",
+    "TaskReviewDetails",
+    "ToolApprovalDetails",
     "TransitionRejected",
     "UnstorableValue",
+    "details_from_json",
+    "details_to_json",
     "make_engine",
     "utc_now",
 ]

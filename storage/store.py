@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DataError, IntegrityError
 
 from storage import migrate
+from storage.details import details_from_json, details_to_json
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine, write_transaction
 from storage.errors import (
@@ -401,7 +402,7 @@ class Store:
                         stream=ask.stream,
                         seq=ask.seq,
                         prompt=ask.prompt,
-                        details=ask.details,
+                        details={} if ask.details is None else details_to_json(ask.details),
                         journal_pos=pos,
                         created_at=now,
                         remind_at=ask.remind_at,
@@ -580,7 +581,7 @@ class Store:
                     stream=old.stream,
                     seq=old.seq,
                     prompt=old.prompt,
-                    details=old.details,
+                    details=details_to_json(old.details),
                     journal_pos=point,
                     channel=old.channel,
                     created_at=now,
@@ -1010,15 +1011,16 @@ def _run(row: Row[Any]) -> Run:
 
 
 def _review(row: Row[Any], decision: Decision | None) -> Review:
+    kind = ReviewKind(row.kind)
     return Review(
         id=row.id,
         run_id=row.run_id,
-        kind=ReviewKind(row.kind),
+        kind=kind,
         status=ReviewStatus(row.status),
         stream=row.stream,
         seq=row.seq,
         prompt=row.prompt,
-        details=row.details,
+        details=details_from_json(kind, row.details),
         journal_pos=row.journal_pos,
         channel=row.channel,
         message_ts=row.message_ts,

@@ -19,6 +19,7 @@ from bot.slack.blocks import FILE_THRESHOLD, Message, escape
 from bot.slack.payloads import ACTIONS, MODAL_ACTIONS
 from bot.slack.text import unescape
 from crew_runtime.errors import InputsRefused, NothingToReopen, TextRefused, UsageError
+from storage.details import TaskReviewDetails, details_from_json
 from storage.errors import AlreadyDecided, CountersignError
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
@@ -61,7 +62,7 @@ def make_review(
         "stream": "0:writer",
         "seq": 0,
         "prompt": prompt,
-        "details": {"task": "write_post", "agent": "Writer", "round": 0},
+        "details": TaskReviewDetails(task="write_post", agent="Writer"),
         "journal_pos": 3,
         "channel": "C0DRAFTS",
         "message_ts": "1700000250.000400",
@@ -71,7 +72,10 @@ def make_review(
         "escalate_at": None,
         "expires_at": None,
     }
-    return Review(**(values | fields))
+    values |= fields
+    if isinstance(values["details"], dict):  # as stored: read as a row of the kind is
+        values["details"] = details_from_json(kind, values["details"])
+    return Review(**values)
 
 
 def decided(review: Review, kind: DecisionKind, text: str | None = None) -> Review:

@@ -26,7 +26,7 @@ GLOBEX = {"amount": 2000, "to": "GLOBEX"}
 def _reviews(bench: Bench, run_id: str) -> dict[str, Review]:
     """The pending reviews of a run, by payee."""
     pending = bench.store.list_reviews(run_id=run_id)
-    return {review.details["args"]["to"]: review for review in pending}
+    return {review.details.args["to"]: review for review in pending}
 
 
 def _paused(bench: Bench, sequential: str = "no") -> tuple[str, dict[str, Review]]:
@@ -36,8 +36,8 @@ def _paused(bench: Bench, sequential: str = "no") -> tuple[str, dict[str, Review
     reviews = _reviews(bench, run.id)
     assert set(reviews) == {"ACME", "GLOBEX"}
     assert {r.kind for r in reviews.values()} == {ReviewKind.TOOL_APPROVAL}
-    assert reviews["ACME"].details["args"] == ACME
-    assert reviews["GLOBEX"].details["args"] == GLOBEX
+    assert reviews["ACME"].details.args == ACME
+    assert reviews["GLOBEX"].details.args == GLOBEX
     assert bench.effects("paid") == []
     return run.id, reviews
 

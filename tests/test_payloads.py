@@ -49,7 +49,7 @@ from bot.slack.payloads import (
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
-from storage import Store
+from storage import Store, ToolApprovalDetails, details_from_json
 from storage.records import Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -67,7 +67,7 @@ def review(kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Review:
         stream="0:writer",
         seq=0,
         prompt="A draft",
-        details={"agent": "writer"},
+        details=details_from_json(kind, {"agent": "writer"}),
         journal_pos=3,
         channel="C0DRAFTS",
         message_ts="1700000250.000400",
@@ -153,7 +153,7 @@ def tool_edit_submission(typed: dict[str, Any]) -> Json:
     """A view_submission of the edit modal of a tool call, one input per argument."""
     proposed = replace(
         review(ReviewKind.TOOL_APPROVAL),
-        details={"tool": "pay", "args": {"amount": 1500, "to": "ACME"}, "schema": PAY_SCHEMA},
+        details=ToolApprovalDetails("pay", args={"amount": 1500, "to": "ACME"}, schema=PAY_SCHEMA),
     )
     view = blocks.modal(DecisionKind.EDIT, proposed, "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0002", "team_id": "T0TEST", "hash": "1.abc"}

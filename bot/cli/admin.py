@@ -18,7 +18,7 @@ from bot.cli import render
 from bot.cli.context import CliError, Context
 from bot.settings import mask_url
 from crew_runtime.service import parse_decision
-from storage import DecisionKind, Review, ReviewKind, ReviewStatus, RunStatus
+from storage import DecisionKind, Review, ReviewStatus, RunStatus, ToolApprovalDetails
 from storage.migrate import current_revision
 
 # The names crewai interpolates as {placeholders} in task descriptions (same rule as the
@@ -169,8 +169,8 @@ def _over_proposed(review: Review, text: str) -> str:
     emptied, so the service itself does not merge.) Anything but a JSON object is left
     for the service to refuse with its own message.
     """
-    proposed = review.details.get("args")
-    if review.kind is not ReviewKind.TOOL_APPROVAL or not isinstance(proposed, dict):
+    details = review.details
+    if not isinstance(details, ToolApprovalDetails) or details.args is None:
         return text
     try:
         edited = json.loads(text)
@@ -178,7 +178,7 @@ def _over_proposed(review: Review, text: str) -> str:
         return text
     if not isinstance(edited, dict):
         return text
-    return json.dumps({**proposed, **edited}, ensure_ascii=False)
+    return json.dumps({**details.args, **edited}, ensure_ascii=False)
 
 
 # --- database and configuration -----------------------------------------------------------

@@ -41,6 +41,7 @@ from bot.slack.payloads import (
 )
 from bot.slack.text import escape, truncate
 from crew_runtime import streams
+from storage.details import QuestionDetails, TaskReviewDetails, ToolApprovalDetails
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
@@ -128,9 +129,10 @@ def _header(text: str) -> Block:
     return {"type": "header", "text": _plain(text, 150)}
 
 
-def _detail(review: Review, key: str) -> str:
-    value = review.details.get(key) if isinstance(review.details, dict) else None
-    return value if isinstance(value, str) else ""
+def _draft_details(review: Review) -> TaskReviewDetails:
+    """A task's draft's details (a typed output, a refused edit); defaults for other reviews."""
+    details = review.details
+    return details if isinstance(details, TaskReviewDetails) else TaskReviewDetails()
 
 
 def _cost(char: str) -> int:
@@ -206,24 +208,30 @@ def needs_file(review: Review) -> bool:
 
 
 def _review_head(review: Review) -> list[Block]:
+    details, draft = review.details, _draft_details(review)
     title = t.REVIEW_TITLE[review.kind]
-    name = _detail(review, "task") or _detail(review, "tool")
+    name, agent, task = "", "", ""
+    if isinstance(details, ToolApprovalDetails):
+        name, task = details.tool, details.description
+    elif isinstance(details, QuestionDetails):
+        agent = details.agent
+    else:
+        name, agent, task = details.task, details.agent, details.description
     blocks = [_header(f"{title}: {name}" if name else title)]
     facts = []
-    if agent := _detail(review, "agent"):
+    if agent:
         facts.append(f"*Agent:* {truncate(agent, 150)}")
-    round_ = review.details.get("round") if isinstance(review.details, dict) else None
-    if isinstance(round_, int) and round_ > 0:
-        facts.append(f"round {round_ + 1}")
+    if draft.round > 0:
+        facts.append(f"round {draft.round + 1}")
     if facts:
         blocks.append(_context(" · ".join(facts)))
-    if task := _detail(review, "description"):
+    if task:
         what = t.TOOL if review.kind is ReviewKind.TOOL_APPROVAL else t.TASK
         blocks.append(_section(f"*{what}:* {truncate(task, 600)}"))
-    if refused := _detail(review, "refused_edit"):
-        blocks.append(_section(t.edit_refused(refused)))
-    if problem := _detail(review, "output_problem"):
-        blocks.append(_context(t.draft_not_typed(_detail(review, "output_model"), problem)))
+    if draft.refused_edit:
+        blocks.append(_section(t.edit_refused(draft.refused_edit)))
+    if draft.output_problem:
+        blocks.append(_context(t.draft_not_typed(draft.output_model or "", draft.output_problem)))
     return blocks
 
 
@@ -262,20 +270,27 @@ def _after_first_task(review: Review) -> bool:
     return review.kind is ReviewKind.TASK_REVIEW and (streams.task_index(review.stream) or 0) > 0
 
 
+def _proposed(review: Review) -> dict[str, Any] | None:
+    """A tool call's proposed arguments; None for other reviews (and tool calls recorded
+    without them)."""
+    details = review.details
+    return details.args if isinstance(details, ToolApprovalDetails) else None
+
+
 def _shows_args(review: Review) -> bool:
     """Whether the review is a tool call shown by its arguments: they are its whole draft
     (its prompt, ``tool({...})``, is the same call on one line)."""
-    return review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details
+    return _proposed(review) is not None
 
 
 def _args(review: Review) -> list[Block]:
     """A tool call's arguments, as the reviewer must see them before approving: one line
     per argument, and text with line breaks (or a list, an object) as a block below its
     name, its lines as they will be sent."""
-    if not _shows_args(review):
+    args = _proposed(review)
+    if args is None:
         return []
-    args = review.details["args"]
-    if not isinstance(args, dict) or not args:
+    if not args:
         shown = json.dumps(args, ensure_ascii=False, default=str)
         return [_section(f"*{t.ARGUMENTS}:* {truncate(shown, ARGS_LIMIT)}")]
     share = min(max(ARGS_LIMIT // len(args), 100), ARG_LIMIT)
@@ -317,11 +332,8 @@ def _outcome(review: Review) -> list[Block]:
 
 def _typed_json(review: Review) -> bool:
     """Whether the draft is a typed task's output as its model's JSON: shown as code."""
-    return (
-        review.kind is ReviewKind.TASK_REVIEW
-        and bool(_detail(review, "output_model"))
-        and not _detail(review, "output_problem")
-    )
+    draft = _draft_details(review)
+    return bool(draft.output_model) and not draft.output_problem
 
 
 def _draft_parts(review: Review) -> list[str]:
@@ -531,8 +543,8 @@ def note_message(note: RunNote) -> Message:
 
 
 def _editable(review: Review) -> str:
-    if review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details:
-        return json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
+    if (args := _proposed(review)) is not None:
+        return json.dumps(args, indent=2, ensure_ascii=False, default=str)
     return review.prompt
 
 
@@ -561,8 +573,14 @@ def modal(
     if action not in MODAL_ACTIONS:
         raise ValueError(f"no modal for action {action!r}")
     metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
-    if action is DecisionKind.EDIT and (fields := _arg_inputs(review)):
-        return _view(callback_id(action), metadata, action, [*_tool_head(review), *fields])
+    details = review.details
+    if (
+        action is DecisionKind.EDIT
+        and isinstance(details, ToolApprovalDetails)
+        and (fields := _arg_inputs(details))
+    ):
+        head = _tool_head(review, details)
+        return _view(callback_id(action), metadata, action, [*head, *fields])
     blocks: list[Block] = [_context(t.review_ref(review.id, review.run_id))]
     element: Block = {
         "type": "plain_text_input",
@@ -592,9 +610,9 @@ def modal(
         "element": element,
         "optional": action is DecisionKind.REJECT,
     }
-    if action is DecisionKind.EDIT and (model := _detail(review, "output_model")):
+    if action is DecisionKind.EDIT and (model := _draft_details(review).output_model):
         field["label"] = _plain(t.modal_label_output(model), 2000)
-        schema = _as_dict(review.details.get("output_schema"))
+        schema = _draft_details(review).output_schema or {}
         field["hint"] = _plain(t.output_hint(list(_as_dict(schema.get("properties")))), 2000)
     blocks.append(field)
     return _view(callback_id(action), metadata, action, blocks)
@@ -617,11 +635,11 @@ def _view(
 # --- a tool call's arguments, one input each ----------------------------------------------
 
 
-def _tool_head(review: Review) -> list[Block]:
+def _tool_head(review: Review, details: ToolApprovalDetails) -> list[Block]:
     blocks = [_context(t.review_ref(review.id, review.run_id))]
-    line = f"*{t.TOOL}:* {t.code(_detail(review, 'tool'))}"
-    if description := _detail(review, "description"):
-        line += f"\n{truncate(description, 600)}"
+    line = f"*{t.TOOL}:* {t.code(details.tool)}"
+    if details.description:
+        line += f"\n{truncate(details.description, 600)}"
     return [*blocks, _section(line)]
 
 
@@ -643,17 +661,14 @@ def _arg_names(properties: dict[str, Any], args: dict[str, Any]) -> list[str] | 
     return names
 
 
-def _arg_inputs(review: Review) -> list[Block]:
+def _arg_inputs(details: ToolApprovalDetails) -> list[Block]:
     """One input per argument of a tool call, prefilled with what the agent proposed.
 
     Block and action ids are both ``arg:<name>``: action ids must be unique in a view.
     """
-    if review.kind is not ReviewKind.TOOL_APPROVAL:
-        return []
-    schema = _as_dict(review.details.get("schema"))
-    properties = _as_dict(schema.get("properties"))
-    required = schema.get("required")
-    args = _as_dict(review.details.get("args"))
+    properties = _as_dict(details.schema.get("properties"))
+    required = details.schema.get("required")
+    args = details.args or {}
     names = _arg_names(properties, args)
     if names is None:
         return []

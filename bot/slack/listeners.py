@@ -73,6 +73,8 @@ from storage import (
     RunNotFound,
     RunStatus,
     StorageError,
+    TaskReviewDetails,
+    ToolApprovalDetails,
 )
 
 log = logging.getLogger(__name__)
@@ -562,8 +564,8 @@ def _edited_args(
     Each field is typed by the tool's schema, then the whole checked against it, so a
     reviewer sees every problem next to its field; the service checks them again.
     """
-    schema = review.details.get("schema")
-    schema = schema if isinstance(schema, dict) else {}
+    details = review.details
+    schema = details.schema if isinstance(details, ToolApprovalDetails) else {}
     try:
         args = coerce_args(submission.fields, schema)
     except ArgumentErrors as exc:
@@ -583,11 +585,11 @@ def _edited_args(
 def _output_problems(review: Review, words: str) -> str | None:
     """Why an edit of a typed task's draft does not fit its output model, field by field;
     None when it fits (or the task is not typed). The service checks it again."""
-    schema = review.details.get("output_schema")
-    if review.kind is not ReviewKind.TASK_REVIEW or not isinstance(schema, dict):
+    details = review.details
+    if not isinstance(details, TaskReviewDetails) or details.output_schema is None:
         return None
     try:
-        parse_edited_output(words, schema)
+        parse_edited_output(words, details.output_schema)
     except ValueError as exc:
         return str(exc)[:_ERRORS_LIMIT]
     return None
