@@ -16,6 +16,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from crew_runtime.arguments import loads_json
+
 # Where a problem is, when it is with the whole output rather than one field.
 WHOLE = "(the output)"
 PROBLEM_LIMIT = 150
@@ -41,11 +43,13 @@ def parse_edited_output(text: str, schema: dict[str, Any]) -> Any:
             wrong).
     """
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"the output must be JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except ValueError as exc:
+        raise ValueError(f"the output must be JSON: {exc}") from None
     errors = output_errors(schema, value)
     if errors:
         raise ValueError("; ".join(f"{where}: {problem}" for where, problem in errors.items()))

@@ -27,7 +27,6 @@ from bot.slack.payloads import (
     MODAL_ACTIONS,
     MODAL_PATTERN,
     REVISE,
-    ArgumentErrors,
     ButtonClick,
     ModalSubmission,
     PayloadError,
@@ -37,14 +36,12 @@ from bot.slack.payloads import (
     ThreadMessage,
     action_id,
     callback_id,
-    coerce_args,
     parse_button,
     parse_message_event,
     parse_revise_click,
     parse_revise_submission,
     parse_slash,
     parse_submission,
-    schema_types,
 )
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
@@ -308,81 +305,6 @@ def test_submission_of_the_revise_modal() -> None:
         parse_submission(revise_submission())
     with pytest.raises(PayloadError):
         parse_revise_submission(submission("changes"))
-
-
-def test_arguments_are_typed_by_the_schema() -> None:
-    schema = {
-        "properties": {
-            "n": {"type": "integer"},
-            "x": {"type": "number"},
-            "ok": {"type": "boolean"},
-            "tags": {"type": "array"},
-            "opts": {"type": "object"},
-            "name": {"type": "string"},
-            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "free": {},
-        },
-        "required": ["n", "name", "maybe"],
-    }
-    fields = {
-        "n": " 900 ",
-        "x": "2.5",
-        "ok": "True",
-        "tags": '["a", 1]',
-        "opts": '{"k": null}',
-        "name": " 12 ",
-        "maybe": "",
-        "free": "plain words",
-    }
-    assert coerce_args(fields, schema) == {
-        "n": 900,
-        "x": 2.5,
-        "ok": True,
-        "tags": ["a", 1],
-        "opts": {"k": None},
-        "name": " 12 ",
-        "maybe": None,
-        "free": "plain words",
-    }
-    assert coerce_args({"free": "[1]", "x": "", "ok": ""}, schema) == {"free": [1]}
-
-
-def test_every_field_that_does_not_parse_is_reported() -> None:
-    schema = {
-        "properties": {
-            "n": {"type": "integer"},
-            "x": {"type": "number"},
-            "ok": {"type": "boolean"},
-            "tags": {"type": "array"},
-            "to": {"type": "string"},
-        },
-        "required": ["to", "n"],
-    }
-    bad = {"n": "lots", "x": "NaN", "ok": "yes", "tags": "a, b", "to": "ACME"}
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args(bad, schema)
-    assert caught.value.problems == {
-        "n": ("integer",),
-        "x": ("number",),
-        "ok": ("boolean",),
-        "tags": ("array",),
-    }
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args({"n": "1.5", "to": ""}, {**schema, "required": ["n"]})
-    assert caught.value.problems == {"n": ("integer",)}
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args({"n": " "}, schema)
-    assert caught.value.problems == {"n": ()}
-
-
-def test_schema_types() -> None:
-    assert schema_types({"type": "integer"}) == ("integer",)
-    assert schema_types({"type": ["string", "null"]}) == ("string", "null")
-    assert schema_types({"oneOf": [{"type": "array"}, {"anyOf": [{"type": "null"}]}]}) == (
-        "array",
-        "null",
-    )
-    assert schema_types({"$ref": "#/$defs/X"}) == ()
 
 
 def test_message_event() -> None:
@@ -692,16 +614,3 @@ def test_metadata_text_only_ever_raises_payload_error(raw: str) -> None:
     except PayloadError:
         return
     assert parsed.review_id == json.loads(raw)["review_id"]
-
-
-@FAST
-@given(st.dictionaries(st.text(max_size=5), st.text(max_size=30), max_size=5), JSONISH)
-def test_coercion_only_ever_raises_argument_errors(fields: dict[str, str], schema: Any) -> None:
-    schema = schema if isinstance(schema, dict) else {"properties": {"a": schema}}
-    try:
-        coerce_args(fields, schema)
-    except ArgumentErrors as exc:
-        problems = exc.problems
-    else:
-        problems = {}
-    assert set(problems) <= set(fields)

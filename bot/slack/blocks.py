@@ -37,10 +37,10 @@ from bot.slack.payloads import (
     action_id,
     arg_block_id,
     callback_id,
-    schema_types,
 )
 from bot.slack.text import escape, truncate
 from crew_runtime import streams
+from crew_runtime.arguments import schema_types
 from storage.details import QuestionDetails, TaskReviewDetails, ToolApprovalDetails
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus

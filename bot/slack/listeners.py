@@ -39,7 +39,6 @@ from bot.slack.payloads import (
     BUTTON_PATTERN,
     MODAL_PATTERN,
     REVISE,
-    ArgumentErrors,
     ButtonClick,
     ModalSubmission,
     PayloadError,
@@ -47,7 +46,6 @@ from bot.slack.payloads import (
     action_id,
     arg_block_id,
     callback_id,
-    coerce_args,
     parse_button,
     parse_message_event,
     parse_revise_click,
@@ -56,7 +54,7 @@ from bot.slack.payloads import (
     parse_submission,
 )
 from bot.slack.replies import interpret_reply
-from crew_runtime.arguments import field_errors
+from crew_runtime.arguments import coerce_fields, field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
 from crew_runtime.outputs import parse_edited_output
@@ -566,11 +564,9 @@ def _edited_args(
     """
     details = review.details
     schema = details.schema if isinstance(details, ToolApprovalDetails) else {}
-    try:
-        args = coerce_args(submission.fields, schema)
-    except ArgumentErrors as exc:
-        args = {}
-        problems = {name: text.arg_problem(kinds) for name, kinds in exc.problems.items()}
+    args, wrong = coerce_fields(submission.fields, schema)
+    if wrong:
+        problems = {name: text.arg_problem(kinds) for name, kinds in wrong.items()}
     else:
         problems = field_errors(schema, args)
     first = next(iter(submission.fields))

@@ -6,9 +6,8 @@ bolt's ``request/payload_utils.py`` reads payloads without I/O. Shapes follow Sl
 reference pages for ``block_actions``, ``view_submission`` and slash commands.
 
 A tool call's edit modal has one input per argument (block and action ``arg:<name>``, as
-action ids must be unique in a view): its texts come
-back as :attr:`ModalSubmission.fields` and :func:`coerce_args` types them by the tool's
-argument schema, reporting each field that does not parse.
+action ids must be unique in a view): its texts come back as :attr:`ModalSubmission.fields`,
+for ``crew_runtime.arguments.coerce_fields`` to type by the tool's argument schema.
 
 Ids (users, channels, timestamps, trigger ids, review ids) must be 1-64 characters of
 ``[A-Za-z0-9_.:-]``: every real one is, and anything else is refused before it reaches
@@ -19,7 +18,6 @@ they are checked like required ones.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +36,6 @@ __all__ = [
     "MODAL_PATTERN",
     "MODAL_PREFIX",
     "REVISE",
-    "ArgumentErrors",
     "ButtonClick",
     "ModalSubmission",
     "PayloadError",
@@ -49,14 +46,12 @@ __all__ = [
     "action_id",
     "arg_block_id",
     "callback_id",
-    "coerce_args",
     "parse_button",
     "parse_message_event",
     "parse_revise_click",
     "parse_revise_submission",
     "parse_slash",
     "parse_submission",
-    "schema_types",
 ]
 
 ACTIONS: tuple[DecisionKind, ...] = HUMAN_DECISIONS
@@ -340,116 +335,6 @@ def parse_slash(body: Mapping[str, Any]) -> SlashCommand:
         trigger_id=_optional_id(body, "trigger_id", "command"),
         response_url=response_url,
     )
-
-
-# --- typed tool arguments -------------------------------------------------------------------
-
-# Tried in this order, so "900" is a number before it is text; text comes last.
-_COERCION_ORDER = ("null", "boolean", "integer", "number", "array", "object", "string")
-
-
-class ArgumentErrors(BotError, ValueError):
-    """Fields of a tool call's edit modal that do not hold what the schema wants.
-
-    ``problems`` maps each such argument to the JSON types it should hold; an empty tuple
-    means a required argument was left empty.
-    """
-
-    def __init__(self, problems: dict[str, tuple[str, ...]]) -> None:
-        super().__init__(", ".join(problems))
-        self.problems = problems
-
-
-def schema_types(prop: Mapping[str, Any]) -> tuple[str, ...]:
-    """The JSON types a schema property allows (``anyOf``/``oneOf`` flattened).
-
-    Empty when the schema does not say (a ``$ref``, ``{}``).
-
-    >>> schema_types({"anyOf": [{"type": "integer"}, {"type": "null"}]})
-    ('integer', 'null')
-    """
-    kinds = prop.get("type")
-    if isinstance(kinds, str):
-        return (kinds,)
-    if isinstance(kinds, list):
-        return tuple(k for k in kinds if isinstance(k, str))
-    options = prop.get("anyOf") or prop.get("oneOf")
-    if not isinstance(options, list):
-        return ()
-    return tuple(k for o in options if isinstance(o, Mapping) for k in schema_types(o))
-
-
-def coerce_args(fields: Mapping[str, str], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The texts of a tool call's edit modal, typed by the tool's JSON schema.
-
-    A field of a type the schema gives is read as JSON (``900``, ``true``, ``[1, 2]``),
-    except text, taken as typed. A field whose type the schema does not state is JSON
-    when it parses, else text. An optional field left empty is left out, so the tool's
-    default applies. Whether the arguments fit the schema otherwise (unknown or missing
-    ones) is for ``crew_runtime.arguments.field_errors``.
-
-    Raises:
-        ArgumentErrors: the fields that do not hold their type, all at once.
-    """
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = schema.get("required")
-    required = required if isinstance(required, list) else []
-    args: dict[str, Any] = {}
-    problems: dict[str, tuple[str, ...]] = {}
-    for name, raw in fields.items():
-        prop = properties.get(name)
-        kinds = schema_types(prop if isinstance(prop, Mapping) else {})
-        if not raw.strip():
-            if name not in required:
-                continue
-            if "string" in kinds:
-                args[name] = raw
-            elif "null" in kinds:
-                args[name] = None
-            else:
-                problems[name] = ()
-            continue
-        try:
-            args[name] = _coerce(raw, kinds)
-        except ValueError:
-            problems[name] = kinds
-    if problems:
-        raise ArgumentErrors(problems)
-    return args
-
-
-def _coerce(raw: str, kinds: tuple[str, ...]) -> Any:
-    if not kinds:
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            return raw
-    for kind in _COERCION_ORDER:
-        if kind not in kinds:
-            continue
-        if kind == "string":
-            return raw
-        word = raw.strip()
-        try:
-            value = json.loads(word.lower() if kind in ("null", "boolean") else word)
-        except (ValueError, RecursionError):
-            continue
-        if _is(value, kind):
-            return value
-    raise ValueError(f"not {' or '.join(kinds)}")
-
-
-def _is(value: Any, kind: str) -> bool:
-    if kind == "null":
-        return value is None
-    if isinstance(value, bool):
-        return kind == "boolean"
-    if kind == "integer":
-        return isinstance(value, int)
-    if kind == "number":
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-    return isinstance(value, {"array": list, "object": dict}.get(kind, type(None)))
 
 
 # --- checked access ---------------------------------------------------------------------------
