@@ -189,7 +189,7 @@ class SlashCommand:
 def parse_button(body: Mapping[str, Any]) -> ButtonClick:
     """A ``block_actions`` payload of a click on ``countersign:<action>``.
 
-    The button's ``value`` is the review id, never text (notes §0.4). The message to
+    The button's ``value`` is the review id, never text. The message to
     update comes from ``container`` (falling back to ``channel``/``message``).
     """
     body, clicked = _click(body)
