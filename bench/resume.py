@@ -60,7 +60,16 @@ from crew_runtime.config import Config
 from crew_runtime.context import RunContext
 from crew_runtime.executor import execute
 from crew_runtime.review import feed_back
-from storage import JournalEntry, NewReview, Review, ReviewStatus, Run, RunStatus, Store
+from storage import (
+    DecisionKind,
+    JournalEntry,
+    NewReview,
+    Review,
+    ReviewStatus,
+    Run,
+    RunStatus,
+    Store,
+)
 from storage.base import new_id
 from storage.schema import decisions, journal, reviews, runs
 
@@ -169,7 +178,7 @@ def prepare_runs(
     Worker(store, config, settings).run(until_idle=True)
     for n in range(1, scenario.setup_rounds + 1):
         (review,) = store.list_reviews(run_id=run_id)
-        svc.decide(review.id, "changes", scenario.feedback(n), by="U1")
+        svc.decide(review.id, DecisionKind.CHANGES, scenario.feedback(n), by="U1")
         Worker(store, config, settings).run(until_idle=True)
     llm_turns = [e for e in store.load_journal(run_id) if e.kind == "llm"]
     assert len(llm_turns) == TURNS, len(llm_turns)
@@ -224,7 +233,9 @@ def resume(
     store.claimed_at = store.suspended_at = None
     store.replay_reads = HASHING["seconds"] = 0.0
     done = len(worker.finished)
-    svc.decide(review.id, "changes", scenario.feedback(scenario.setup_rounds + 1), by="U1")
+    svc.decide(
+        review.id, DecisionKind.CHANGES, scenario.feedback(scenario.setup_rounds + 1), by="U1"
+    )
     t0 = time.perf_counter()
     worker.wake()
     cpu0 = time.process_time()
@@ -357,7 +368,9 @@ def profile_both(
 ) -> tuple[Grouped, Grouped]:
     """Profile one resume (executed in this thread) and one live kickoff of the same crew."""
     (review,) = store.list_reviews(run_id=run_id)
-    svc.decide(review.id, "changes", scenario.feedback(scenario.setup_rounds + 1), by="U1")
+    svc.decide(
+        review.id, DecisionKind.CHANGES, scenario.feedback(scenario.setup_rounds + 1), by="U1"
+    )
     lease = timedelta(seconds=60)
     run = store.claim_run("bench:profile", lease)
     assert run is not None

@@ -50,6 +50,7 @@ from crew_runtime.signals import RunAborted, RunRejected, RunSignal
 from storage import (
     Decision,
     DecisionKind,
+    FlowFeedbackDetails,
     FlowPause,
     FlowStore,
     LeaseLost,
@@ -128,13 +129,13 @@ class ReviewFeedbackProvider(HumanFeedbackProvider):
                 stream=stream,
                 seq=ctx.next_review_seq(ReviewKind.TASK_REVIEW, stream),
                 prompt=str(context.method_output),
-                details={
-                    "task": context.method_name,
-                    "description": context.message,
-                    "agent": type(flow).__name__,
-                    "flow_id": context.flow_id,
-                    "outcomes": list(context.emit or []),
-                },
+                details=FlowFeedbackDetails(
+                    task=context.method_name,
+                    description=context.message,
+                    agent=type(flow).__name__,
+                    flow_id=context.flow_id,
+                    outcomes=tuple(context.emit or ()),
+                ),
             )
         )
         raise HumanFeedbackPending(context=context)

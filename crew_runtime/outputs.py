@@ -1,8 +1,9 @@
 """A typed task's output as a reviewer edits it: JSON checked against the output model's schema.
 
 A task with ``output_pydantic`` or ``output_json`` has its model's JSON schema recorded with
-its review when the review opens (``details["output_schema"]``), so the CLI, the service and
-the Slack modal check an edit here, field by field, without importing the crew (or crewai).
+its review when the review opens (``TaskReviewDetails.output_schema``), so the CLI, the
+service and the Slack modal check an edit here, field by field, without importing the crew
+(or crewai).
 The resumed run validates the edit again with the model itself (a validator in Python code
 can refuse what the schema allows); see ``crew_runtime/review.py``.
 """
@@ -14,6 +15,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+
+from crew_runtime.arguments import loads_json
 
 # Where a problem is, when it is with the whole output rather than one field.
 WHOLE = "(the output)"
@@ -40,11 +43,13 @@ def parse_edited_output(text: str, schema: dict[str, Any]) -> Any:
             wrong).
     """
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"the output must be JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except ValueError as exc:
+        raise ValueError(f"the output must be JSON: {exc}") from None
     errors = output_errors(schema, value)
     if errors:
         raise ValueError("; ".join(f"{where}: {problem}" for where, problem in errors.items()))

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from crew_runtime.context import current_run
 from crew_runtime.people import reviewer
 from crew_runtime.tool_journal import AWAITING_HUMAN
-from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
+from storage import DecisionKind, NewReview, QuestionDetails, ReviewKind, ReviewStatus
 
 NO_ANSWER_IN_TIME = (
     "No reviewer answered in time. Carry on with your best judgement and say what you assumed."
@@ -61,7 +61,7 @@ class AskHumanTool(BaseTool):
                         stream=key.stream,
                         seq=key.seq,
                         prompt=question,
-                        details={"agent": slot.agent},
+                        details=QuestionDetails(agent=slot.agent),
                     )
                 )
             return ToolFailure(message="Waiting for a human answer.", code=AWAITING_HUMAN)

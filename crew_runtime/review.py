@@ -34,7 +34,7 @@ from crew_runtime.context import RunContext, current_run
 from crew_runtime.guardrails import guardrail_refusal
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun, RunRejected
-from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
+from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, TaskReviewDetails
 
 # CrewAI's own way to find the JSON in an answer with text around it (utilities/converter.py).
 _JSON_IN_TEXT = re.compile(r"({.*})", re.DOTALL)
@@ -219,23 +219,23 @@ def _finish(answer: AgentFinish, output: Any) -> AgentFinish:
 def _task_review(
     context: Any, stream: str, seq: int, draft: Draft, refused: str | None
 ) -> NewReview:
-    task = context.task
-    details: dict[str, Any] = {
-        "task": getattr(task, "name", None) or "",
-        "description": str(getattr(task, "description", "")),
-        "expected_output": str(getattr(task, "expected_output", "")),
-        "agent": getattr(context.agent, "role", ""),
-        "round": seq,
-    }
-    if draft.model is not None:
-        details["output_model"] = draft.model.__name__
+    task, model = context.task, draft.model
+    schema = None
+    if model is not None:
         # A field JSON cannot describe leaves the edit to be checked by the model on resume.
         with suppress(PydanticUserError):
-            details["output_schema"] = draft.model.model_json_schema()
-        if draft.problem is not None:
-            details["output_problem"] = draft.problem
-    if refused is not None:
-        details["refused_edit"] = refused
+            schema = model.model_json_schema()
+    details = TaskReviewDetails(
+        task=getattr(task, "name", None) or "",
+        description=str(getattr(task, "description", "")),
+        expected_output=str(getattr(task, "expected_output", "")),
+        agent=getattr(context.agent, "role", ""),
+        round=seq,
+        output_model=None if model is None else model.__name__,
+        output_schema=schema,
+        output_problem=None if model is None else draft.problem,
+        refused_edit=refused,
+    )
     return NewReview(
         kind=ReviewKind.TASK_REVIEW, stream=stream, seq=seq, prompt=draft.text, details=details
     )

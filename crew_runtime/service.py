@@ -24,8 +24,10 @@ from crew_runtime.errors import (
 from crew_runtime.outputs import parse_edited_output
 from crew_runtime.people import BY_NAME
 from storage import (
+    HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
+    FlowFeedbackDetails,
     NewDecision,
     NotWaiting,
     Review,
@@ -34,6 +36,8 @@ from storage import (
     Run,
     RunStatus,
     Store,
+    TaskReviewDetails,
+    ToolApprovalDetails,
 )
 
 
@@ -83,7 +87,7 @@ class Countersign:
     def decide(
         self,
         review_id: str,
-        kind: str,
+        decision: DecisionKind,
         text: str | None,
         *,
         by: str,
@@ -98,11 +102,12 @@ class Countersign:
         time instead of as a second decision.
 
         Raises:
-            UsageError: unknown decision, text missing where it is needed, or text that
-                cannot be stored.
+            UsageError: a decision no person makes (``expire``), text missing where it is
+                needed, or text that cannot be stored.
             ReviewNotFound, AlreadyDecided, DecisionNotAllowed: from storage.
         """
-        decision = parse_decision(kind)
+        if decision not in HUMAN_DECISIONS:
+            raise _unknown_decision(decision.value)
         text = (text or "").strip() or None
         if decision.needs_text and text is None:
             raise UsageError(f"{decision.value!r} needs text: {_TEXT_HINTS[decision]}")
@@ -125,11 +130,12 @@ class Countersign:
         schema; an edit of a typed task's draft is its output, JSON fitting the output
         model's schema. Either is stored as compact JSON."""
         review = self.store.get_review(review_id)
+        details = review.details
         try:
-            if review.kind == ReviewKind.TOOL_APPROVAL:
-                value: Any = parse_edited_args(text, review.details.get("schema") or {})
-            elif isinstance(schema := review.details.get("output_schema"), dict):
-                value = parse_edited_output(text, schema)
+            if isinstance(details, ToolApprovalDetails):
+                value: Any = parse_edited_args(text, details.schema)
+            elif isinstance(details, TaskReviewDetails) and details.output_schema is not None:
+                value = parse_edited_output(text, details.output_schema)
             else:
                 return text
         except ValueError as exc:
@@ -201,9 +207,6 @@ _TEXT_HINTS = {
     DecisionKind.ANSWER: "the answer to the question",
 }
 
-_HUMAN_DECISIONS = [k for k in DecisionKind if k != DecisionKind.EXPIRE]
-
-
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
@@ -240,21 +243,31 @@ def _inputs_taken(spec: CrewSpec) -> str:
 
 
 def parse_decision(word: str) -> DecisionKind:
+    """A person's decision as typed (``approve``, ``Edit``); the CLI's door to :meth:`decide`.
+
+    Raises:
+        UsageError: not a decision a person makes.
+    """
     try:
         decision = DecisionKind(word.strip().lower())
     except ValueError:
-        decision = None
-    if decision is None or decision == DecisionKind.EXPIRE:
-        choices = "|".join(k.value for k in _HUMAN_DECISIONS)
-        raise UsageError(f"unknown decision {word!r}: use one of {choices}")
+        raise _unknown_decision(word) from None
+    if decision not in HUMAN_DECISIONS:
+        raise _unknown_decision(word)
     return decision
+
+
+def _unknown_decision(word: str) -> UsageError:
+    return UsageError(f"unknown decision {word!r}: use one of {'|'.join(HUMAN_DECISIONS)}")
 
 
 def _edited(review: Review) -> str:
     """What an edit of ``review`` changes, in words for the reviewer."""
-    if review.kind == ReviewKind.TOOL_APPROVAL:
-        return f"arguments of {review.details.get('tool')}"
-    return f"output ({review.details.get('output_model') or 'JSON'})"
+    details = review.details
+    if isinstance(details, ToolApprovalDetails):
+        return f"arguments of {details.tool}"
+    model = details.output_model if isinstance(details, TaskReviewDetails) else None
+    return f"output ({model or 'JSON'})"
 
 
 def _task_index(review: Review) -> int | None:
@@ -265,6 +278,9 @@ def _task_index(review: Review) -> int | None:
 
 
 def _task_label(index: int, review: Review) -> str:
-    description = str(review.details.get("description") or "").strip().splitlines()
-    summary = description[0][:60] if description else str(review.details.get("agent") or "")
+    details = review.details
+    if not isinstance(details, TaskReviewDetails | FlowFeedbackDetails):
+        return f"Task {index + 1}"
+    description = details.description.strip().splitlines()
+    summary = description[0][:60] if description else details.agent
     return f"Task {index + 1}: {summary}" if summary else f"Task {index + 1}"

@@ -39,7 +39,7 @@ from crew_runtime.context import RunContext, ToolSlot
 from crew_runtime.gates import Gate
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun
-from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus
+from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, ToolApprovalDetails
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
 
@@ -130,12 +130,12 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
                     stream=key.stream,
                     seq=key.seq,
                     prompt=f"{hook.tool_name}({json.dumps(proposed, ensure_ascii=False)})",
-                    details={
-                        "tool": hook.tool_name,
-                        "description": gate.description,
-                        "args": proposed,
-                        "schema": gate.schema,
-                    },
+                    details=ToolApprovalDetails(
+                        tool=hook.tool_name,
+                        description=gate.description,
+                        args=proposed,
+                        schema=gate.schema,
+                    ),
                 )
             )
         slot.awaiting_approval = True

@@ -5,6 +5,15 @@ for the exception hierarchy and ``storage.status`` for the state machines.
 """
 
 from storage.base import utc_now
+from storage.details import (
+    FlowFeedbackDetails,
+    QuestionDetails,
+    ReviewDetails,
+    TaskReviewDetails,
+    ToolApprovalDetails,
+    details_from_json,
+    details_to_json,
+)
 from storage.engine import DEFAULT_URL, make_engine
 from storage.errors import (
     AlreadyDecided,
@@ -37,6 +46,7 @@ from storage.records import (
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    HUMAN_DECISIONS,
     DecisionKind,
     OutboxKind,
     ReviewKind,
@@ -48,6 +58,7 @@ from storage.store import Store
 __all__ = [
     "ALLOWED_DECISIONS",
     "DEFAULT_URL",
+    "HUMAN_DECISIONS",
     "PERSON_LENGTH",
     "AlreadyDecided",
     "AlreadyFinal",
@@ -55,6 +66,7 @@ __all__ = [
     "Decision",
     "DecisionKind",
     "DecisionNotAllowed",
+    "FlowFeedbackDetails",
     "FlowPause",
     "FlowStore",
     "InboxRequest",
@@ -70,7 +82,9 @@ __all__ = [
     "OutboxClaimLost",
     "OutboxKind",
     "OutboxMessage",
+    "QuestionDetails",
     "Review",
+    "ReviewDetails",
     "ReviewKind",
     "ReviewNotFound",
     "ReviewStatus",
@@ -79,8 +93,12 @@ __all__ = [
     "RunStatus",
     "StorageError",
     "Store",
+    "TaskReviewDetails",
+    "ToolApprovalDetails",
     "TransitionRejected",
     "UnstorableValue",
+    "details_from_json",
+    "details_to_json",
     "make_engine",
     "utc_now",
 ]

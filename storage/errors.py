@@ -34,7 +34,6 @@ CountersignError
     ├── CliError                           a command cannot be done as asked
     ├── CommandError                       a /crew command that does not parse
     ├── PayloadError                       a Slack payload without what it must have
-    ├── ArgumentErrors                     a gated call's edited arguments, field by field
     ├── CheckFailed                        Slack did not say who may decide
     └── NotYet                             an outbox row waits for an earlier one
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from storage.details import ReviewDetails
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 JSON = dict[str, Any]
@@ -53,7 +54,7 @@ class Review:
     stream: str
     seq: int
     prompt: str
-    details: JSON
+    details: ReviewDetails  # the type of its kind (storage.details)
     journal_pos: int
     channel: str | None
     message_ts: str | None
@@ -87,16 +88,24 @@ class FlowPause:
 
 @dataclass(frozen=True)
 class NewReview:
-    """What the runtime asks a human when a run pauses."""
+    """What the runtime asks a human when a run pauses.
+
+    ``details`` are of the type of ``kind`` (``storage.details``); left out, the review
+    has none (stored as an empty object, read back as the kind's defaults).
+    """
 
     kind: ReviewKind
     stream: str
     seq: int
     prompt: str
-    details: JSON = field(default_factory=dict)
+    details: ReviewDetails | None = None
     remind_at: datetime | None = None
     escalate_at: datetime | None = None
     expires_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.details is not None and self.details.kind is not self.kind:
+            raise TypeError(f"a {self.kind} review cannot hold {type(self.details).__name__}")
 
 
 @dataclass(frozen=True)

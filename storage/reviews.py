@@ -6,6 +6,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
+from storage.details import details_to_json
 from storage.errors import AlreadyDecided, DecisionNotAllowed, NotWaiting, TransitionRejected
 from storage.journal import REPLAYABLE
 from storage.records import NewDecision, Review
@@ -183,7 +184,7 @@ class ReviewStore(StoreBase):
                     stream=old.stream,
                     seq=old.seq,
                     prompt=old.prompt,
-                    details=old.details,
+                    details=details_to_json(old.details),
                     journal_pos=point,
                     channel=old.channel,
                     created_at=now,

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select
 
+from storage.details import details_from_json
 from storage.errors import ReviewNotFound, RunNotFound
 from storage.records import Decision, OutboxMessage, Review, Run
 from storage.schema import decisions, reviews, runs
@@ -77,15 +78,16 @@ def to_run(row: Row[Any]) -> Run:
 
 
 def to_review(row: Row[Any], decision: Decision | None) -> Review:
+    kind = ReviewKind(row.kind)
     return Review(
         id=row.id,
         run_id=row.run_id,
-        kind=ReviewKind(row.kind),
+        kind=kind,
         status=ReviewStatus(row.status),
         stream=row.stream,
         seq=row.seq,
         prompt=row.prompt,
-        details=row.details,
+        details=details_from_json(kind, row.details),
         journal_pos=row.journal_pos,
         channel=row.channel,
         message_ts=row.message_ts,

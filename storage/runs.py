@@ -13,6 +13,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
+from storage.details import details_to_json
 from storage.errors import AlreadyFinal, LeaseLost
 from storage.fencing import NO_LEASE, claimed_by, held
 from storage.journal import append_entry, next_pos
@@ -310,7 +311,7 @@ class RunStore(StoreBase):
                         stream=ask.stream,
                         seq=ask.seq,
                         prompt=ask.prompt,
-                        details=ask.details,
+                        details={} if ask.details is None else details_to_json(ask.details),
                         journal_pos=pos,
                         created_at=now,
                         remind_at=ask.remind_at,

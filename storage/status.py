@@ -108,6 +108,12 @@ class DecisionKind(StrEnum):
         return self in {DecisionKind.EDIT, DecisionKind.CHANGES, DecisionKind.ANSWER}
 
 
+HUMAN_DECISIONS: tuple[DecisionKind, ...] = tuple(
+    k for k in DecisionKind if k != DecisionKind.EXPIRE
+)
+"""What a person may decide, in the order every door lists them (buttons, the CLI's usage)."""
+
+
 ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
     ReviewKind.QUESTION: frozenset({DecisionKind.ANSWER, DecisionKind.REJECT, DecisionKind.EXPIRE}),
     ReviewKind.TASK_REVIEW: frozenset(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
-from storage import Review, Run, RunStatus, Store
+from storage import DecisionKind, Review, Run, RunStatus, Store
 from tests.crews import effects
 from tests.zygote import Forked, Zygote
 
@@ -137,7 +137,8 @@ class Bench:
         by: str = "U1",
         by_name: str | None = None,
     ) -> Review:
-        return self.service.decide(self.pending(run_id).id, kind, text, by=by, by_name=by_name)
+        review_id = self.pending(run_id).id
+        return self.service.decide(review_id, DecisionKind(kind), text, by=by, by_name=by_name)
 
     # -- workers
 

@@ -20,6 +20,7 @@ from bot.slack.blocks import FILE_THRESHOLD, Message
 from bot.slack.elements import split_text
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
+from storage.details import TaskReviewDetails, details_from_json
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -61,7 +62,7 @@ def make_review(
         "stream": "0:writer",
         "seq": 0,
         "prompt": prompt,
-        "details": {"task": "write_post", "agent": "Writer", "round": 0},
+        "details": TaskReviewDetails(task="write_post", agent="Writer"),
         "journal_pos": 3,
         "channel": "C0DRAFTS",
         "message_ts": "1700000250.000400",
@@ -71,7 +72,10 @@ def make_review(
         "escalate_at": None,
         "expires_at": None,
     }
-    return Review(**(values | fields))
+    values |= fields
+    if isinstance(values["details"], dict):  # as stored: read as a row of the kind is
+        values["details"] = details_from_json(kind, values["details"])
+    return Review(**values)
 
 
 def decided(review: Review, kind: DecisionKind, text: str | None = None) -> Review:
@@ -569,5 +573,6 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     assert confirm(make_review()) == "Rejecting stops this run."
     denial = confirm(email_review())
     assert "stops" not in denial and "carries on" in denial
-    placeholder = modals.modal("reject", email_review(), None, None)["blocks"][-1]["element"]
+    view = modals.modal(DecisionKind.REJECT, email_review(), None, None)
+    placeholder = view["blocks"][-1]["element"]
     assert "carries on" in placeholder["placeholder"]["text"]

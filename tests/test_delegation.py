@@ -64,7 +64,7 @@ def test_a_gated_call_in_delegated_work_waits_and_runs_once_approved(
     review = bench.pending(run.id)
     lead = "Crew Manager" if process == "manager_llm" else "Lead"
     assert review.kind == ReviewKind.TOOL_APPROVAL
-    assert review.details["tool"] == "read_website_content"
+    assert review.details.tool == "read_website_content"
     # The analyst's calls hang off the lead's tool call 0, the delegation.
     assert review.stream == f"task0:{lead}>0:Analyst"
     assert bench.effects("read") == []
@@ -102,7 +102,7 @@ def test_a_question_in_delegated_work_is_answered_in_the_nested_call(
     first = bench.work()
     question = bench.pending(run.id)
     assert question.kind == ReviewKind.QUESTION
-    assert question.details["agent"] == "Analyst"
+    assert question.details.agent == "Analyst"
     bench.decide(run.id, "answer", "the playful side")
     second = bench.work()
     done = bench.run(run.id)

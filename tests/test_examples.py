@@ -120,9 +120,9 @@ def _paused_email(bench: ExampleBench) -> str:
     bench.work_here()
     review = bench.pending(run.id)
     assert review.kind == ReviewKind.TOOL_APPROVAL
-    assert review.details["tool"] == "send_email"
-    assert review.details["args"]["to"] == "ada@example.com"
-    assert review.details["args"]["subject"] == "A short note on durable agents"
+    assert review.details.tool == "send_email"
+    assert review.details.args["to"] == "ada@example.com"
+    assert review.details.args["subject"] == "A short note on durable agents"
     assert sent(bench) == []
     return run.id
 
@@ -144,7 +144,7 @@ def test_outreach_sends_the_approved_email_once(examples: ExampleBench) -> None:
 
 def test_outreach_sends_the_email_as_the_reviewer_edited_it(examples: ExampleBench) -> None:
     run_id = _paused_email(examples)
-    args = dict(examples.pending(run_id).details["args"])
+    args = dict(examples.pending(run_id).details.args)
     args["body"] = "Hi Ada,\n\nShort version: can we talk on Tuesday?\n\nBest"
     examples.decide(run_id, "edit", json.dumps(args), by="U_EDITOR")
     examples.work_here()

@@ -16,8 +16,8 @@ def _paused(bench: Bench) -> str:
     review = bench.pending(run.id)
     assert review.kind == ReviewKind.TASK_REVIEW
     assert review.prompt == "Draft on otters (round 0)"
-    assert review.details["description"] == "Publish this draft?"
-    assert review.details["outcomes"] == ["approved", "rejected"]
+    assert review.details.description == "Publish this draft?"
+    assert review.details.outcomes == ("approved", "rejected")
     return run.id
 
 

@@ -18,9 +18,9 @@ def _paused_payment(bench: Bench, amount: str = "1500") -> str:
     assert bench.run(run.id).status == RunStatus.WAITING
     review = bench.pending(run.id)
     assert review.kind == ReviewKind.TOOL_APPROVAL
-    assert review.details["tool"] == "pay"
-    assert review.details["args"] == {"amount": int(amount), "to": "ACME"}
-    assert review.details["schema"]["properties"]["amount"]["type"] == "integer"
+    assert review.details.tool == "pay"
+    assert review.details.args == {"amount": int(amount), "to": "ACME"}
+    assert review.details.schema["properties"]["amount"]["type"] == "integer"
     assert bench.effects("paid") == []
     return run.id
 
@@ -47,7 +47,7 @@ def test_edit_runs_the_edited_call_and_tells_the_model(bench: Bench) -> None:
     assert "a reviewer (U_CFO) changed the arguments of pay: amount from 1500 to 900;" in note
     assert "ACME" not in note.partition("changed")[2]  # only what changed
     (review,) = bench.store.list_reviews(run_id=run_id, status=None)
-    assert review.details["args"]["amount"] == 1500  # proposed
+    assert review.details.args["amount"] == 1500  # proposed
     assert review.decision is not None
     assert json.loads(review.decision.text or "")["amount"] == 900  # approved
     executed = [e for e in bench.store.load_journal(run_id) if e.kind == "tool"]
@@ -109,7 +109,7 @@ def test_an_invalid_edit_is_refused_and_the_review_stays_pending(
     run_id = _paused_payment(bench)
     review = bench.pending(run_id)
     with pytest.raises(UsageError, match=problem):
-        bench.service.decide(review.id, "edit", edit, by="U1")
+        bench.service.decide(review.id, DecisionKind.EDIT, edit, by="U1")
     assert bench.store.get_review(review.id).status == ReviewStatus.PENDING
 
 
@@ -120,7 +120,7 @@ def test_tools_named_in_the_config_are_gated(bench: Bench) -> None:
     bench.work_here()
     review = bench.pending(run.id)
     assert review.kind == ReviewKind.TOOL_APPROVAL
-    assert review.details["tool"] == "publish"
+    assert review.details.tool == "publish"
     assert bench.effects("published") == []
     bench.decide(run.id, "approve")
     bench.work_here()

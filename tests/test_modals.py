@@ -12,6 +12,7 @@ import pytest
 
 from bot.sandbox.blockkit import validate_view
 from bot.slack import modals, text
+from bot.slack.payloads import MODAL_ACTIONS
 from storage.records import Review
 from storage.status import DecisionKind, ReviewKind
 from tests.test_blocks import (
@@ -31,8 +32,8 @@ def assert_view(view: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("kind", list(ReviewKind))
-@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
-def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
+@pytest.mark.parametrize("action", MODAL_ACTIONS)
+def test_every_modal_is_valid(action: DecisionKind, kind: ReviewKind) -> None:
     review = make_review(HOSTILE, kind, details={"args": {"to": HOSTILE}})
     view = modals.modal(action, review, "C0DRAFTS", "1700000250.000400")
     assert_view(view)
@@ -51,7 +52,7 @@ def test_every_modal_is_valid(action: str, kind: ReviewKind) -> None:
 
 
 def test_edit_prefills_the_draft() -> None:
-    view = modals.modal("edit", make_review("Draft <b>"), None, None)
+    view = modals.modal(DecisionKind.EDIT, make_review("Draft <b>"), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["element"]["initial_value"] == "Draft <b>"  # plain text: not escaped
@@ -60,7 +61,7 @@ def test_edit_prefills_the_draft() -> None:
 
 @pytest.mark.parametrize("unit", ["a", "😀", "&"])
 def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str) -> None:
-    view = modals.modal("edit", make_review(unit * 5000), None, None)
+    view = modals.modal(DecisionKind.EDIT, make_review(unit * 5000), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     initial = field["element"]["initial_value"]
@@ -70,7 +71,7 @@ def test_edit_of_a_long_draft_is_cut_to_what_the_box_holds_and_says_so(unit: str
 
 def test_edit_of_a_tool_call_prefills_its_arguments() -> None:
     review = make_review("send mail", ReviewKind.TOOL_APPROVAL, details={"args": {"to": "a@b"}})
-    view = modals.modal("edit", review, None, None)
+    view = modals.modal(DecisionKind.EDIT, review, None, None)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["block_id"] == "arg:to"
     assert field["element"]["initial_value"] == "a@b"
@@ -102,7 +103,7 @@ def arg_inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_a_tool_call_edit_has_one_typed_prefilled_input_per_argument() -> None:
     review = tool_review({"amount": 1500, "to": "ACME <x>", "urgent": True, "tags": ["a"]})
-    view = modals.modal("edit", review, "C0DRAFTS", "1700000250.000400")
+    view = modals.modal(DecisionKind.EDIT, review, "C0DRAFTS", "1700000250.000400")
     assert_view(view)
     assert view["callback_id"] == "countersign:modal:edit"
     assert json.loads(view["private_metadata"])["review_id"] == review.id
@@ -126,7 +127,7 @@ def test_a_tool_call_edit_has_one_typed_prefilled_input_per_argument() -> None:
 
 
 def test_a_long_argument_is_cut_to_the_box_and_says_so() -> None:
-    view = modals.modal("edit", tool_review({"amount": 1, "to": "x" * 5000}), None, None)
+    view = modals.modal(DecisionKind.EDIT, tool_review({"amount": 1, "to": "x" * 5000}), None, None)
     assert_view(view)
     to = arg_inputs(view)["arg:to"]
     assert len(to["element"]["initial_value"]) == 3000
@@ -139,7 +140,7 @@ def test_a_long_argument_is_cut_to_the_box_and_says_so() -> None:
 def test_a_tool_call_whose_arguments_do_not_fit_inputs_gets_one_json_box(
     schema: dict[str, Any],
 ) -> None:
-    view = modals.modal("edit", tool_review({}, schema), None, None)
+    view = modals.modal(DecisionKind.EDIT, tool_review({}, schema), None, None)
     assert_view(view)
     [field] = arg_inputs(view).values()
     assert field["block_id"] == "text"
@@ -170,7 +171,7 @@ def test_the_revise_modal_lists_the_tasks_and_asks_for_feedback() -> None:
 
 def test_approve_has_no_modal() -> None:
     with pytest.raises(ValueError, match="approve"):
-        modals.modal("approve", make_review(), None, None)
+        modals.modal(DecisionKind.APPROVE, make_review(), None, None)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +195,7 @@ def test_a_notice_that_the_review_was_decided_mentions_who_decided() -> None:
 
 def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_the_fields() -> None:
     draft = json.dumps({"headline": "Otters <b>", "sections": 3}, indent=2)
-    view = modals.modal("edit", typed_review(draft), None, None)
+    view = modals.modal(DecisionKind.EDIT, typed_review(draft), None, None)
     assert_view(view)
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["element"]["initial_value"] == draft
@@ -203,7 +204,7 @@ def test_the_edit_modal_of_a_typed_draft_is_prefilled_with_its_json_and_names_th
 
 
 def test_one_line_arguments_get_one_line_inputs_and_text_with_lines_a_box() -> None:
-    view = modals.modal("edit", email_review(), None, None)
+    view = modals.modal(DecisionKind.EDIT, email_review(), None, None)
     assert_view(view)
     fields = arg_inputs(view)
     assert fields["arg:to"]["element"]["multiline"] is False

@@ -54,6 +54,10 @@ def test_each_field_says_what_is_wrong_with_it_nested_ones_too() -> None:
         ("Otters are great.", "the output must be JSON: Expecting value (line 1, column 1)"),
         ("[1, 2]", f"{WHOLE}: [1, 2] is not of type 'object'"),
         ('{"headline": "Otters"}', "sections: required"),
+        (
+            '{"headline": "Otters", "sections": [{"title": "Play", "words": NaN}]}',
+            "the output must be JSON: NaN is not a JSON number (JSON has no NaN or Infinity)",
+        ),
     ],
 )
 def test_text_that_is_not_the_model_is_refused_in_words(text: str, words: str) -> None:

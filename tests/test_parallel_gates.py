@@ -16,7 +16,7 @@ import crewai.agents.agent_executor as agent_executor
 import pytest
 
 from crew_runtime.offline.drafts import parse_draft
-from storage import Review, ReviewKind, RunStatus
+from storage import DecisionKind, Review, ReviewKind, RunStatus
 from tests.harness import Bench
 
 ACME = {"amount": 1500, "to": "ACME"}
@@ -26,7 +26,7 @@ GLOBEX = {"amount": 2000, "to": "GLOBEX"}
 def _reviews(bench: Bench, run_id: str) -> dict[str, Review]:
     """The pending reviews of a run, by payee."""
     pending = bench.store.list_reviews(run_id=run_id)
-    return {review.details["args"]["to"]: review for review in pending}
+    return {review.details.args["to"]: review for review in pending}
 
 
 def _paused(bench: Bench, sequential: str = "no") -> tuple[str, dict[str, Review]]:
@@ -36,8 +36,8 @@ def _paused(bench: Bench, sequential: str = "no") -> tuple[str, dict[str, Review
     reviews = _reviews(bench, run.id)
     assert set(reviews) == {"ACME", "GLOBEX"}
     assert {r.kind for r in reviews.values()} == {ReviewKind.TOOL_APPROVAL}
-    assert reviews["ACME"].details["args"] == ACME
-    assert reviews["GLOBEX"].details["args"] == GLOBEX
+    assert reviews["ACME"].details.args == ACME
+    assert reviews["GLOBEX"].details.args == GLOBEX
     assert bench.effects("paid") == []
     return run.id, reviews
 
@@ -55,12 +55,12 @@ def test_two_gated_calls_in_one_turn_wait_for_two_separate_decisions(
     assert (reviews["ACME"].seq, reviews["GLOBEX"].seq) == (0, 1)
     assert [c["reply_kind"] for c in bench.llm_calls()] == ["tool_calls"]
 
-    bench.service.decide(reviews["ACME"].id, "approve", None, by="U1")
+    bench.service.decide(reviews["ACME"].id, DecisionKind.APPROVE, None, by="U1")
     assert bench.run(run_id).status == RunStatus.WAITING  # GLOBEX is still undecided
     bench.work_here()
     assert _paid(bench) == []
 
-    bench.service.decide(reviews["GLOBEX"].id, "reject", "too much", by="U1")
+    bench.service.decide(reviews["GLOBEX"].id, DecisionKind.REJECT, "too much", by="U1")
     bench.work_here()
     done = bench.run(run_id)
     assert done.status == RunStatus.SUCCEEDED, done.error
@@ -105,8 +105,8 @@ def test_each_decision_reaches_its_own_call_whatever_thread_ran_first(
     assert globex_seen.is_set()
     monkeypatch.setattr(agent_executor, "run_before_tool_call_hooks", original)
 
-    bench.service.decide(reviews["ACME"].id, "reject", "not this month", by="U2")
-    bench.service.decide(reviews["GLOBEX"].id, "approve", None, by="U2")
+    bench.service.decide(reviews["ACME"].id, DecisionKind.REJECT, "not this month", by="U2")
+    bench.service.decide(reviews["GLOBEX"].id, DecisionKind.APPROVE, None, by="U2")
     bench.work_here()
     done = bench.run(run_id)
     assert done.status == RunStatus.SUCCEEDED, done.error
@@ -120,8 +120,8 @@ def test_each_decision_reaches_its_own_call_whatever_thread_ran_first(
 @pytest.mark.slow
 def test_a_native_turn_recorded_in_one_process_is_replayed_in_another(bench: Bench) -> None:
     run_id, reviews = _paused(bench)
-    bench.service.decide(reviews["ACME"].id, "approve", None, by="U1")
-    bench.service.decide(reviews["GLOBEX"].id, "reject", "too much", by="U1")
+    bench.service.decide(reviews["ACME"].id, DecisionKind.APPROVE, None, by="U1")
+    bench.service.decide(reviews["GLOBEX"].id, DecisionKind.REJECT, "too much", by="U1")
 
     pid = bench.work()
 

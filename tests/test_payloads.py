@@ -13,7 +13,8 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -23,7 +24,10 @@ from bot.sandbox import payloads as slack
 from bot.slack import blocks, modals
 from bot.slack.payloads import (
     ACTIONS,
-    ArgumentErrors,
+    BUTTON_PATTERN,
+    MODAL_ACTIONS,
+    MODAL_PATTERN,
+    REVISE,
     ButtonClick,
     ModalSubmission,
     PayloadError,
@@ -31,17 +35,21 @@ from bot.slack.payloads import (
     ReviseSubmission,
     SlashCommand,
     ThreadMessage,
-    coerce_args,
+    action_id,
+    callback_id,
     parse_button,
     parse_message_event,
     parse_revise_click,
     parse_revise_submission,
     parse_slash,
     parse_submission,
-    schema_types,
 )
+from crew_runtime.config import Config
+from crew_runtime.errors import UsageError
+from crew_runtime.service import Countersign
+from storage import Store, ToolApprovalDetails, details_from_json
 from storage.records import Review, Run
-from storage.status import ReviewKind, ReviewStatus, RunStatus
+from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 FAST = settings(deadline=None, max_examples=150)
 NOW = datetime(2026, 1, 2, 3, 4, 5)
@@ -57,7 +65,7 @@ def review(kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Review:
         stream="0:writer",
         seq=0,
         prompt="A draft",
-        details={"agent": "writer"},
+        details=details_from_json(kind, {"agent": "writer"}),
         journal_pos=3,
         channel="C0DRAFTS",
         message_ts="1700000250.000400",
@@ -123,7 +131,7 @@ def click(action: str, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Json:
 
 def submission(action: str, typed: str | None = "Please cite sources") -> Json:
     """A view_submission of the modal the bot really built, filled in by a person."""
-    view = modals.modal(action, review(), "C0DRAFTS", "1700000250.000400")
+    view = modals.modal(DecisionKind(action), review(), "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0001", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, {"text": typed} if typed is not None else {})
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -143,9 +151,9 @@ def tool_edit_submission(typed: dict[str, Any]) -> Json:
     """A view_submission of the edit modal of a tool call, one input per argument."""
     proposed = replace(
         review(ReviewKind.TOOL_APPROVAL),
-        details={"tool": "pay", "args": {"amount": 1500, "to": "ACME"}, "schema": PAY_SCHEMA},
+        details=ToolApprovalDetails("pay", args={"amount": 1500, "to": "ACME"}, schema=PAY_SCHEMA),
     )
-    view = modals.modal("edit", proposed, "C0DRAFTS", "1700000250.000400")
+    view = modals.modal(DecisionKind.EDIT, proposed, "C0DRAFTS", "1700000250.000400")
     view = {**view, "id": "V0002", "team_id": "T0TEST", "hash": "1.abc"}
     view["state"] = slack.view_state(view, typed)
     return {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
@@ -234,8 +242,8 @@ def test_click_without_container_falls_back_to_channel_and_message() -> None:
     )
 
 
-@pytest.mark.parametrize("action", ["edit", "changes", "reject", "answer"])
-def test_submission_of_a_rendered_modal(action: str) -> None:
+@pytest.mark.parametrize("action", MODAL_ACTIONS)
+def test_submission_of_a_rendered_modal(action: DecisionKind) -> None:
     assert parse_submission(submission(action)) == ModalSubmission(
         action=action,
         review_id="rev_0a1b2c3d4e5f",
@@ -298,81 +306,6 @@ def test_submission_of_the_revise_modal() -> None:
         parse_submission(revise_submission())
     with pytest.raises(PayloadError):
         parse_revise_submission(submission("changes"))
-
-
-def test_arguments_are_typed_by_the_schema() -> None:
-    schema = {
-        "properties": {
-            "n": {"type": "integer"},
-            "x": {"type": "number"},
-            "ok": {"type": "boolean"},
-            "tags": {"type": "array"},
-            "opts": {"type": "object"},
-            "name": {"type": "string"},
-            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "free": {},
-        },
-        "required": ["n", "name", "maybe"],
-    }
-    fields = {
-        "n": " 900 ",
-        "x": "2.5",
-        "ok": "True",
-        "tags": '["a", 1]',
-        "opts": '{"k": null}',
-        "name": " 12 ",
-        "maybe": "",
-        "free": "plain words",
-    }
-    assert coerce_args(fields, schema) == {
-        "n": 900,
-        "x": 2.5,
-        "ok": True,
-        "tags": ["a", 1],
-        "opts": {"k": None},
-        "name": " 12 ",
-        "maybe": None,
-        "free": "plain words",
-    }
-    assert coerce_args({"free": "[1]", "x": "", "ok": ""}, schema) == {"free": [1]}
-
-
-def test_every_field_that_does_not_parse_is_reported() -> None:
-    schema = {
-        "properties": {
-            "n": {"type": "integer"},
-            "x": {"type": "number"},
-            "ok": {"type": "boolean"},
-            "tags": {"type": "array"},
-            "to": {"type": "string"},
-        },
-        "required": ["to", "n"],
-    }
-    bad = {"n": "lots", "x": "NaN", "ok": "yes", "tags": "a, b", "to": "ACME"}
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args(bad, schema)
-    assert caught.value.problems == {
-        "n": ("integer",),
-        "x": ("number",),
-        "ok": ("boolean",),
-        "tags": ("array",),
-    }
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args({"n": "1.5", "to": ""}, {**schema, "required": ["n"]})
-    assert caught.value.problems == {"n": ("integer",)}
-    with pytest.raises(ArgumentErrors) as caught:
-        coerce_args({"n": " "}, schema)
-    assert caught.value.problems == {"n": ()}
-
-
-def test_schema_types() -> None:
-    assert schema_types({"type": "integer"}) == ("integer",)
-    assert schema_types({"type": ["string", "null"]}) == ("string", "null")
-    assert schema_types({"oneOf": [{"type": "array"}, {"anyOf": [{"type": "null"}]}]}) == (
-        "array",
-        "null",
-    )
-    assert schema_types({"$ref": "#/$defs/X"}) == ()
 
 
 def test_message_event() -> None:
@@ -568,6 +501,36 @@ def test_non_payloads_are_refused(parse: Callable[[Any], object], body: Any) -> 
 
 def test_actions_are_the_decision_words() -> None:
     assert ACTIONS == ("approve", "edit", "changes", "reject", "answer")
+    assert all(isinstance(action, DecisionKind) for action in ACTIONS)
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_the_ids_slack_sees_are_unchanged_and_parse_back_to_the_decision(
+    action: DecisionKind,
+) -> None:
+    assert action_id(action) == f"countersign:{action.value}"
+    assert BUTTON_PATTERN.fullmatch(action_id(action))
+    assert not BUTTON_PATTERN.fullmatch(action_id(REVISE))
+    click = parse_button(_click_body(action_id(action)))
+    assert click.action is action
+    if action is not DecisionKind.APPROVE:
+        assert MODAL_PATTERN.fullmatch(callback_id(action))
+        assert parse_submission(submission(action)).action is action
+
+
+def _click_body(clicked: str) -> Json:
+    return {
+        "type": "block_actions",
+        "user": user(),
+        "container": {"channel_id": "C0DRAFTS", "message_ts": "1700000250.000400"},
+        "actions": [{"action_id": clicked, "value": "rev_0a1b2c3d4e5f"}],
+    }
+
+
+def test_a_person_cannot_decide_that_a_review_expired() -> None:
+    service = Countersign(cast(Store, None), Config(Path("countersign.toml")))  # no read
+    with pytest.raises(UsageError, match="unknown decision 'expire'"):
+        service.decide("rev_0a1b2c3d4e5f", DecisionKind.EXPIRE, None, by="U1")
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -652,16 +615,3 @@ def test_metadata_text_only_ever_raises_payload_error(raw: str) -> None:
     except PayloadError:
         return
     assert parsed.review_id == json.loads(raw)["review_id"]
-
-
-@FAST
-@given(st.dictionaries(st.text(max_size=5), st.text(max_size=30), max_size=5), JSONISH)
-def test_coercion_only_ever_raises_argument_errors(fields: dict[str, str], schema: Any) -> None:
-    schema = schema if isinstance(schema, dict) else {"properties": {"a": schema}}
-    try:
-        coerce_args(fields, schema)
-    except ArgumentErrors as exc:
-        problems = exc.problems
-    else:
-        problems = {}
-    assert set(problems) <= set(fields)

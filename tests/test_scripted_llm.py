@@ -200,7 +200,7 @@ def test_human_feedback_rounds_are_listed_in_the_revised_draft() -> None:
     draft = parse_draft(raw)
     assert draft.revision == 2
     assert draft.feedback == ("make it shorter", "add a title")
-    # crewai 1.15.30 drops the previous draft on the ReAct path (notes §1), and it shows.
+    # crewai 1.15.30 drops the previous draft on the ReAct path, and it shows.
     assert draft.saw_previous_draft is False
     assert llm.calls == 3
 

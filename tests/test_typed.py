@@ -78,8 +78,8 @@ def test_a_typed_draft_is_reviewed_as_json_and_an_edit_must_fit_the_model(
     assert set(drafted) == {"headline", "sections"}
     assert parse_draft(drafted["headline"]).subject == "Outline otters"
     assert review.prompt == json.dumps(drafted, indent=2, ensure_ascii=False)
-    assert review.details["output_model"] == "Outline"
-    assert review.details["output_schema"] == Outline.model_json_schema()
+    assert review.details.output_model == "Outline"
+    assert review.details.output_schema == Outline.model_json_schema()
 
     # Refused by the CLI (exit 2, one line) and the service; nothing is recorded.
     refused = _decide_by_cli(bench, review.id, "edit", "Otters are playful.")
@@ -141,7 +141,7 @@ def test_a_draft_that_is_not_the_models_json_is_shown_as_text_and_edited_into_it
     first = bench.work()
     review = bench.pending(run.id)
     assert parse_draft(review.prompt).notes == ("search: 3 facts about Outline otters",)
-    assert review.details["output_problem"].startswith("(the output): Invalid JSON")
+    assert review.details.output_problem.startswith("(the output): Invalid JSON")
     edited = {"headline": "Otters, researched", "sections": 2}
     bench.decide(run.id, "edit", json.dumps(edited))
     second = bench.work()
@@ -168,7 +168,7 @@ def test_an_edit_the_model_refuses_is_not_taken_and_the_draft_is_reviewed_again(
     again = bench.pending(run.id)
     assert again.id != review.id and again.seq == 1
     assert again.prompt == review.prompt
-    assert again.details["refused_edit"] == (
+    assert again.details.refused_edit == (
         "it does not fit Outline: headline: Value error, the headline is blank"
     )
     assert _turns(bench, second) == []
@@ -206,7 +206,7 @@ def test_a_guardrail_checks_the_draft_before_review_and_the_edit_after(
     second = bench.work()
     again = bench.pending(run.id)
     assert again.seq == 1 and again.prompt == review.prompt
-    assert again.details["refused_edit"] == f"the task's guardrail refused it: {TODO}"
+    assert again.details.refused_edit == f"the task's guardrail refused it: {TODO}"
     assert _turns(bench, second) == verdict  # the edit's verdict; the rest is replayed
 
     fine = '{"headline": "Otters, sourced", "sections": 2}' if output == "pydantic" else "Otters."

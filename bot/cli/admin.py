@@ -17,7 +17,8 @@ from typing import Any
 from bot.cli import render
 from bot.cli.context import CliError, Context
 from bot.settings import mask_url
-from storage import Review, ReviewKind, ReviewStatus, RunStatus
+from crew_runtime.service import parse_decision
+from storage import DecisionKind, Review, ReviewStatus, RunStatus, ToolApprovalDetails
 from storage.migrate import current_revision
 
 # The names crewai interpolates as {placeholders} in task descriptions (same rule as the
@@ -150,9 +151,10 @@ def reviews_decide(ctx: Context) -> int:
     if text == "-":
         text = sys.stdin.read()
     service = ctx.service()
-    if args.decision == "edit" and text is not None:
+    kind = parse_decision(args.decision)
+    if kind is DecisionKind.EDIT and text is not None:
         text = _over_proposed(service.store.get_review(args.review_id), text)
-    review = service.decide(args.review_id, args.decision, text, by=args.by)
+    review = service.decide(args.review_id, kind, text, by=args.by)
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
@@ -167,8 +169,8 @@ def _over_proposed(review: Review, text: str) -> str:
     emptied, so the service itself does not merge.) Anything but a JSON object is left
     for the service to refuse with its own message.
     """
-    proposed = review.details.get("args")
-    if review.kind is not ReviewKind.TOOL_APPROVAL or not isinstance(proposed, dict):
+    details = review.details
+    if not isinstance(details, ToolApprovalDetails) or details.args is None:
         return text
     try:
         edited = json.loads(text)
@@ -176,7 +178,7 @@ def _over_proposed(review: Review, text: str) -> str:
         return text
     if not isinstance(edited, dict):
         return text
-    return json.dumps({**proposed, **edited}, ensure_ascii=False)
+    return json.dumps({**details.args, **edited}, ensure_ascii=False)
 
 
 # --- database and configuration -----------------------------------------------------------

@@ -43,11 +43,11 @@ from bot.cli.render import iso
 from bot.cli.serve import run_serve
 from bot.cli.worker import run_worker
 from bot.settings import Settings
-from storage import AlreadyDecided, CountersignError, RunStatus
+from storage import HUMAN_DECISIONS, AlreadyDecided, CountersignError, RunStatus
 
 __all__ = ["build_parser", "main"]
 
-DECISIONS = "approve|edit|changes|reject|answer"
+DECISIONS = "|".join(HUMAN_DECISIONS)
 
 
 class _Handler(Protocol):

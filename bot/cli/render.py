@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from crew_runtime.config import CrewSpec
-from storage import Decision, Review, ReviewStatus, Run
+from storage import Decision, Review, ReviewStatus, Run, details_to_json
 
 __all__ = [
     "crews_table",
@@ -62,7 +62,7 @@ def review_json(review: Review) -> dict[str, Any]:
         "kind": review.kind.value,
         "status": review.status.value,
         "prompt": review.prompt,
-        "details": review.details,
+        "details": details_to_json(review.details),
         "created_at": iso(review.created_at),
         "decision": decision_json(review.decision),
     }

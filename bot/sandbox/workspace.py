@@ -30,7 +30,7 @@ __all__ = ["Channel", "Ephemeral", "ResponseUrl", "StoredFile", "StoredView", "U
 Json = dict[str, Any]
 
 TRIGGER_TTL = 3.0  # seconds; "Pass a valid trigger_id within 3 seconds of receiving it"
-RESPONSE_URL_USES = 5  # "up to 5 times within 30 minutes" (not re-verified, notes §1.7)
+RESPONSE_URL_USES = 5  # Slack: a response_url takes "up to 5 times within 30 minutes"
 RESPONSE_URL_TTL = 30 * 60.0
 STATE_FORMAT = "countersign-sandbox-workspace"
 STATE_VERSION = 1  # bump when to_json changes shape; restore_json refuses other versions

@@ -13,7 +13,9 @@ from collections.abc import Collection
 from datetime import datetime
 
 from bot.slack.mrkdwn import channel_ref, code, escape, mention, slack_date, truncate, user_ref
+from bot.slack.payloads import REVISE
 from crew_runtime import streams
+from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
@@ -89,11 +91,11 @@ REVIEW_TITLE = {
 }
 
 BUTTON = {
-    "approve": "Approve",
-    "edit": "Edit",
-    "changes": "Request changes",
-    "reject": "Reject",
-    "answer": "Answer",
+    DecisionKind.APPROVE: "Approve",
+    DecisionKind.EDIT: "Edit",
+    DecisionKind.CHANGES: "Request changes",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Answer",
 }
 REVISE_BUTTON = "Revise an earlier task"
 
@@ -262,8 +264,9 @@ def task_reopened(review: Review) -> str:
     who = user_ref(decision.decided_by if decision else None)
     index = streams.task_index(review.stream)
     task = f"task {index + 1}" if index is not None else "an earlier task"
-    name = review.details.get("task") if isinstance(review.details, dict) else None
-    if isinstance(name, str) and name.strip():
+    details = review.details
+    name = details.task if isinstance(details, TaskReviewDetails) else ""
+    if name.strip():
         task += f" (*{truncate(' '.join(name.split()), 150)}*)"
     feedback = truncate(decision.text or "", 1500) if decision else ""
     return (
@@ -293,26 +296,26 @@ NO_CREWS = "No crews are configured yet."
 # --- modals -------------------------------------------------------------------------------
 
 MODAL_TITLE = {
-    "edit": "Edit and approve",
-    "changes": "Request changes",
-    "reject": "Reject",
-    "answer": "Answer",
-    "revise": "Revise an earlier task",
+    DecisionKind.EDIT: "Edit and approve",
+    DecisionKind.CHANGES: "Request changes",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Answer",
+    REVISE: "Revise an earlier task",
 }
 MODAL_SUBMIT = {
-    "edit": "Approve edit",
-    "changes": "Send",
-    "reject": "Reject",
-    "answer": "Send answer",
-    "revise": "Revise",
+    DecisionKind.EDIT: "Approve edit",
+    DecisionKind.CHANGES: "Send",
+    DecisionKind.REJECT: "Reject",
+    DecisionKind.ANSWER: "Send answer",
+    REVISE: "Revise",
 }
 MODAL_CLOSE = "Cancel"
 MODAL_LABEL = {
-    "edit": "The text to approve",
-    "changes": "What should change?",
-    "reject": "Reason",
-    "answer": "Your answer",
-    "revise": "What should change in it?",
+    DecisionKind.EDIT: "The text to approve",
+    DecisionKind.CHANGES: "What should change?",
+    DecisionKind.REJECT: "Reason",
+    DecisionKind.ANSWER: "Your answer",
+    REVISE: "What should change in it?",
 }
 MODAL_LABEL_ARGS = "The arguments to run the tool with (JSON)"
 
@@ -329,11 +332,11 @@ def output_hint(fields: list[str]) -> str:
 
 MODAL_PLACEHOLDER_DENY = "Optional: why not; the agent is told and carries on"
 MODAL_PLACEHOLDER = {
-    "edit": "Edit the text",
-    "changes": "Say what to change; the agent revises its draft.",
-    "reject": "Optional: why the run should stop",
-    "answer": "Your answer goes back to the agent.",
-    "revise": "Your feedback goes to the agent with the draft you approved.",
+    DecisionKind.EDIT: "Edit the text",
+    DecisionKind.CHANGES: "Say what to change; the agent revises its draft.",
+    DecisionKind.REJECT: "Optional: why the run should stop",
+    DecisionKind.ANSWER: "Your answer goes back to the agent.",
+    REVISE: "Your feedback goes to the agent with the draft you approved.",
 }
 
 

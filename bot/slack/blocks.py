@@ -36,14 +36,16 @@ from bot.slack.elements import (
     Block,
     arg_text,
     context,
-    detail,
+    draft_details,
     plain,
+    proposed,
     section,
     split_text,
 )
 from bot.slack.mrkdwn import code, escape, slack_date, truncate
 from bot.slack.payloads import REVISE, action_id
 from crew_runtime import streams
+from storage.details import QuestionDetails, ToolApprovalDetails
 from storage.records import Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
@@ -80,10 +82,15 @@ MAX_RESULT_MESSAGES = 5
 MAX_LISTED = 20  # reviews in /crew pending, one section each
 LISTING_BUDGET = 9000  # chars of a list in one message
 
-BUTTONS: dict[ReviewKind, tuple[str, ...]] = {
-    ReviewKind.TASK_REVIEW: ("approve", "edit", "changes", "reject"),
-    ReviewKind.QUESTION: ("answer",),
-    ReviewKind.TOOL_APPROVAL: ("approve", "edit", "reject"),
+BUTTONS: dict[ReviewKind, tuple[DecisionKind, ...]] = {
+    ReviewKind.TASK_REVIEW: (
+        DecisionKind.APPROVE,
+        DecisionKind.EDIT,
+        DecisionKind.CHANGES,
+        DecisionKind.REJECT,
+    ),
+    ReviewKind.QUESTION: (DecisionKind.ANSWER,),
+    ReviewKind.TOOL_APPROVAL: (DecisionKind.APPROVE, DecisionKind.EDIT, DecisionKind.REJECT),
 }
 
 
@@ -143,37 +150,43 @@ def needs_file(review: Review) -> bool:
 
 
 def _review_head(review: Review) -> list[Block]:
+    details, draft = review.details, draft_details(review)
     title = t.REVIEW_TITLE[review.kind]
-    name = detail(review, "task") or detail(review, "tool")
+    name, agent, task = "", "", ""
+    if isinstance(details, ToolApprovalDetails):
+        name, task = details.tool, details.description
+    elif isinstance(details, QuestionDetails):
+        agent = details.agent
+    else:
+        name, agent, task = details.task, details.agent, details.description
     blocks = [_header(f"{title}: {name}" if name else title)]
     facts = []
-    if agent := detail(review, "agent"):
+    if agent:
         facts.append(f"*{t.AGENT}:* {truncate(agent, 150)}")
-    round_ = review.details.get("round") if isinstance(review.details, dict) else None
-    if isinstance(round_, int) and round_ > 0:
-        facts.append(t.review_round(round_ + 1))
+    if draft.round > 0:
+        facts.append(t.review_round(draft.round + 1))
     if facts:
         blocks.append(context(" · ".join(facts)))
-    if task := detail(review, "description"):
+    if task:
         what = t.TOOL if review.kind is ReviewKind.TOOL_APPROVAL else t.TASK
         blocks.append(section(f"*{what}:* {truncate(task, 600)}"))
-    if refused := detail(review, "refused_edit"):
-        blocks.append(section(t.edit_refused(refused)))
-    if problem := detail(review, "output_problem"):
-        blocks.append(context(t.draft_not_typed(detail(review, "output_model"), problem)))
+    if draft.refused_edit:
+        blocks.append(section(t.edit_refused(draft.refused_edit)))
+    if draft.output_problem:
+        blocks.append(context(t.draft_not_typed(draft.output_model or "", draft.output_problem)))
     return blocks
 
 
-def _button(action: str, review: Review) -> Block:
+def _button(action: DecisionKind, review: Review) -> Block:
     button: Block = {
         "type": "button",
         "action_id": action_id(action),
         "text": plain(t.BUTTON[action], 75),
         "value": review.id,
     }
-    if action in ("approve", "answer"):
+    if action in (DecisionKind.APPROVE, DecisionKind.ANSWER):
         button["style"] = "primary"
-    if action == "reject":
+    if action is DecisionKind.REJECT:
         button["style"] = "danger"
         button["confirm"] = {
             "title": plain(t.REJECT_CONFIRM_TITLE, 100),
@@ -202,17 +215,17 @@ def _after_first_task(review: Review) -> bool:
 def _shows_args(review: Review) -> bool:
     """Whether the review is a tool call shown by its arguments: they are its whole draft
     (its prompt, ``tool({...})``, is the same call on one line)."""
-    return review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details
+    return proposed(review) is not None
 
 
 def _args(review: Review) -> list[Block]:
     """A tool call's arguments, as the reviewer must see them before approving: one line
     per argument, and text with line breaks (or a list, an object) as a block below its
     name, its lines as they will be sent."""
-    if not _shows_args(review):
+    args = proposed(review)
+    if args is None:
         return []
-    args = review.details["args"]
-    if not isinstance(args, dict) or not args:
+    if not args:
         shown = json.dumps(args, ensure_ascii=False, default=str)
         return [section(f"*{t.ARGUMENTS}:* {truncate(shown, ARGS_LIMIT)}")]
     share = min(max(ARGS_LIMIT // len(args), 100), ARG_LIMIT)
@@ -254,11 +267,8 @@ def _outcome(review: Review) -> list[Block]:
 
 def _typed_json(review: Review) -> bool:
     """Whether the draft is a typed task's output as its model's JSON: shown as code."""
-    return (
-        review.kind is ReviewKind.TASK_REVIEW
-        and bool(detail(review, "output_model"))
-        and not detail(review, "output_problem")
-    )
+    draft = draft_details(review)
+    return bool(draft.output_model) and not draft.output_problem
 
 
 def _draft_parts(review: Review) -> list[str]:

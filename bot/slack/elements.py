@@ -1,6 +1,6 @@
 """Block Kit's pieces, shared by the messages (``bot.slack.blocks``) and the modals
-(``bot.slack.modals``): plain text, mrkdwn sections and contexts, a review's details, a
-proposed value as a person reads it, and text cut to fit a section.
+(``bot.slack.modals``): plain text, mrkdwn sections and contexts, a review's typed
+details, a proposed value as a person reads it, and text cut to fit a section.
 
 A mrkdwn piece takes text already escaped (``bot.slack.mrkdwn``) and is ``verbatim``, so
 Slack adds no links or mentions of its own.
@@ -14,6 +14,7 @@ from itertools import accumulate
 from typing import Any
 
 from bot.slack.mrkdwn import ELLIPSIS, escape
+from storage.details import TaskReviewDetails, ToolApprovalDetails
 from storage.records import Review
 
 Block = dict[str, Any]
@@ -35,9 +36,17 @@ def context(mrkdwn: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn, "verbatim": True}]}
 
 
-def detail(review: Review, key: str) -> str:
-    value = review.details.get(key) if isinstance(review.details, dict) else None
-    return value if isinstance(value, str) else ""
+def draft_details(review: Review) -> TaskReviewDetails:
+    """A task's draft's details (a typed output, a refused edit); defaults for other reviews."""
+    details = review.details
+    return details if isinstance(details, TaskReviewDetails) else TaskReviewDetails()
+
+
+def proposed(review: Review) -> dict[str, Any] | None:
+    """A tool call's proposed arguments; None for other reviews (and tool calls recorded
+    without them)."""
+    details = review.details
+    return details.args if isinstance(details, ToolApprovalDetails) else None
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -37,9 +36,9 @@ from bot.slack.commands import (
 )
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import (
-    MODAL_ACTIONS,
+    BUTTON_PATTERN,
+    MODAL_PATTERN,
     REVISE,
-    ArgumentErrors,
     ButtonClick,
     ModalSubmission,
     PayloadError,
@@ -47,7 +46,6 @@ from bot.slack.payloads import (
     action_id,
     arg_block_id,
     callback_id,
-    coerce_args,
     parse_button,
     parse_message_event,
     parse_revise_click,
@@ -56,7 +54,7 @@ from bot.slack.payloads import (
     parse_submission,
 )
 from bot.slack.replies import interpret_reply
-from crew_runtime.arguments import field_errors
+from crew_runtime.arguments import coerce_fields, field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
 from crew_runtime.outputs import parse_edited_output
@@ -64,6 +62,7 @@ from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
     AlreadyFinal,
+    DecisionKind,
     NotFound,
     Review,
     ReviewKind,
@@ -72,6 +71,8 @@ from storage import (
     RunNotFound,
     RunStatus,
     StorageError,
+    TaskReviewDetails,
+    ToolApprovalDetails,
 )
 
 log = logging.getLogger(__name__)
@@ -83,11 +84,8 @@ T = TypeVar("T")
 # file attached (file_share, a screenshot say): each decides like any reply.
 _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 
-BUTTON = re.compile(r"^countersign:(approve|edit|changes|reject|answer)$")
 # Of an edit's problems, what the modal shows under its box (plain text).
 _ERRORS_LIMIT = 600
-
-MODAL = re.compile(rf"^countersign:modal:({'|'.join(MODAL_ACTIONS)})$")
 
 
 async def sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -109,8 +107,8 @@ class Listeners:
 
     def register(self, app: AsyncApp) -> None:
         app.command("/crew")(self.on_command)
-        app.action(BUTTON)(self.on_button)
-        app.view(MODAL)(self.on_submission)
+        app.action(BUTTON_PATTERN)(self.on_button)
+        app.view(MODAL_PATTERN)(self.on_submission)
         app.action(action_id(REVISE))(self.on_revise)
         app.view(callback_id(REVISE))(self.on_revise_submission)
         app.event("message")(self.on_message)
@@ -241,7 +239,7 @@ class Listeners:
             log.warning("ignoring a malformed button payload: %s", exc)
             return
         view_id = None
-        if click.action != "approve":
+        if click.action != DecisionKind.APPROVE:
             # The trigger id dies 3 s after the click: open the modal before any
             # database read, which can queue behind busy crews, and fill it after.
             view_id = await self._open_loading_view(client, click.trigger_id)
@@ -269,7 +267,9 @@ class Listeners:
             await self._ephemeral_via_api(channel, click.user_id, refusal)
         elif found is not None:
             request_key = context.get(REQUEST_KEY)
-            await self._decide(found[0], "approve", None, click.user_id, channel, request_key)
+            await self._decide(
+                found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
+            )
 
     async def _open_loading_view(
         self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
@@ -322,7 +322,9 @@ class Listeners:
                 await ack(response_action="errors", errors=errors)
                 return
             words = json.dumps(args, ensure_ascii=False)
-        elif submission.action == "edit" and (problems := _output_problems(review, words)):
+        elif submission.action == DecisionKind.EDIT and (
+            problems := _output_problems(review, words)
+        ):
             await ack(response_action="errors", errors={"text": problems})
             return
         try:
@@ -454,7 +456,7 @@ class Listeners:
             return
         await self._decide(
             review,
-            reply.decision.value,
+            reply.decision,
             reply.text,
             message.user_id,
             message.channel_id,
@@ -466,7 +468,7 @@ class Listeners:
     async def _decide(
         self,
         review: Review,
-        kind: str,
+        kind: DecisionKind,
         words: str | None,
         user_id: str,
         channel: str | None,
@@ -550,13 +552,11 @@ def _edited_args(
     Each field is typed by the tool's schema, then the whole checked against it, so a
     reviewer sees every problem next to its field; the service checks them again.
     """
-    schema = review.details.get("schema")
-    schema = schema if isinstance(schema, dict) else {}
-    try:
-        args = coerce_args(submission.fields, schema)
-    except ArgumentErrors as exc:
-        args = {}
-        problems = {name: text.arg_problem(kinds) for name, kinds in exc.problems.items()}
+    details = review.details
+    schema = details.schema if isinstance(details, ToolApprovalDetails) else {}
+    args, wrong = coerce_fields(submission.fields, schema)
+    if wrong:
+        problems = {name: text.arg_problem(kinds) for name, kinds in wrong.items()}
     else:
         problems = field_errors(schema, args)
     first = next(iter(submission.fields))
@@ -571,11 +571,11 @@ def _edited_args(
 def _output_problems(review: Review, words: str) -> str | None:
     """Why an edit of a typed task's draft does not fit its output model, field by field;
     None when it fits (or the task is not typed). The service checks it again."""
-    schema = review.details.get("output_schema")
-    if review.kind is not ReviewKind.TASK_REVIEW or not isinstance(schema, dict):
+    details = review.details
+    if not isinstance(details, TaskReviewDetails) or details.output_schema is None:
         return None
     try:
-        parse_edited_output(words, schema)
+        parse_edited_output(words, details.output_schema)
     except ValueError as exc:
         return str(exc)[:_ERRORS_LIMIT]
     return None

@@ -15,7 +15,16 @@ import json
 from typing import Any
 
 from bot.slack import block_text as t
-from bot.slack.elements import Block, arg_text, as_dict, context, detail, plain, section
+from bot.slack.elements import (
+    Block,
+    arg_text,
+    as_dict,
+    context,
+    draft_details,
+    plain,
+    proposed,
+    section,
+)
 from bot.slack.mrkdwn import code, truncate
 from bot.slack.payloads import (
     MAX_ARG_NAME,
@@ -23,10 +32,11 @@ from bot.slack.payloads import (
     REVISE,
     arg_block_id,
     callback_id,
-    schema_types,
 )
+from crew_runtime.arguments import schema_types
+from storage.details import ToolApprovalDetails
 from storage.records import Review
-from storage.status import ReviewKind
+from storage.status import DecisionKind, ReviewKind
 
 INPUT_LIMIT = 3000  # plain_text_input, Slack's limit
 ONE_LINE_CHARS = 120  # an argument longer than this is edited in a box, however many lines
@@ -39,8 +49,8 @@ OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
 
 
 def _editable(review: Review) -> str:
-    if review.kind is ReviewKind.TOOL_APPROVAL and "args" in review.details:
-        return json.dumps(review.details["args"], indent=2, ensure_ascii=False, default=str)
+    if (args := proposed(review)) is not None:
+        return json.dumps(args, indent=2, ensure_ascii=False, default=str)
     return review.prompt
 
 
@@ -55,7 +65,7 @@ def _utf16_prefix(text: str, units: int) -> str:
 
 
 def modal(
-    action: str, review: Review, channel_id: str | None, message_ts: str | None
+    action: DecisionKind, review: Review, channel_id: str | None, message_ts: str | None
 ) -> dict[str, Any]:
     """The ``views.open`` view for ``edit``, ``changes``, ``reject`` or ``answer``.
 
@@ -69,8 +79,14 @@ def modal(
     if action not in MODAL_ACTIONS:
         raise ValueError(f"no modal for action {action!r}")
     metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
-    if action == "edit" and (fields := _arg_inputs(review)):
-        return _view(callback_id(action), metadata, action, [*_tool_head(review), *fields])
+    details = review.details
+    if (
+        action is DecisionKind.EDIT
+        and isinstance(details, ToolApprovalDetails)
+        and (fields := _arg_inputs(details))
+    ):
+        head = _tool_head(review, details)
+        return _view(callback_id(action), metadata, action, [*head, *fields])
     blocks: list[Block] = [context(t.review_ref(review.id, review.run_id))]
     element: Block = {
         "type": "plain_text_input",
@@ -79,11 +95,11 @@ def modal(
         "max_length": INPUT_LIMIT,
         "placeholder": plain(t.MODAL_PLACEHOLDER[action], 150),
     }
-    if action == "reject" and review.kind is ReviewKind.TOOL_APPROVAL:
+    if action is DecisionKind.REJECT and review.kind is ReviewKind.TOOL_APPROVAL:
         element["placeholder"] = plain(t.MODAL_PLACEHOLDER_DENY, 150)
-    if action == "answer":
+    if action is DecisionKind.ANSWER:
         blocks.append(section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
-    if action == "edit":
+    if action is DecisionKind.EDIT:
         editable = _editable(review)
         initial = _utf16_prefix(editable, INPUT_LIMIT)
         if initial:
@@ -91,18 +107,18 @@ def modal(
         if len(initial) < len(editable):
             blocks.append(context(t.edit_truncated_note(len(editable), INPUT_LIMIT)))
     label = t.MODAL_LABEL[action]
-    if action == "edit" and review.kind is ReviewKind.TOOL_APPROVAL:
+    if action is DecisionKind.EDIT and review.kind is ReviewKind.TOOL_APPROVAL:
         label = t.MODAL_LABEL_ARGS
     field: Block = {
         "type": "input",
         "block_id": "text",
         "label": plain(label, 2000),
         "element": element,
-        "optional": action == "reject",
+        "optional": action is DecisionKind.REJECT,
     }
-    if action == "edit" and (model := detail(review, "output_model")):
+    if action is DecisionKind.EDIT and (model := draft_details(review).output_model):
         field["label"] = plain(t.modal_label_output(model), 2000)
-        schema = as_dict(review.details.get("output_schema"))
+        schema = draft_details(review).output_schema or {}
         field["hint"] = plain(t.output_hint(list(as_dict(schema.get("properties")))), 2000)
     blocks.append(field)
     return _view(callback_id(action), metadata, action, blocks)
@@ -137,11 +153,11 @@ def notice_view(words: str) -> dict[str, Any]:
 # --- a tool call's arguments, one input each ----------------------------------------------
 
 
-def _tool_head(review: Review) -> list[Block]:
+def _tool_head(review: Review, details: ToolApprovalDetails) -> list[Block]:
     blocks = [context(t.review_ref(review.id, review.run_id))]
-    line = f"*{t.TOOL}:* {code(detail(review, 'tool'))}"
-    if description := detail(review, "description"):
-        line += f"\n{truncate(description, 600)}"
+    line = f"*{t.TOOL}:* {code(details.tool)}"
+    if details.description:
+        line += f"\n{truncate(details.description, 600)}"
     return [*blocks, section(line)]
 
 
@@ -159,17 +175,14 @@ def _arg_names(properties: dict[str, Any], args: dict[str, Any]) -> list[str] | 
     return names
 
 
-def _arg_inputs(review: Review) -> list[Block]:
+def _arg_inputs(details: ToolApprovalDetails) -> list[Block]:
     """One input per argument of a tool call, prefilled with what the agent proposed.
 
     Block and action ids are both ``arg:<name>``: action ids must be unique in a view.
     """
-    if review.kind is not ReviewKind.TOOL_APPROVAL:
-        return []
-    schema = as_dict(review.details.get("schema"))
-    properties = as_dict(schema.get("properties"))
-    required = schema.get("required")
-    args = as_dict(review.details.get("args"))
+    properties = as_dict(details.schema.get("properties"))
+    required = details.schema.get("required")
+    args = details.args or {}
     names = _arg_names(properties, args)
     if names is None:
         return []

@@ -6,9 +6,8 @@ bolt's ``request/payload_utils.py`` reads payloads without I/O. Shapes follow Sl
 reference pages for ``block_actions``, ``view_submission`` and slash commands.
 
 A tool call's edit modal has one input per argument (block and action ``arg:<name>``, as
-action ids must be unique in a view): its texts come
-back as :attr:`ModalSubmission.fields` and :func:`coerce_args` types them by the tool's
-argument schema, reporting each field that does not parse.
+action ids must be unique in a view): its texts come back as :attr:`ModalSubmission.fields`,
+for ``crew_runtime.arguments.coerce_fields`` to type by the tool's argument schema.
 
 Ids (users, channels, timestamps, trigger ids, review ids) must be 1-64 characters of
 ``[A-Za-z0-9_.:-]``: every real one is, and anything else is refused before it reaches
@@ -19,23 +18,24 @@ they are checked like required ones.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import BotError
+from storage.status import HUMAN_DECISIONS, DecisionKind
 
 __all__ = [
     "ACTIONS",
     "ACTION_PREFIX",
     "ARG_PREFIX",
+    "BUTTON_PATTERN",
     "MAX_ARG_NAME",
     "MODAL_ACTIONS",
+    "MODAL_PATTERN",
     "MODAL_PREFIX",
     "REVISE",
-    "ArgumentErrors",
     "ButtonClick",
     "ModalSubmission",
     "PayloadError",
@@ -46,27 +46,30 @@ __all__ = [
     "action_id",
     "arg_block_id",
     "callback_id",
-    "coerce_args",
     "parse_button",
     "parse_message_event",
     "parse_revise_click",
     "parse_revise_submission",
     "parse_slash",
     "parse_submission",
-    "schema_types",
 ]
 
-ACTIONS = ("approve", "edit", "changes", "reject", "answer")
-"""The buttons on a review; the same words as ``DecisionKind`` values."""
+ACTIONS: tuple[DecisionKind, ...] = HUMAN_DECISIONS
+"""The buttons on a review: a person's decisions, ``countersign:<decision>``."""
 
-MODAL_ACTIONS = ("edit", "changes", "reject", "answer")
+MODAL_ACTIONS = tuple(k for k in ACTIONS if k != DecisionKind.APPROVE)
 """The buttons that open a modal (approving needs no words)."""
 
 REVISE = "revise"
-"""The button (and modal) that re-opens an earlier task of a run; its value is the run id."""
+"""The button (and modal) that re-opens an earlier task of a run; its value is the run id.
+Not a decision on a review: it reopens one decided before."""
 
 ACTION_PREFIX = "countersign:"
 MODAL_PREFIX = "countersign:modal:"
+BUTTON_PATTERN = re.compile(rf"^{ACTION_PREFIX}({'|'.join(ACTIONS)})$")
+"""The ``action_id`` of a review's buttons (not "Revise", which belongs to the run)."""
+MODAL_PATTERN = re.compile(rf"^{MODAL_PREFIX}({'|'.join(MODAL_ACTIONS)})$")
+"""The ``callback_id`` of a review's modals."""
 ARG_PREFIX = "arg:"
 """The ``block_id`` prefix of a tool argument's input in the edit modal: ``arg:amount``."""
 MAX_ARG_NAME = 255 - len(ARG_PREFIX)  # a block_id holds at most 255 chars
@@ -103,7 +106,7 @@ def arg_block_id(name: str) -> str:
 class ButtonClick:
     """A click on one of a review's buttons (``block_actions``)."""
 
-    action: str
+    action: DecisionKind
     review_id: str
     user_id: str
     channel_id: str | None
@@ -120,7 +123,7 @@ class ModalSubmission:
     input left empty); it is empty for every other modal, whose words are in ``text``.
     """
 
-    action: str
+    action: DecisionKind
     review_id: str
     user_id: str
     text: str
@@ -186,11 +189,13 @@ class SlashCommand:
 def parse_button(body: Mapping[str, Any]) -> ButtonClick:
     """A ``block_actions`` payload of a click on ``countersign:<action>``.
 
-    The button's ``value`` is the review id, never text (notes §0.4). The message to
+    The button's ``value`` is the review id, never text. The message to
     update comes from ``container`` (falling back to ``channel``/``message``).
     """
     body, clicked = _click(body)
-    action = _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id")
+    action = _decision(
+        _str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id"
+    )
     channel_id, message_ts = _clicked_message(body)
     return ButtonClick(
         action=action,
@@ -231,7 +236,9 @@ def parse_submission(body: Mapping[str, Any]) -> ModalSubmission:
     A tool call's edit modal has ``arg:<name>`` inputs instead, read into ``fields``.
     """
     body, view, meta = _view(body)
-    action = _suffix(_str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id")
+    action = _decision(
+        _str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id"
+    )
     values = _state_values(view)
     fields = {
         key[len(ARG_PREFIX) :]: _input_text(values, key, key)
@@ -330,116 +337,6 @@ def parse_slash(body: Mapping[str, Any]) -> SlashCommand:
     )
 
 
-# --- typed tool arguments -------------------------------------------------------------------
-
-# Tried in this order, so "900" is a number before it is text; text comes last.
-_COERCION_ORDER = ("null", "boolean", "integer", "number", "array", "object", "string")
-
-
-class ArgumentErrors(BotError, ValueError):
-    """Fields of a tool call's edit modal that do not hold what the schema wants.
-
-    ``problems`` maps each such argument to the JSON types it should hold; an empty tuple
-    means a required argument was left empty.
-    """
-
-    def __init__(self, problems: dict[str, tuple[str, ...]]) -> None:
-        super().__init__(", ".join(problems))
-        self.problems = problems
-
-
-def schema_types(prop: Mapping[str, Any]) -> tuple[str, ...]:
-    """The JSON types a schema property allows (``anyOf``/``oneOf`` flattened).
-
-    Empty when the schema does not say (a ``$ref``, ``{}``).
-
-    >>> schema_types({"anyOf": [{"type": "integer"}, {"type": "null"}]})
-    ('integer', 'null')
-    """
-    kinds = prop.get("type")
-    if isinstance(kinds, str):
-        return (kinds,)
-    if isinstance(kinds, list):
-        return tuple(k for k in kinds if isinstance(k, str))
-    options = prop.get("anyOf") or prop.get("oneOf")
-    if not isinstance(options, list):
-        return ()
-    return tuple(k for o in options if isinstance(o, Mapping) for k in schema_types(o))
-
-
-def coerce_args(fields: Mapping[str, str], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The texts of a tool call's edit modal, typed by the tool's JSON schema.
-
-    A field of a type the schema gives is read as JSON (``900``, ``true``, ``[1, 2]``),
-    except text, taken as typed. A field whose type the schema does not state is JSON
-    when it parses, else text. An optional field left empty is left out, so the tool's
-    default applies. Whether the arguments fit the schema otherwise (unknown or missing
-    ones) is for ``crew_runtime.arguments.field_errors``.
-
-    Raises:
-        ArgumentErrors: the fields that do not hold their type, all at once.
-    """
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = schema.get("required")
-    required = required if isinstance(required, list) else []
-    args: dict[str, Any] = {}
-    problems: dict[str, tuple[str, ...]] = {}
-    for name, raw in fields.items():
-        prop = properties.get(name)
-        kinds = schema_types(prop if isinstance(prop, Mapping) else {})
-        if not raw.strip():
-            if name not in required:
-                continue
-            if "string" in kinds:
-                args[name] = raw
-            elif "null" in kinds:
-                args[name] = None
-            else:
-                problems[name] = ()
-            continue
-        try:
-            args[name] = _coerce(raw, kinds)
-        except ValueError:
-            problems[name] = kinds
-    if problems:
-        raise ArgumentErrors(problems)
-    return args
-
-
-def _coerce(raw: str, kinds: tuple[str, ...]) -> Any:
-    if not kinds:
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            return raw
-    for kind in _COERCION_ORDER:
-        if kind not in kinds:
-            continue
-        if kind == "string":
-            return raw
-        word = raw.strip()
-        try:
-            value = json.loads(word.lower() if kind in ("null", "boolean") else word)
-        except (ValueError, RecursionError):
-            continue
-        if _is(value, kind):
-            return value
-    raise ValueError(f"not {' or '.join(kinds)}")
-
-
-def _is(value: Any, kind: str) -> bool:
-    if kind == "null":
-        return value is None
-    if isinstance(value, bool):
-        return kind == "boolean"
-    if kind == "integer":
-        return isinstance(value, int)
-    if kind == "number":
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-    return isinstance(value, {"array": list, "object": dict}.get(kind, type(None)))
-
-
 # --- checked access ---------------------------------------------------------------------------
 
 
@@ -503,6 +400,12 @@ def _suffix(value: str, prefix: str, allowed: tuple[str, ...], what: str) -> str
     if action is None or action not in allowed:
         raise PayloadError(f"{what} {_show(value)} is not one of ours")
     return action
+
+
+def _decision(
+    value: str, prefix: str, allowed: tuple[DecisionKind, ...], what: str
+) -> DecisionKind:
+    return DecisionKind(_suffix(value, prefix, allowed, what))
 
 
 def _click(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
