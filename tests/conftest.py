@@ -93,6 +93,18 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
     made.close()
 
 
+@pytest.fixture(autouse=True)
+def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
+    """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""
+    if request.node.get_closest_marker("slow") is None:
+        from tests.zygote import Zygote
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("this test starts a worker process: mark it slow")
+
+        monkeypatch.setattr(Zygote, "fork", refuse)
+
+
 # A fixture's teardown can ask whether its test failed (to keep a screenshot, say).
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 

@@ -17,12 +17,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import DecisionKind, Review, Run, RunStatus, Store
 from tests.crews import effects
 from tests.zygote import Forked, Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# For a test whose subject is a crew's shape or a provider, not storage: it runs on SQLite
+# only. Its storage calls are the same code that the storage, fencing and crash tests run
+# on both backends, and running it twice would only double the suite's time.
+ON_SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 CONFIG = """
 [crews.writer]

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.harness import ON_SQLITE, Bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [crews.options]

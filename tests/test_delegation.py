@@ -15,9 +15,9 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.harness import ON_SQLITE, Bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 SWALLOWED = "Error executing task with agent"
 

@@ -13,7 +13,7 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.harness import ON_SQLITE, Bench
 
 FLOWS = """
 [flows.self_evaluation]
@@ -28,6 +28,8 @@ factory = "tests.flow_crews:reviewed"
 [flows.async_reviewed]
 factory = "tests.flow_crews:async_reviewed"
 """
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def _waits_for(bench: Bench, run_id: str, kind: ReviewKind, stream: str, seq: in
     assert (review.kind, review.stream, review.seq) == (kind, stream, seq)
 
 
-@pytest.mark.slow
+@ON_SQLITE
 def test_a_self_evaluation_loop_pauses_in_its_crews_and_resumes_elsewhere(flows: Bench) -> None:
     """The writer crew asks a person on the first attempt; the router loops back once
     (each pass kicks off new crews, numbered per step); the publisher's tool is gated."""
@@ -94,7 +96,6 @@ def test_a_self_evaluation_loop_pauses_in_its_crews_and_resumes_elsewhere(flows:
     _no_turn_sent_twice(flows)
 
 
-@pytest.mark.slow
 def test_a_worker_killed_mid_flow_leaves_nothing_to_redo(flows: Bench) -> None:
     """Killed as the loop's second pass begins, after two crews' turns were journaled:
     the next worker replays them, and makes each remaining call once."""
@@ -117,7 +118,7 @@ def test_a_worker_killed_mid_flow_leaves_nothing_to_redo(flows: Bench) -> None:
     _no_turn_sent_twice(flows)
 
 
-@pytest.mark.slow
+@ON_SQLITE
 def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None:
     """An async step gathers ``kickoff_async`` (a search) and ``akickoff`` (a question);
     the next step's ``kickoff_for_each`` publishes twice, each call gated. The crews are
@@ -166,7 +167,6 @@ def test_crews_kicked_off_async_and_for_each_in_flow_steps(flows: Bench) -> None
     _no_turn_sent_twice(flows)
 
 
-@pytest.mark.slow
 def _editor_sent_back_once_then_approved(flows: Bench, run_id: str) -> list[int]:
     """The Editor's reviewed task asked to be shorter, then approved: the two workers' pids."""
     pids = []
@@ -179,6 +179,7 @@ def _editor_sent_back_once_then_approved(flows: Bench, run_id: str) -> list[int]
     return pids
 
 
+@ON_SQLITE
 def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None:
     """``@human_feedback`` on an outline written by a crew, sent back once ("revise" runs
     the step again: a new crew), then a crew whose task is reviewed twice. After each
@@ -215,6 +216,7 @@ def test_a_flows_own_feedback_and_a_task_review_in_one_run(flows: Bench) -> None
     _no_turn_sent_twice(flows)
 
 
+@ON_SQLITE
 def test_a_reviewed_task_kicked_off_with_akickoff_is_reviewed_and_revised(flows: Bench) -> None:
     """CrewAI's async path asks for the review through ``handle_feedback_async`` (it asked on
     the console): reviewed, sent back, revised on the agent's async loop in another process."""

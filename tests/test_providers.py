@@ -20,11 +20,11 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import ROOT, Bench
+from tests.harness import ON_SQLITE, ROOT, Bench
 from tests.openai_standin import ChatRequest, OpenAIStandIn
 from tests.provider_crews import CONFIG, SCRIPTS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 PROJECT_SRC = Path(__file__).resolve().parent / "crewbase_project" / "src"
 
