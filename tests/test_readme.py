@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.crews import effects
+from tests.zygote import Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -130,10 +131,12 @@ class Session:
     ran: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        bin_dir = str(Path(sys.executable).parent)
+        # `countersign` is the installed command's stand-in that forks it warm (tests/bin).
+        bin_dirs = [str(ROOT / "tests" / "bin"), str(Path(sys.executable).parent)]
         self.env = {
             **os.environ,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": os.pathsep.join([*bin_dirs, os.environ.get("PATH", "")]),
+            "COUNTERSIGN_TEST_ZYGOTE": Zygote.started(),
             "DATABASE_URL": self.database_url,
             "COUNTERSIGN_OUTBOX_FILE": str(self.tmp / "sent-emails.jsonl"),
             "COUNTERSIGN_TEST_EFFECTS": str(self.tmp / "effects.jsonl"),

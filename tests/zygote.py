@@ -12,8 +12,12 @@ whatever state they are): it waits for requests and for its children's exits in 
 refuses to fork if anything it imported started a thread.
 
 Protocol, one Unix-socket connection per child: the test sends one JSON line (``argv``,
-``env``, ``cwd``, ``log``), the zygote answers ``{"pid": …}`` and, when the child exits,
+``env``, ``cwd``, and ``log``, the file the child's output goes to, or no ``log`` and the
+caller's stdin, stdout and stderr passed along with the line's first byte, which the child
+takes as its own), the zygote answers ``{"pid": …}`` and, when the child exits,
 ``{"status": …}`` (negative: killed by that signal), then closes the connection.
+``tests/bin/countersign`` is the command that way: a stand-in for the installed command
+that the README's sessions run, forked warm instead of importing CrewAI each time.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _child(request: dict[str, Any]) -> None:
-    """In the forked child: become the requested worker, run it, exit with its status."""
+def _child(request: dict[str, Any], stdio: list[int]) -> None:
+    """In the forked child: become the requested command, run it, exit with its status."""
     code = 1
     try:
         os.environ.clear()
@@ -47,10 +51,16 @@ def _child(request: dict[str, Any]) -> None:
             if entry and entry not in sys.path:
                 sys.path.insert(0, entry)
         os.chdir(request["cwd"])
-        out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
+        if stdio:
+            for target, fd in enumerate(stdio):
+                os.dup2(fd, target)
+                os.close(fd)
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's, for its life)
+        else:
+            out = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.close(out)
         from bot.cli.main import main
 
         sys.argv = ["countersign", *request["argv"]]
@@ -64,6 +74,26 @@ def _child(request: dict[str, Any]) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """One request line, and the descriptors that came with its first byte, if any."""
+    data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+    while not data.endswith(b"\n"):
+        more = conn.recv(65536)
+        if not more:
+            break
+        data += more
+    return json.loads(data), fds
+
+
+def send_request(conn: socket.socket, request: dict[str, Any], stdio: list[int]) -> None:
+    """Send a request line, with ``stdio`` (three descriptors) if not empty."""
+    line = json.dumps(request).encode() + b"\n"
+    if stdio:
+        socket.send_fds(conn, [line[:1]], stdio)
+        line = line[1:]
+    conn.sendall(line)
 
 
 def serve(path: str) -> None:
@@ -82,7 +112,7 @@ def serve(path: str) -> None:
             return  # the test session ended
         if listener in readable:
             conn, _ = listener.accept()
-            request = json.loads(conn.makefile().readline())
+            request, stdio = _read_request(conn)
             if threading.active_count() != 1:
                 conn.sendall(b'{"error": "the zygote has threads: it cannot fork safely"}\n')
                 conn.close()
@@ -91,7 +121,9 @@ def serve(path: str) -> None:
             if pid == 0:
                 listener.close()
                 conn.close()
-                _child(request)
+                _child(request, stdio)
+            for fd in stdio:
+                os.close(fd)
             conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
             waiting[pid] = conn
         while waiting:
@@ -165,11 +197,10 @@ class Zygote:
 
     @classmethod
     def fork(cls, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Forked:
-        path = cls._started()
+        path = cls.started()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(path)
-        request = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
-        conn.sendall(json.dumps(request).encode() + b"\n")
+        send_request(conn, {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}, [])
         reader = conn.makefile()
         answer = json.loads(reader.readline())
         reader.close()
@@ -179,7 +210,9 @@ class Zygote:
         return Forked(conn, int(answer["pid"]), log)
 
     @classmethod
-    def _started(cls) -> str:
+    def started(cls) -> str:
+        """The zygote's socket, started now if it was not (``tests/bin/countersign`` finds it
+        in ``COUNTERSIGN_TEST_ZYGOTE``)."""
         with cls._lock:
             if cls._proc is None or cls._proc.poll() is not None:
                 cls._path = os.path.join(tempfile.mkdtemp(prefix="zygote-"), "socket")
