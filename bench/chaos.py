@@ -63,6 +63,7 @@ from bot.sandbox import SlackStandIn, StandInThread  # noqa: E402
 from bot.slack import text  # noqa: E402
 from bot.slack.intake import parse_body  # noqa: E402
 from storage import ReviewStatus, Store  # noqa: E402
+from storage.inbox import InboxStore  # noqa: E402
 from storage.schema import inbox  # noqa: E402
 from tests.tcp_proxy import TcpProxy  # noqa: E402
 
@@ -550,6 +551,12 @@ def run(args: argparse.Namespace) -> bool:
             faults.stopping.set()
             injector.join(60)
             elapsed = time.monotonic() - started
+            # A request handled just before a fault may still wait for its mark (a killed
+            # serve's, or one the outage refused): the sweep handles it again, and finds its
+            # decision made. Judge once that is done; what stays open is lost.
+            drained = time.monotonic() + 60
+            while InboxStore(store).count_open() and time.monotonic() < drained:
+                time.sleep(0.2)
             log = [
                 json.loads(line)
                 for line in (chaos_dir / "log.jsonl").read_text().splitlines()
