@@ -36,7 +36,7 @@ $(CHROMIUM):
 	      && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 unit: $(STAMP) $(CHROMIUM)
-	$(BIN)/python -m pytest -n $(JOBS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist worksteal
 
 demo: $(STAMP)
 	$(BIN)/countersign demo $(ARGS)
@@ -47,7 +47,7 @@ test: lint types unit
 check: lint types fast
 
 fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) -m "not slow" -q
+	$(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not slow" -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/waiting.py

@@ -21,10 +21,10 @@ import pytest
 
 from bot.sandbox import StandInThread
 from storage import RunStatus, Store
-from tests.harness import ROOT
+from tests.harness import ON_SQLITE, ROOT
 from tests.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = f"""
 [crews.writer]

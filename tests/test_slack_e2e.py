@@ -20,6 +20,7 @@ from bot.sandbox import StandInThread, Tamper
 from crew_runtime.config import Config, load_config
 from crew_runtime.offline.drafts import parse_draft
 from storage import RunStatus, Store
+from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -128,6 +129,7 @@ def draft_in(message: Json) -> str:
     raise AssertionError(f"no draft in {text_of(message)!r}")
 
 
+@ON_SQLITE
 def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -201,6 +203,7 @@ def test_run_review_revise_edit_approve_through_slack(setup: tuple[Config, Store
         )
 
 
+@ON_SQLITE
 @pytest.mark.parametrize("socket_mode", [False, True], ids=["http", "socket-mode"])
 def test_question_answered_by_a_thread_reply(
     setup: tuple[Config, Store], socket_mode: bool
@@ -220,6 +223,7 @@ def test_question_answered_by_a_thread_reply(
         assert "ask_human: casual, please" in parse_draft(run.output or "").notes
 
 
+@ON_SQLITE
 def test_non_reviewer_click_changes_nothing(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -318,6 +322,7 @@ def test_two_reviewers_race_one_decision_wins(setup: tuple[Config, Store]) -> No
 @pytest.mark.parametrize(
     "tamper", [Tamper.BAD_SIGNATURE, Tamper.STALE_TIMESTAMP, Tamper.NO_SIGNATURE]
 )
+@ON_SQLITE
 def test_unsigned_or_forged_requests_are_refused(
     setup: tuple[Config, Store], tamper: Tamper
 ) -> None:
@@ -340,6 +345,7 @@ def test_unsigned_or_forged_requests_are_refused(
         assert store.list_reviews()[0].decision is None
 
 
+@ON_SQLITE
 def test_llm_text_cannot_ping_or_link(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -356,6 +362,7 @@ def test_llm_text_cannot_ping_or_link(setup: tuple[Config, Store]) -> None:
         assert run.inputs == {"topic": nasty}
 
 
+@ON_SQLITE
 def test_a_30000_character_draft_reaches_slack(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -396,6 +403,7 @@ def test_slack_failures_are_retried_without_duplicates(setup: tuple[Config, Stor
         assert "ratelimited" in failures and failures.count("http_503") == 4
 
 
+@ON_SQLITE
 def test_any_command_text_gets_a_helpful_answer(setup: tuple[Config, Store]) -> None:
     """Whatever people type after /crew, the bot acks in time and says something useful."""
     config, store = setup
@@ -425,6 +433,7 @@ def test_any_command_text_gets_a_helpful_answer(setup: tuple[Config, Store]) -> 
             assert run.crew == "writer"
 
 
+@ON_SQLITE
 def test_reminder_escalation_and_expiry(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -460,6 +469,7 @@ def test_reminder_escalation_and_expiry(setup: tuple[Config, Store]) -> None:
         assert len([m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)]) == 1
 
 
+@ON_SQLITE
 def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -490,6 +500,7 @@ def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store
         assert "paid 900 to ACME" in (run.output or "")
 
 
+@ON_SQLITE
 def test_a_typed_draft_is_shown_as_json_and_its_edit_checked_in_the_modal(
     setup: tuple[Config, Store],
 ) -> None:
@@ -525,6 +536,7 @@ def test_a_typed_draft_is_shown_as_json_and_its_edit_checked_in_the_modal(
         assert json.loads(parse_draft(run.output or "").context or "") == edited
 
 
+@ON_SQLITE
 def test_an_approved_task_is_revised_and_later_tasks_run_again(
     setup: tuple[Config, Store],
 ) -> None:
@@ -573,6 +585,7 @@ def test_an_approved_task_is_revised_and_later_tasks_run_again(
         assert parse_draft(run.output or "").context == draft_in(again)
 
 
+@ON_SQLITE
 def test_revising_is_refused_to_non_reviewers(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -591,6 +604,7 @@ def test_revising_is_refused_to_non_reviewers(setup: tuple[Config, Store]) -> No
         assert len(store.list_reviews(status=None)) == 2
 
 
+@ON_SQLITE
 def test_crew_status_offers_to_revise_while_the_run_waits(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -616,6 +630,7 @@ def test_crew_status_offers_to_revise_while_the_run_waits(setup: tuple[Config, S
         assert "shorter, please" in parse_draft(draft_in(again)).feedback
 
 
+@ON_SQLITE
 def test_a_flow_is_resumed_by_a_click_and_routed_by_it(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -631,6 +646,7 @@ def test_a_flow_is_resumed_by_a_click_and_routed_by_it(setup: tuple[Config, Stor
         assert run.output == "SHELVED: Draft on otters (round 0) (not our tone)"
 
 
+@ON_SQLITE
 def test_an_offline_run_says_so_once_before_its_first_review(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -652,6 +668,7 @@ def test_an_offline_run_says_so_once_before_its_first_review(setup: tuple[Config
         assert len(notes()) == 1  # the resumed run did not say it again
 
 
+@ON_SQLITE
 def test_the_root_message_says_the_run_waits_once_its_review_is_out(
     setup: tuple[Config, Store],
 ) -> None:
@@ -666,6 +683,7 @@ def test_the_root_message_says_the_run_waits_once_its_review_is_out(
         )
 
 
+@ON_SQLITE
 def test_a_reply_also_sent_to_the_channel_or_with_a_screenshot_decides_like_any(
     setup: tuple[Config, Store],
 ) -> None:
@@ -691,6 +709,7 @@ def test_a_reply_also_sent_to_the_channel_or_with_a_screenshot_decides_like_any(
         assert second
 
 
+@ON_SQLITE
 def test_what_people_and_the_model_wrote_is_escaped_once_everywhere(
     setup: tuple[Config, Store],
 ) -> None:

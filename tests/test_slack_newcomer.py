@@ -18,10 +18,11 @@ from bot.sandbox import StandInThread
 from crew_runtime.config import Config, load_config
 from crew_runtime.offline.drafts import parse_draft
 from storage import InboxStore, RunStatus, Store
+from tests.harness import ON_SQLITE
 from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, text_of, wait_until
 from tests.test_slack_e2e import review_with_buttons, root_of
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 Json = dict[str, Any]
 

@@ -22,7 +22,7 @@ from bot.sandbox.calls import NO_ANSWER
 from bot.slack import block_text as t
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus, Store
-from tests.harness import ROOT
+from tests.harness import ON_SQLITE, ROOT
 from tests.slack_harness import (
     ALICE,
     CHANNEL,
@@ -230,6 +230,7 @@ def test_bot_killed_between_a_post_and_recording_it_does_not_post_it_again(
     store.close()
 
 
+@ON_SQLITE
 def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
     tmp_path: Path, db_url: str
 ) -> None:

@@ -14,6 +14,7 @@ import pytest
 from bot.slack import text
 from crew_runtime.config import Config, load_config
 from storage import Store
+from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -70,6 +71,7 @@ LOOKUPS: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+@ON_SQLITE
 @pytest.mark.parametrize("lookup", list(LOOKUPS))
 def test_a_failed_membership_lookup_is_not_a_no(setup: tuple[Config, Store], lookup: str) -> None:
     config, store = setup
@@ -128,6 +130,7 @@ ELSEWHERE = "C0RANDOM"
 CAROL = "UCAROL"
 
 
+@ON_SQLITE
 def test_crew_status_shows_a_run_only_in_its_channel_or_to_its_people(
     setup: tuple[Config, Store],
 ) -> None:
@@ -155,6 +158,7 @@ def test_crew_status_shows_a_run_only_in_its_channel_or_to_its_people(
         assert "secret-otters" in status(BOB, ELSEWHERE, run.id)  # a reviewer
 
 
+@ON_SQLITE
 def test_a_click_carrying_another_reviews_id_decides_nothing(
     setup: tuple[Config, Store],
 ) -> None:
@@ -189,6 +193,7 @@ def test_a_click_carrying_another_reviews_id_decides_nothing(
         assert told[0].text == text.NOT_THE_REVIEW_MESSAGE
 
 
+@ON_SQLITE
 def test_a_click_on_a_review_whose_posting_is_not_finished_is_taken(
     setup: tuple[Config, Store],
 ) -> None:
