@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from bot.sandbox import StandInThread, sign
 from bot.sandbox.delivery import encode
 from bot.slack import text
+from bot.slack.intake import parse_body
 from crew_runtime.config import Config, load_config
 from storage import ReviewStatus, Store
+from storage.schema import inbox
 from tests.slack_harness import (
     ALICE,
     CHANNEL,
@@ -93,17 +96,14 @@ def test_clicks_acked_just_before_serve_is_killed_are_all_decided(
             for n in range(8):
                 assert slack.slash_command(ALICE, CHANNEL, "/crew", f"run writer topic=t{n}").ok
             reviews = _reviews_to_click(slack, 8)
-            acked_at = []
             for review in reviews:
                 click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
                 assert click.status == 200
-                acked_at.append(time.monotonic())
         finally:
-            os.kill(first.pid, signal.SIGKILL)
-            killed_at = time.monotonic()
+            os.kill(first.pid, signal.SIGKILL)  # at once: the last clicks are in hand
             first.communicate(timeout=30)
-        # The window the fault is about: the last clicks were acked moments before the kill.
-        assert killed_at - acked_at[-1] < 0.05
+        # An ack means recorded: each acked click is in the inbox, handled or not.
+        assert len(_clicks_recorded(store)) == 8
 
         second = _serve(env, port)
         try:
@@ -128,9 +128,21 @@ def test_clicks_acked_just_before_serve_is_killed_are_all_decided(
             )
         finally:
             second.send_signal(signal.SIGTERM)
-            out, _ = second.communicate(timeout=60)
+            # Past the minute serve gives its worker child to put its runs back.
+            out, _ = second.communicate(timeout=120)
         assert second.returncode == 0, out
     store.close()
+
+
+def _clicks_recorded(store: Store) -> list[str]:
+    """The inbox keys of the button clicks recorded so far."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(inbox.c.key, inbox.c.body, inbox.c.content_type)).all()
+    return [
+        row.key
+        for row in rows
+        if parse_body(row.body, row.content_type).get("type") == "block_actions"
+    ]
 
 
 @contextmanager
