@@ -137,8 +137,11 @@ def slack_and_bot(
             yield slack, bot
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float = 60.0, what: str = "") -> T:
-    """Poll ``predicate`` until it returns something truthy (crews run on real threads)."""
+def wait_until(predicate: Callable[[], T | None], timeout: float = 120.0, what: str = "") -> T:
+    """Poll ``predicate`` until it returns something truthy (crews run on real threads).
+
+    ``timeout`` only bounds a failure: on a busy machine a worker child (niced below the bot)
+    may take a minute to import CrewAI and reach its first pause."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = predicate()
