@@ -26,6 +26,7 @@ from crew_runtime.config import Config, UnknownCrewError
 from crew_runtime.context import RunContext
 from crew_runtime.executor import Outcome, execute
 from storage import RunStatus, Store
+from storage.wakeups import RUNS
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,11 @@ class Worker:
         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
         next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
         failing = False
-        with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
+        # On PostgreSQL a run queued anywhere wakes this loop at once; the poll stays.
+        with (
+            self.store.wakeups({RUNS: self.wake}),
+            ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool,
+        ):
             while not self.stopping.is_set():
                 self._reap()
                 try:

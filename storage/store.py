@@ -8,6 +8,8 @@ the journal (``storage.journal``), the outbox (``storage.outbox``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from storage import migrate
 from storage.base import Clock, utc_now
 from storage.engine import checkpoint as engine_checkpoint
@@ -16,6 +18,7 @@ from storage.journal import JournalStore
 from storage.outbox import OutboxStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
+from storage.wakeups import Wakeups
 
 
 class Store(RunStore, ReviewStore, JournalStore, OutboxStore):
@@ -37,6 +40,11 @@ class Store(RunStore, ReviewStore, JournalStore, OutboxStore):
         themselves (it costs a commit ~100 ms): a long-lived process calls this every few
         seconds, off the paths where a person waits."""
         engine_checkpoint(self.engine)
+
+    def wakeups(self, handlers: Mapping[str, Callable[[], None]]) -> Wakeups:
+        """A listener calling ``handlers[topic]`` when a transaction anywhere notifies
+        ``topic`` (``storage.wakeups``: PostgreSQL only; polling stays the fallback)."""
+        return Wakeups(self.engine, handlers)
 
     def close(self) -> None:
         self.engine.dispose()
