@@ -21,8 +21,10 @@ The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hos
 3. Recorded: the transport acks, and the request is handled on the loop: Bolt runs its
    listener to the end (``process_before_response``), then the row is marked done. A handler
    that fails (the database went away meanwhile) leaves the row; its claim runs out and the
-   recovery sweep handles it again. Handlers are idempotent by the key (the decision or run a
-   request made is not made again by its replay).
+   recovery sweep handles it again. While a request is in hand its claim is renewed, so a slow
+   handler's request is not taken by a sweep (this process's or another replica's) and handled
+   twice. Handlers are idempotent by the key (the decision or run a request made is not made
+   again by its replay).
 
 Requests whose ack carries the answer (modal submissions, URL verification) are not recorded:
 they are handled before the ack, and what they change is committed before it.
@@ -302,6 +304,7 @@ class Intake:
         self._quiet = asyncio.Event()
         self._quiet.set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_hand: set[int] = set()  # rows being handled here, their claims renewed
         self._sweeper: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -352,11 +355,18 @@ class Intake:
         return await self.app.async_dispatch(bolt_request(request.payload()))
 
     def _handle_soon(self, request: InboxRequest) -> None:
+        self._in_hand.add(request.id)
         task = asyncio.create_task(self._handle(request))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, request: InboxRequest) -> None:
+        try:
+            await self._dispatch(request)
+        finally:
+            self._in_hand.discard(request.id)
+
+    async def _dispatch(self, request: InboxRequest) -> None:
         # Acks first: in a burst, handling the first requests (Bolt's middleware and the
         # listener's own work) would hold the loop while the others wait for their ack.
         with contextlib.suppress(TimeoutError):
@@ -381,10 +391,12 @@ class Intake:
             log.warning("inbox %d: handling failed (attempt %d)", request.id, request.attempts)
 
     async def _sweep(self) -> None:
-        """Every half claim: handle requests whose handler died (a crash after the ack)."""
-        every = max(self.inbox.claim.total_seconds() / 2, 0.05)
+        """Every third of a claim: renew the claims of the requests in hand, then handle
+        requests whose handler died (a crash after the ack), here or in another replica."""
+        every = max(self.inbox.claim.total_seconds() / 3, 0.05)
         while not self._stop.is_set():
             try:
+                await asyncio.to_thread(self.inbox.renew, set(self._in_hand))
                 stale = await asyncio.to_thread(self.inbox.claim_stale)
             except Exception as exc:
                 log.warning("inbox: sweep failed: %s", _brief(exc))
