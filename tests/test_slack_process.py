@@ -240,7 +240,7 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        bot = _serve(env, port, "--workers", "0")
+        bot = _serve(env, port, "--no-workers")
         try:
             assert slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters").ok
             wait_until(
@@ -248,7 +248,7 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
                 what="the run's root message",
             )
             children = Path(f"/proc/{bot.pid}/task/{bot.pid}/children").read_text().split()
-            assert children == [], "serve --workers 0 started a worker"
+            assert children == [], "serve --no-workers started a worker"
             (run,) = store.list_runs()
             assert run.status == RunStatus.QUEUED
             worker = subprocess.run(

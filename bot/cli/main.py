@@ -11,7 +11,7 @@ Commands::
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
-    countersign serve [--host H] [--port P] [--socket-mode] [--workers N (0: none)]
+    countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
     countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
     countersign crews list
@@ -265,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count,
         default=2,
         help="runs its own workers execute at once (0: none, the Slack side alone)",
+    )
+    serve.add_argument(
+        "--no-workers",
+        dest="workers",
+        action="store_const",
+        const=0,
+        help="the Slack side alone (as --workers 0): workers run as `countersign worker`",
     )
     serve.add_argument(
         "--workers-in-process",
