@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/demo_start.py
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/outbox.py
+	$(BIN)/python bench/wakeup.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -40,6 +40,8 @@ class WorkerSettings:
     concurrency: int = 2
     lease: timedelta = timedelta(seconds=30)
     poll: timedelta = timedelta(seconds=0.5)
+    # On PostgreSQL, also wake when a run is queued anywhere (LISTEN); False: poll only.
+    listen: bool = True
 
     @property
     def heartbeat(self) -> timedelta:
@@ -93,7 +95,7 @@ class Worker:
         failing = False
         # On PostgreSQL a run queued anywhere wakes this loop at once; the poll stays.
         with (
-            self.store.wakeups({RUNS: self.wake}),
+            self.store.wakeups({RUNS: self.wake} if settings.listen else {}),
             ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool,
         ):
             while not self.stopping.is_set():

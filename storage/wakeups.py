@@ -72,7 +72,8 @@ class Wakeups:
         self._thread = threading.Thread(target=self._main, name="countersign-wakeups", daemon=True)
 
     def start(self) -> None:
-        if self._url is not None:
+        """Listen in a thread of its own (on PostgreSQL, and only for some handler)."""
+        if self._url is not None and self.handlers:
             self._thread.start()
 
     def stop(self) -> None:

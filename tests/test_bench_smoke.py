@@ -24,6 +24,7 @@ SMALL = {
     ),
     "bench/demo_start.py": (["--reps", "1"], "| first review |"),
     "bench/outbox.py": (["--runs", "5"], "commits/row"),
+    "bench/wakeup.py": (["--samples", "3"], "goal p99"),
     "bench/chaos.py": (
         ["--runs", "3", "--start-every", "1", "--fault-every", "2", "--seconds", "180"],
         "goal met",

@@ -11,6 +11,7 @@ Commands::
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
+                       [--no-listen]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
     countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
@@ -235,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", metavar="N", type=_positive_int, help="runs at once")
     worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
+    worker.add_argument(
+        "--no-listen",
+        action="store_true",
+        help="poll only: no LISTEN connection on PostgreSQL (behind a pooler that cannot keep one)",
+    )
     worker.add_argument(
         "--nice",
         metavar="N",

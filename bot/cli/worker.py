@@ -50,6 +50,8 @@ def run_worker(ctx: Context) -> int:
         settings = dataclasses.replace(settings, lease=timedelta(seconds=args.lease))
     if args.poll is not None:
         settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
+    if args.no_listen:
+        settings = dataclasses.replace(settings, listen=False)
 
     on_settled = _announcer(args.settled_fd) if args.settled_fd is not None else None
     worker = Worker(store, config, settings, on_settled=on_settled)
