@@ -8,21 +8,38 @@ SQLite's write lock).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import random
+import signal
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import pytest
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
 from bot.sandbox import StandInThread
 from bot.slack.intake import Intake, Kind, Receipt, SlackRequest
-from storage import InboxStore, NewReview, Store
+from storage import InboxStore, NewReview, RunStatus, Store
 from storage.schema import inbox, outbox
-from storage.status import OutboxKind, ReviewKind
-from tests.slack_harness import ALICE, CHANNEL, SECRET, new_standin, wait_until
+from storage.status import FINAL_RUN_STATUSES, DecisionKind, OutboxKind, ReviewKind
+from tests.slack_harness import (
+    ALICE,
+    CHANNEL,
+    SECRET,
+    free_port,
+    new_standin,
+    wait_healthy,
+    wait_until,
+)
+from tests.test_slack_process import _bot_env
+from tests.test_wakeups import ON_POSTGRES
+from tests.zygote import Forked, Zygote
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -129,3 +146,122 @@ def test_two_replicas_sweeping_at_once_remind_and_escalate_each_review_once(db_u
         assert len(announced) == len(set(announced)) == reviews
     for store in stores:
         store.close()
+
+
+REPLICAS_CONFIG = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+description = "Outline then article, both reviewed"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}"]
+
+[crews.reminded]
+factory = "tests.crews:writer"
+description = "The writer, its reviewers reminded after a second"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}"]
+remind_after = "1s"
+"""
+RUNS = 30
+REMINDER = "⏰"
+
+
+def _fork_serve(env: dict[str, str], tmp_path: Path, port: int) -> Forked:
+    """``countersign serve --no-workers`` forked warm, once it answers ``/healthz``."""
+    argv = ["serve", "--port", str(port), "--lease", "10", "--no-workers"]
+    proc = Zygote.fork(argv, env, tmp_path, tmp_path / f"serve-{port}.log")
+
+    def alive() -> None:
+        assert proc.poll() is None, proc.stdout
+
+    wait_healthy(port, alive)
+    return proc
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a live process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.slow
+@ON_POSTGRES
+def test_two_replicas_and_three_workers_post_each_message_once_and_settle_every_run(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Runs started and decided through either replica at random (some clicks sent to both),
+    every message posted once, every reminder once, every run settled."""
+    (tmp_path / "countersign.toml").write_text(REPLICAS_CONFIG)
+    store = Store.open(db_url)
+    rng = random.Random(30)
+    ports = [free_port(), free_port()]
+    endpoints = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
+    with StandInThread(new_standin(bot_endpoint=endpoints[0])) as slack:
+        env = _bot_env(tmp_path, db_url, slack.standin.bot_token, slack.api_url)
+        processes = [_fork_serve(env, tmp_path, port) for port in ports]
+        processes += [
+            Zygote.fork(["worker", "--lease", "10"], env, tmp_path, tmp_path / f"worker-{n}.log")
+            for n in range(3)
+        ]
+        try:
+            for n in range(RUNS):
+                slack.bot_endpoint = rng.choice(endpoints)
+                crew = "reminded" if n % 3 == 0 else "writer"
+                assert slack.slash_command(ALICE, CHANNEL, "/crew", f"run {crew} topic=t{n}").ok
+            clicked: set[str] = set()
+
+            def click_what_is_due() -> bool:
+                """Approve each review posted (a reminded crew's outline once reminded),
+                through a replica at random, a third of them through both; True once every
+                run is settled."""
+                for review in store.list_reviews():
+                    if review.id in clicked or review.message_ts is None:
+                        continue
+                    run = store.get_run(review.run_id)
+                    assert run.thread_ts is not None
+                    if run.crew == "reminded" and review.stream.startswith("task0"):
+                        thread = slack.thread(CHANNEL, run.thread_ts)
+                        if not any(m["text"].startswith(REMINDER) for m in thread):
+                            continue
+                    targets = rng.sample(endpoints, 2 if rng.random() < 1 / 3 else 1)
+                    for endpoint in targets:
+                        slack.bot_endpoint = endpoint
+                        click = slack.click_button(
+                            ALICE, CHANNEL, review.message_ts, "countersign:approve"
+                        )
+                        assert click.status == 200
+                    clicked.add(review.id)
+                runs = store.list_runs(limit=RUNS + 1)
+                return len(runs) == RUNS and all(r.status in FINAL_RUN_STATUSES for r in runs)
+
+            wait_until(click_what_is_due, timeout=300, what="every run to settle")
+            wait_until(lambda: not store.due_outbox(), timeout=60, what="the outbox to drain")
+            cpu = sum(_cpu_seconds(p.pid) for p in processes)
+        finally:
+            for proc in processes:
+                proc.send_signal(signal.SIGTERM)
+            for proc in processes:
+                proc.wait(120)
+        print(f"two serve replicas and three workers, {RUNS} runs: {cpu:.1f} s of CPU")
+        assert [p.returncode for p in processes] == [0] * 5, [p.stdout for p in processes]
+
+        runs = store.list_runs(limit=RUNS + 1)
+        assert sorted(r.status for r in runs) == [RunStatus.SUCCEEDED] * RUNS
+        reviews = store.list_reviews(status=None)
+        assert len(reviews) == 2 * RUNS
+        assert all(r.decision and r.decision.kind == DecisionKind.APPROVE for r in reviews)
+        with store.engine.connect() as conn:
+            rows = conn.execute(select(outbox.c.kind, outbox.c.review_id, outbox.c.sent_at)).all()
+        assert all(row.sent_at is not None for row in rows)
+        reminded = [row.review_id for row in rows if row.kind == OutboxKind.REVIEW_REMINDED]
+        assert len(reminded) == len(set(reminded)) >= RUNS // 3
+
+        # Every message was posted once: each carries the outbox row and step it delivers.
+        posted = [m for m in slack.messages(CHANNEL) if m.get("bot_id")]
+        tags = [json.dumps(m["metadata"]["event_payload"], sort_keys=True) for m in posted]
+        assert len(tags) == len(set(tags))
+        roots = [m for m in posted if m.get("thread_ts") in (None, m["ts"])]
+        assert len(roots) == RUNS
+        reminders = [m for m in posted if m["text"].startswith(REMINDER)]
+        assert len(reminders) == len(reminded)
+    store.close()

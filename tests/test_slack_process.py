@@ -6,12 +6,10 @@ and its message are in the database, so a new process takes the click.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from tests.slack_harness import (
     free_port,
     new_standin,
     text_of,
+    wait_healthy,
     wait_until,
 )
 
@@ -63,15 +62,10 @@ def _serve(env: dict[str, str], port: int, *extra: str) -> subprocess.Popen[str]
         text=True,
     )
 
-    def healthy() -> bool:
+    def alive() -> None:
         assert proc.poll() is None, proc.communicate()[0]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                return bool(json.loads(r.read())["ok"])
-        except OSError:
-            return False
 
-    wait_until(healthy, timeout=60, what="the bot to answer /healthz")
+    wait_healthy(port, alive)
     return proc
 
 
