@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -128,13 +128,9 @@ class Worker:
                         )
                         failing = True
                     claimed = False
-                if self._active:
-                    wait(
-                        list(self._active),
-                        timeout=settings.poll.total_seconds(),
-                        return_when=FIRST_COMPLETED,
-                    )
-                elif not claimed:
+                if self._active or not claimed:
+                    # Woken by an execution ending, a wake() (a run queued here, or on
+                    # PostgreSQL anywhere), or the poll, whichever comes first.
                     self._wake.wait(settings.poll.total_seconds())
                     self._wake.clear()
             self._shutdown()
@@ -162,6 +158,7 @@ class Worker:
             # and raises past depth 100), which must not leak from one run to the next.
             isolated = contextvars.Context()
             future = pool.submit(isolated.run, execute, self.store, self.config, ctx)
+            future.add_done_callback(lambda _done: self._wake.set())
             self._active[future] = ctx
         return claimed
 

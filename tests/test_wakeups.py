@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from storage import NewDecision, NewReview, Store
+from storage import NewDecision, NewReview, RunStatus, Store
 from storage.status import DecisionKind, ReviewKind
 from storage.wakeups import OUTBOX, RUNS, Wakeups
+from tests.harness import Bench
 from tests.slack_harness import wait_until
 from tests.tcp_proxy import TcpProxy
 
@@ -101,3 +102,27 @@ def test_on_sqlite_a_listener_does_nothing(tmp_path: Path) -> None:
         store.create_run("writer", {"topic": "otters"})
         assert not wakeups.listening.is_set() and not heard.heard(RUNS)
     store.close()
+
+
+@pytest.mark.slow
+@ON_POSTGRES
+def test_a_busy_worker_in_another_process_is_woken_for_a_run_queued_here(bench: Bench) -> None:
+    """Its poll is an hour: only the notification can bring it the second run, while the
+    first one holds one of its two slots."""
+    first = bench.start("writer", topic="holds")
+    worker = bench.spawn("--concurrency", "2", "--poll", "3600", COUNTERSIGN_TEST_HOLD="factory")
+    try:
+        wait_until(
+            lambda: any(e["kind"] == "holding" for e in bench.effects()),
+            what="the first run to hold its slot",
+        )
+        second = bench.start("writer", topic="queued while busy")
+        wait_until(
+            lambda: bench.run(second.id).status == RunStatus.RUNNING,
+            timeout=60,
+            what="the busy worker to claim the second run",
+        )
+        assert bench.run(first.id).status == RunStatus.RUNNING
+    finally:
+        worker.kill()
+        worker.communicate(timeout=30)
