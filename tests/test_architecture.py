@@ -21,6 +21,7 @@ OWNED = {
     "crewai": "crew_runtime",
     "sqlalchemy": "storage",
     "alembic": "storage",
+    "psycopg": "storage",
     "slack_bolt": "bot",
     "slack_sdk": "bot",
     "aiohttp": "bot",

@@ -35,7 +35,7 @@ _HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
 
 # Sections whose every command the session tests below run, in order.
 CLI_SECTION = "The command line"
-PG_SECTION = "Run on PostgreSQL with several workers"
+PG_SECTION = "Run on PostgreSQL: replicas and remote workers"
 
 # Commands another test runs, by that test's node id.
 ELSEWHERE = {
@@ -52,6 +52,7 @@ NEEDS_CREDENTIALS = {
     "export SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-...": "a Slack app's tokens",
     "countersign serve --socket-mode": "a Slack app-level token",
     "countersign serve --workers 2": "a Slack app's tokens",
+    "countersign serve --no-workers": "a Slack app's tokens",
 }
 
 
