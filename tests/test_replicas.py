@@ -74,31 +74,40 @@ def test_a_request_slower_than_its_claim_is_handled_once_across_replicas(db_url:
 
             return Intake(app, InboxStore(store, claim=claim))
 
+        async def held_on(since: datetime) -> None:
+            """Once the claim is two claims past ``since``: renewed by the first replica,
+            not taken by the second."""
+            await asyncio.to_thread(
+                wait_until,
+                lambda: state().attempts > 1 or state().claimed_until > since + 2 * claim,
+                30,
+                "the claim to be renewed (or taken)",
+            )
+            assert state().attempts == 1 and handled == ["first"]
+
         async def scenario() -> None:
             first, second = (
                 replica(n, s) for n, s in zip(("first", "second"), stores, strict=True)
             )
             first.start()
             second.start()
+            stopping: asyncio.Task[None] | None = None
             try:
                 request = SlackRequest(Kind.SLASH_COMMAND, "sig:slow", body, FORM)
                 assert await first.receive(request) is Receipt.RECORDED
-                recorded = state().claimed_until
                 # Long past the claim taken at the ack: renewed while in hand, never taken.
-                await asyncio.to_thread(
-                    wait_until,
-                    lambda: state().attempts > 1 or state().claimed_until > recorded + 2 * claim,
-                    30,
-                    "the claim to be renewed (or taken)",
-                )
-                assert state().attempts == 1 and handled == ["first"]
+                await held_on(state().claimed_until)
+                # Stopping, it waits for its handler, and still holds the request meanwhile.
+                stopping = asyncio.create_task(first.stop(timeout=60))
+                await held_on(state().claimed_until)
                 release.set()
+                await stopping
                 await asyncio.to_thread(
                     wait_until, lambda: state().done_at is not None, 30, "the request handled"
                 )
             finally:
                 release.set()
-                await first.stop()
+                await (stopping or first.stop())
                 await second.stop()
 
         asyncio.run(scenario())

@@ -315,14 +315,19 @@ class Intake:
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Let the requests in hand finish (bounded), then stop; what is left is in the inbox."""
+        """Let the requests in hand finish (bounded), their claims renewed meanwhile, then
+        stop; what is left is in the inbox."""
         self._stop.set()
         if self._sweeper is not None:
-            await self._sweeper
+            await self._sweeper  # it takes no more requests
+        renewing = asyncio.create_task(self._keep_renewing())
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
         for task in self._tasks:
             task.cancel()
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
         await asyncio.to_thread(self.recorder.stop)
 
     async def receive(self, request: SlackRequest) -> Receipt:
@@ -390,22 +395,40 @@ class Intake:
         else:  # its claim runs out and the sweep tries again
             log.warning("inbox %d: handling failed (attempt %d)", request.id, request.attempts)
 
+    def _every(self) -> float:
+        """How often claims are renewed and the sweep runs: a third of a claim."""
+        return max(self.inbox.claim.total_seconds() / 3, 0.05)
+
     async def _sweep(self) -> None:
-        """Every third of a claim: renew the claims of the requests in hand, then handle
-        requests whose handler died (a crash after the ack), here or in another replica."""
-        every = max(self.inbox.claim.total_seconds() / 3, 0.05)
+        """Renew the claims of the requests in hand, then handle requests whose handler
+        died (a crash after the ack), here or in another replica; until stopped."""
         while not self._stop.is_set():
-            try:
-                await asyncio.to_thread(self.inbox.renew, set(self._in_hand))
-                stale = await asyncio.to_thread(self.inbox.claim_stale)
-            except Exception as exc:
-                log.warning("inbox: sweep failed: %s", _brief(exc))
-                stale = []
+            stale = []
+            if await self._renew():
+                try:
+                    stale = await asyncio.to_thread(self.inbox.claim_stale)
+                except Exception as exc:
+                    log.warning("inbox: sweep failed: %s", _brief(exc))
             for request in stale:
                 log.info("inbox %d: handling a request left unfinished", request.id)
                 self._handle_soon(request)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), every)
+                await asyncio.wait_for(self._stop.wait(), self._every())
+
+    async def _keep_renewing(self) -> None:
+        """Stopping: renew the claims of the requests still in hand until cancelled."""
+        while True:
+            await asyncio.sleep(self._every())
+            await self._renew()
+
+    async def _renew(self) -> bool:
+        """Renew the claims of the requests in hand; False (logged) if the database failed."""
+        try:
+            await asyncio.to_thread(self.inbox.renew, set(self._in_hand))
+        except Exception as exc:
+            log.warning("inbox: sweep failed: %s", _brief(exc))
+            return False
+        return True
 
     async def forget(self, older_than: timedelta = timedelta(hours=1)) -> int:
         """Drop requests handled long ago (Slack never replays past five minutes)."""
