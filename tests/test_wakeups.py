@@ -14,8 +14,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from crew_runtime import Worker, WorkerSettings
+from crew_runtime.config import Config
 from storage import NewDecision, NewReview, RunStatus, Store
 from storage.status import DecisionKind, ReviewKind
 from storage.wakeups import OUTBOX, RUNS, Wakeups
@@ -126,3 +129,59 @@ def test_a_busy_worker_in_another_process_is_woken_for_a_run_queued_here(bench: 
     finally:
         worker.kill()
         worker.communicate(timeout=30)
+
+
+@ON_POSTGRES
+def test_a_worker_whose_listener_cannot_reconnect_still_claims_by_polling(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Its listening session is killed and new connections are refused (a server at its
+    limit), while the connections it has keep working: it polls, and listens again later."""
+    store = Store.open(db_url)
+    server = make_url(db_url)
+    with TcpProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        through = Store.open(proxy.url_through(db_url), upgrade=False)
+        worker = Worker(
+            through,
+            Config(path=tmp_path / "countersign.toml"),
+            WorkerSettings(poll=timedelta(seconds=0.1)),
+        )
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            first = wait_until(lambda: _listener(store), timeout=60, what="the worker to listen")
+            proxy.refuse_new()
+            with store.engine.connect() as conn:
+                conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+            wait_until(
+                lambda: _listener(store) is None and proxy.refused > 0,
+                timeout=30,
+                what="the listener to try again and be refused",
+            )
+            # A crew the configuration does not have: the worker fails the run as it claims it.
+            run = store.create_run("absent", {})
+            wait_until(
+                lambda: store.get_run(run.id).status == RunStatus.FAILED,
+                timeout=30,
+                what="the worker to claim the run by polling",
+            )
+            assert _listener(store) is None
+            proxy.restore()
+            wait_until(lambda: _listener(store), timeout=30, what="the worker to listen again")
+        finally:
+            worker.stop()
+            thread.join(30)
+        through.close()
+    store.close()
+
+
+def _listener(store: Store) -> int | None:
+    """The backend listening on this schema's channel, if any."""
+    with store.engine.connect() as conn:
+        pid = conn.execute(
+            text(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE query = 'LISTEN \"countersign:' || current_schema() || '\"'"
+            )
+        ).scalar()
+    return None if pid is None else int(pid)
