@@ -32,7 +32,7 @@ def run_serve(ctx: Context) -> int:
         raise CliError(str(exc)) from None
     config = ctx.config()
     store = ctx.store()
-    with stderr_logging(ctx.settings.log_level):
+    with stderr_logging(ctx.settings):
         log.info(
             "serving: database %s, config %s, %d worker(s), %s",
             mask_url(ctx.database_url),
@@ -47,6 +47,10 @@ def run_serve(ctx: Context) -> int:
             workers=args.workers,
             lease=timedelta(seconds=args.lease),
             workers_in_process=args.workers_in_process,
+            metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
+            worker_metrics=(args.host, args.worker_metrics_port)
+            if args.worker_metrics_port
+            else None,
         )
         asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0

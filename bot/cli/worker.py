@@ -21,12 +21,13 @@ from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from bot.cli.context import Context, stderr_logging
+from bot.cli.context import CliError, Context, stderr_logging
 from bot.hosting.parent import die_with_parent
 from bot.settings import mask_url
 
 if TYPE_CHECKING:
     from crew_runtime.worker import Worker
+    from storage import Store
 
 log = logging.getLogger("countersign.worker")
 
@@ -63,7 +64,9 @@ def run_worker(ctx: Context) -> int:
         stop_signals = (signal.SIGTERM,)
     if args.nice:
         os.nice(args.nice)
-    with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker, stop_signals):
+    if args.metrics_port:
+        _serve_metrics(store, args.metrics_host, args.metrics_port)
+    with stderr_logging(ctx.settings), _stop_on_signals(worker, stop_signals):
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",
             worker.worker_id,
@@ -103,6 +106,17 @@ def _stop_on_signals(
         yield
     finally:
         restore()
+
+
+def _serve_metrics(store: Store, host: str, port: int) -> None:
+    """This process's counters (``crew_runtime.metrics``) on /metrics, and /healthz."""
+    from bot.hosting.metrics import Endpoints, serve_in_thread
+    from crew_runtime.metrics import REGISTRY
+
+    try:
+        serve_in_thread(Endpoints(store, (REGISTRY,)), host, port)
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _announcer(fd: int) -> Callable[[], None]:
