@@ -7,6 +7,11 @@ import asyncio
 import io
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from bot.cli.main import main
 from bot.hosting.metrics import Endpoints, start_site
-from bot.hosting.server import SlackSettings, slack_client
+from bot.hosting.server import Deployment, SlackSettings, slack_client
 from bot.log_format import JsonFormatter
 from bot.sandbox import StandInThread
 from bot.settings import Settings, SettingsError
@@ -28,8 +33,17 @@ from crew_runtime.config import load_config
 from crew_runtime.service import Countersign
 from storage import DecisionKind, NewReview, ReviewKind, RunStatus, Store
 from storage.inbox import InboxStore, NewRequest
-from tests.harness import CONFIG, ON_SQLITE
-from tests.slack_harness import new_standin
+from tests.harness import CONFIG, ON_SQLITE, ROOT
+from tests.slack_harness import (
+    ALICE,
+    CHANNEL,
+    SECRET,
+    buttons,
+    free_port,
+    new_standin,
+    text_of,
+    wait_until,
+)
 from tests.tcp_proxy import TcpProxy
 from tests.test_storage import FakeClock
 
@@ -218,6 +232,51 @@ def test_healthz_says_whether_the_database_answers(reachable: tuple[Store, Any, 
     assert again == up
 
 
+async def _metrics_port_in_socket_mode(store: Store, config_path: Path) -> tuple[Any, str]:
+    """serve in Socket Mode (Slack unreachable: it keeps connecting), with --metrics-port:
+    its /healthz and /metrics, asked while it connects."""
+    port = free_port()
+    slack = SlackSettings(
+        bot_token="xoxb-unused",
+        signing_secret="",
+        app_token="xapp-1-unused",
+        api_url=f"http://127.0.0.1:{free_port()}/api/",
+    )
+    deployment = Deployment(
+        slack, load_config(config_path), store, workers=0, metrics_at=("127.0.0.1", port)
+    )
+    stop = asyncio.Event()
+    serving = asyncio.create_task(deployment.serve_socket_mode(stop))
+    try:
+        for _ in range(1200):  # until it listens (a minute at most)
+            try:
+                status, health = await _get(port, "/healthz")
+                break
+            except aiohttp.ClientConnectionError:
+                assert not serving.done(), serving.result()
+                await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("serve never listened on its metrics port")
+        assert status == 200, health
+        _, exposed = await _get(port, "/metrics")
+        return health, exposed
+    finally:
+        stop.set()
+        await serving
+
+
+@ON_SQLITE
+def test_serve_in_socket_mode_serves_metrics_and_health_on_its_metrics_port(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "c.toml").write_text(CONFIG)
+    health, exposed = asyncio.run(_metrics_port_in_socket_mode(store, tmp_path / "c.toml"))
+    assert health == {"ok": True, "database": "ok", "worker": True}
+    samples = scrape(exposed)
+    assert samples[("countersign_database_up", ())] == 1
+    assert samples[("countersign_outbox_backlog", ())] == 0
+
+
 # --- logs ---------------------------------------------------------------------------------
 
 
@@ -284,3 +343,113 @@ def test_a_worker_logs_one_json_object_per_line_with_its_runs(
     assert failure["run_id"] == failing.id
     assert store.get_run(failing.id).status == RunStatus.FAILED
     store.close()
+
+
+# --- a real serve -------------------------------------------------------------------------
+
+SERVE_CONFIG = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+channel = "{CHANNEL}"
+"""
+
+
+def _get_text(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+def _healthy(port: int, bot: subprocess.Popen[str]) -> bool:
+    assert bot.poll() is None, bot.communicate()[0]
+    try:
+        return bool(json.loads(_get_text(port, "/healthz"))["ok"])
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@ON_SQLITE
+def test_serve_and_its_worker_expose_what_happened_to_a_run_paused_and_decided(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "countersign.toml").write_text(SERVE_CONFIG)
+    llm_log = tmp_path / "llm.jsonl"
+    store = Store.open(db_url)
+    port, worker_port = free_port(), free_port()
+    standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
+    with StandInThread(standin) as slack:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DATABASE_URL": db_url,
+            "COUNTERSIGN_CONFIG": str(tmp_path / "countersign.toml"),
+            "COUNTERSIGN_SCRIPTED_LOG": str(llm_log),
+            "SLACK_BOT_TOKEN": standin.bot_token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.api_url,
+            "LOG_FORMAT": "json",
+        }
+        argv = ["serve", "--port", str(port), "--worker-metrics-port", str(worker_port)]
+        bot = subprocess.Popen(
+            [sys.executable, "-m", "bot", *argv, "--lease", "3"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            wait_until(lambda: _healthy(port, bot), what="serve to answer /healthz")
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+            root = wait_until(
+                lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+                what="the root message",
+            )
+            outline = wait_until(
+                lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if buttons(m)), None),
+                what="the outline's review",
+            )
+            (decided,) = store.list_reviews()
+            assert slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve").ok
+            wait_until(
+                lambda: any(
+                    buttons(m) and "Article v0" in text_of(m)
+                    for m in slack.thread(CHANNEL, root["ts"])
+                ),
+                what="the article's review, after a resume",
+            )
+            # The worker counts an execution once it has ended, after its review is out.
+            waiting = ("countersign_executions_total", (("crew", "writer"), ("outcome", "waiting")))
+            worker = wait_until(
+                lambda: (s := scrape(_get_text(worker_port, "/metrics"))).get(waiting) == 2 and s,
+                what="the worker to count both executions",
+            )
+            served = scrape(_get_text(port, "/metrics"))
+            health = json.loads(_get_text(port, "/healthz"))
+        finally:
+            bot.send_signal(signal.SIGTERM)
+            out, _ = bot.communicate(timeout=90)
+    assert bot.returncode == 0, out
+    store.close()
+
+    assert served[("countersign_database_up", ())] == 1
+    assert served[("countersign_runs", (("crew", "writer"), ("status", "waiting")))] == 1
+    pending = ("countersign_pending_reviews", (("age", "under_1h"), ("crew", "writer")))
+    assert served[pending] == 1
+    timed = (("crew", "writer"), ("kind", "task_review"))
+    assert served[("countersign_time_to_decision_seconds_count", timed)] == 1
+    # The LLM calls are counted where they are made: in the worker process.
+    assert not [key for key in served if key[0] == "countersign_llm_calls_total" and served[key]]
+    live = worker[("countersign_llm_calls_total", (("crew", "writer"), ("source", "live")))]
+    replayed = worker[("countersign_llm_calls_total", (("crew", "writer"), ("source", "replayed")))]
+    assert live == len(llm_log.read_text().splitlines())  # every call the model answered
+    assert replayed >= 1  # the outline's turns, on resume
+    assert worker[("countersign_executions_started_total", (("crew", "writer"),))] == 2
+    assert health == {"ok": True, "database": "ok", "worker": True}
+
+    # serve's lines and its worker's, one JSON object each, with no credential in them
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert standin.bot_token not in out and SECRET not in out
+    loggers = {line["logger"] for line in lines}
+    assert {"countersign.serve", "countersign.worker"} <= loggers
+    (decision,) = [line for line in lines if line["message"].startswith(f"review {decided.id}:")]
+    assert (decision["review_id"], decision["run_id"]) == (decided.id, decided.run_id)
