@@ -1,7 +1,8 @@
 """``countersign serve``: the bot, the dispatcher, the scheduler and a worker pool in one process.
 
-HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz``), or Socket
-Mode with ``--socket-mode`` for development without a public URL. Missing Slack
+HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz`` and ``/metrics``),
+or Socket Mode with ``--socket-mode`` for development without a public URL (``--metrics-port``
+then serves ``/healthz`` and ``/metrics``). Missing Slack
 credentials stop it at start with one line saying which and where to find them.
 """
 
