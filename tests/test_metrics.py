@@ -280,9 +280,12 @@ def test_serve_in_socket_mode_serves_metrics_and_health_on_its_metrics_port(
 # --- logs ---------------------------------------------------------------------------------
 
 
-def test_a_bad_log_format_is_refused_at_start(tmp_path: Path) -> None:
+def test_a_bad_log_format_is_refused_at_start(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SettingsError, match="LOG_FORMAT: expected one of text, json, got 'xml'"):
         Settings.from_env({"LOG_FORMAT": "xml"})
+    assert Settings.from_env({"LOG_FORMAT": " JSON "}).log_format == "json"
+    assert main(["worker", "--until-idle"], environ={"LOG_FORMAT": "xml"}) == 2
+    assert capsys.readouterr().err == "error: LOG_FORMAT: expected one of text, json, got 'xml'\n"
 
 
 def test_json_lines_carry_the_run_and_review_and_the_exception() -> None:
