@@ -179,13 +179,17 @@ class DatabaseCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
+        # Every crew with a run gets every series, zeros included: a series that vanished
+        # when its count fell to zero would read as "no data", not as none waiting.
+        crews = sorted({crew for crew, _status in stats.runs})
         runs = GaugeMetricFamily(
             "countersign_runs", "Runs by crew and status", labels=["crew", "status"]
         )
-        for (crew, status), count in sorted(stats.runs.items()):
-            runs.add_metric([crew, status], count)
+        for crew in crews:
+            for status in RunStatus:
+                runs.add_metric([crew, status.value], stats.runs.get((crew, status.value), 0))
         yield runs
-        yield from _pending(stats.pending_reviews, stats.oldest_pending, stats.now)
+        yield from _pending(crews, stats.pending_reviews, stats.oldest_pending, stats.now)
         yield from _backlog(
             "inbox", "Slack requests recorded, not yet handled", stats.inbox, stats.now
         )
@@ -195,25 +199,28 @@ class DatabaseCollector(Collector):
 
 
 def _pending(
-    counts: Mapping[tuple[str, str], int], oldest: Mapping[str, datetime], now: datetime
+    crews: Iterable[str],
+    counts: Mapping[tuple[str, str], int],
+    oldest: Mapping[str, datetime],
+    now: datetime,
 ) -> Iterator[Metric]:
+    ages = [label for label, _ in AGE_BUCKETS] + [OLDEST_BUCKET]
     pending = GaugeMetricFamily(
         "countersign_pending_reviews",
-        "Reviews waiting for a person, by crew and age ("
-        + ", ".join([label for label, _ in AGE_BUCKETS] + [OLDEST_BUCKET])
-        + ")",
+        f"Reviews waiting for a person, by crew and age ({', '.join(ages)})",
         labels=["crew", "age"],
     )
-    for (crew, age), count in sorted(counts.items()):
-        pending.add_metric([crew, age], count)
-    yield pending
     waited = GaugeMetricFamily(
         "countersign_oldest_pending_review_seconds",
-        "How long the oldest pending review of each crew has waited",
+        "How long the oldest pending review of each crew has waited (0: none waits)",
         labels=["crew"],
     )
-    for crew, opened in sorted(oldest.items()):
-        waited.add_metric([crew], (now - opened).total_seconds())
+    for crew in crews:
+        for age in ages:
+            pending.add_metric([crew, age], counts.get((crew, age), 0))
+        opened = oldest.get(crew)
+        waited.add_metric([crew], 0.0 if opened is None else (now - opened).total_seconds())
+    yield pending
     yield waited
 
 
