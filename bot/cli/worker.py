@@ -21,7 +21,7 @@ from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from bot.cli.context import CliError, Context, stderr_logging
+from bot.cli.context import Context, stderr_logging
 from bot.hosting.parent import die_with_parent
 from bot.settings import mask_url
 
@@ -113,10 +113,7 @@ def _serve_metrics(store: Store, host: str, port: int) -> None:
     from bot.hosting.metrics import Endpoints, serve_in_thread
     from crew_runtime.metrics import REGISTRY
 
-    try:
-        serve_in_thread(Endpoints(store, (REGISTRY,)), host, port)
-    except OSError as exc:
-        raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    serve_in_thread(Endpoints(store, (REGISTRY,)), host, port)
 
 
 def _announcer(fd: int) -> Callable[[], None]:

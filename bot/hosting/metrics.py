@@ -10,20 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from collections.abc import Callable, Sequence
 
 from aiohttp import web
 
+from bot.errors import BotError
 from bot.slack.listeners import sync
 from crew_runtime.metrics import CONTENT_TYPE, Registry, exposition
 from storage import Store
 from storage.stats import ping
 
-__all__ = ["HEALTH_TIMEOUT", "Endpoints", "serve_in_thread", "start_site"]
+__all__ = ["HEALTH_TIMEOUT", "CannotListen", "Endpoints", "listen", "serve_in_thread", "start_site"]
 
 HEALTH_TIMEOUT = 2.0
 """How long ``/healthz`` waits for the database before it answers 503."""
+
+
+class CannotListen(BotError):
+    """A port serve or a worker was told to listen on cannot be listened on (in use, say)."""
+
+    def __init__(self, host: str, port: int, exc: OSError) -> None:
+        # asyncio's own strerror is a sentence with the address in it again
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        super().__init__(f"cannot listen on {host}:{port}: {why}")
+
+
+async def listen(runner: web.AppRunner, host: str, port: int) -> None:
+    """Serve ``runner`` on ``host:port``, or raise :class:`CannotListen`."""
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        raise CannotListen(host, port, exc) from None
 
 
 class Endpoints:
@@ -75,7 +94,7 @@ async def start_site(endpoints: Endpoints, host: str, port: int) -> web.AppRunne
     runner = web.AppRunner(endpoints.app(), handle_signals=False, access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await listen(runner, host, port)
     except BaseException:
         await runner.cleanup()
         raise
@@ -87,7 +106,7 @@ def serve_in_thread(endpoints: Endpoints, host: str, port: int) -> None:
     not async), for as long as the process lives.
 
     Raises:
-        OSError: the port cannot be listened on (in use, say); raised here, at start.
+        CannotListen: the port cannot be listened on (in use, say); raised here, at start.
     """
     bound: concurrent.futures.Future[None] = concurrent.futures.Future()
 

@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.hosting.http import SlackEndpoint
-from bot.hosting.metrics import Endpoints, start_site
+from bot.hosting.metrics import Endpoints, listen, start_site
 from bot.hosting.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
 from bot.hosting.socket_mode import DurableSocketModeHandler
 from bot.settings import Settings, SettingsError
@@ -276,7 +276,7 @@ class Deployment:
         # Everything built so far lives as long as the process: keep it out of the
         # collector's full passes, which otherwise stall the loop (and a burst of acks).
         gc.freeze()
-        await web.TCPSite(runner, host, port).start()
+        await listen(runner, host, port)
         log.info("listening on http://%s:%d/slack/events", host, port)
         await self.start_background()
         try:
