@@ -34,12 +34,11 @@ from tests.slack_harness import (
     SECRET,
     free_port,
     new_standin,
-    wait_healthy,
     wait_until,
 )
-from tests.test_slack_process import _bot_env
+from tests.test_slack_process import _bot_env, _serve
 from tests.test_wakeups import ON_POSTGRES
-from tests.zygote import Forked, Zygote
+from tests.zygote import Zygote
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -175,18 +174,6 @@ RUNS = 30
 REMINDER = "⏰"
 
 
-def _fork_serve(env: dict[str, str], tmp_path: Path, port: int) -> Forked:
-    """``countersign serve --no-workers`` forked warm, once it answers ``/healthz``."""
-    argv = ["serve", "--port", str(port), "--lease", "10", "--no-workers"]
-    proc = Zygote.fork(argv, env, tmp_path, tmp_path / f"serve-{port}.log")
-
-    def alive() -> None:
-        assert proc.poll() is None, proc.stdout
-
-    wait_healthy(port, alive)
-    return proc
-
-
 def _cpu_seconds(pid: int) -> float:
     """User and system CPU time of a live process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -207,7 +194,9 @@ def test_two_replicas_and_three_workers_post_each_message_once_and_settle_every_
     endpoints = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
     with StandInThread(new_standin(bot_endpoint=endpoints[0])) as slack:
         env = _bot_env(tmp_path, db_url, slack.standin.bot_token, slack.api_url)
-        processes = [_fork_serve(env, tmp_path, port) for port in ports]
+        processes = [_serve(env, port, "--lease", "10") for port in ports]
+        for serve in processes:  # --no-workers: the Slack side alone
+            assert Path(f"/proc/{serve.pid}/task/{serve.pid}/children").read_text().split() == []
         processes += [
             Zygote.fork(["worker", "--lease", "10"], env, tmp_path, tmp_path / f"worker-{n}.log")
             for n in range(3)

@@ -11,8 +11,9 @@ Commands::
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
-                       [--no-listen]
+                       [--no-listen] [--metrics-port P [--metrics-host H]]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
+                      [--metrics-port P] [--worker-metrics-port P]
     countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
     countersign crews list
@@ -253,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="stop when process PID, this one's parent, dies (how serve runs its worker pool)",
     )
+    worker.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="serve /metrics and /healthz on this port (default 0: not served)",
+    )
+    worker.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address of --metrics-port (127.0.0.1)"
+    )
     # Pipes from serve's worker pool (bot.hosting.pool.ProcessPool); not for people.
     worker.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     worker.add_argument("--settled-fd", type=int, help=argparse.SUPPRESS)
@@ -285,6 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the worker pool on threads of this process instead of a child process",
     )
     serve.add_argument("--lease", metavar="SECONDS", type=_positive_seconds, default=30.0)
+    serve.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="also serve /metrics and /healthz on this port, on --host (Socket Mode has no "
+        "other; default 0: only on --port, in HTTP mode)",
+    )
+    serve.add_argument(
+        "--worker-metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="the worker process's own /metrics and /healthz, on --host (default 0: none)",
+    )
 
     demo = command(
         groups,
