@@ -11,7 +11,7 @@ from storage.errors import AlreadyDecided, DecisionNotAllowed, NotWaiting, Trans
 from storage.journal import REPLAYABLE
 from storage.records import NewDecision, Review
 from storage.rows import decisions_by_review, load_review, load_run, to_review
-from storage.schema import decisions, journal, reviews
+from storage.schema import decisions, journal, reviews, snapshots
 from storage.status import ALLOWED_DECISIONS, DecisionKind, OutboxKind, ReviewStatus, RunStatus
 from storage.transitions import move_reviews, move_run
 
@@ -174,6 +174,7 @@ class ReviewStore(StoreBase):
                 (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
             )
             conn.execute(delete(journal).where(journal.c.run_id == run.id, journal.c.pos >= point))
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run.id))
             new_review_id = new_id("rev")
             conn.execute(
                 insert(reviews).values(

@@ -824,3 +824,41 @@ def unreplayable(inputs: dict[str, str]) -> Crew:
     if option == "planning":
         crew_extra["planning"] = True
     return Crew(agents=[agent], tasks=[task], process=Process.sequential, **crew_extra)
+
+
+def long_loop(inputs: dict[str, str]) -> Crew:
+    """A long agentic task (``turns`` searches), then a question, then publishing; after it
+    a reviewed task. ``COUNTERSIGN_TEST_CREW_VERSION=2`` changes the first agent's words."""
+    searches: list[Any] = [
+        ("search", {"query": f"{{subject}} {n}"}) for n in range(int(inputs["turns"]))
+    ]
+    researcher = Agent(
+        role="Researcher",
+        goal="Research and publish",
+        backstory="Thorough." + (" Now terser." if _version() == "2" else ""),
+        llm=_llm(
+            "Report",
+            [
+                *searches,
+                ("ask_human", {"question": "Formal or casual tone for {subject}?"}),
+                ("publish", {"text": "Report on {subject}"}),
+            ],
+        ),
+        tools=[SearchTool(), ask_human, PublishTool()],
+        max_iter=int(inputs["turns"]) + 5,
+        verbose=False,
+    )
+    editor = Agent(role="Editor", goal="Edit", backstory="Edits.", llm=_llm("Final"), verbose=False)
+    research = Task(description="Research {topic}", expected_output="A report", agent=researcher)
+    final = Task(
+        description="Edit the report on {topic}",
+        expected_output="A text",
+        agent=editor,
+        human_input=True,
+        context=[research],
+    )
+    return Crew(agents=[researcher, editor], tasks=[research, final], process=Process.sequential)
+
+
+def _version() -> str:
+    return os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
