@@ -755,7 +755,8 @@ def options(inputs: dict[str, str]) -> Crew:
 
     A researcher searches (a ReAct step), then a writer asks a person
     (``pause=question``) or files a note (``pause=note``; a worker with
-    ``COUNTERSIGN_TEST_HOLD=note`` holds inside it, to be killed there).
+    ``COUNTERSIGN_TEST_HOLD=note`` holds inside it, to be killed there). ``planning=off``
+    leaves the planner out.
     """
     researcher = Agent(
         role="Researcher",
@@ -794,7 +795,7 @@ def options(inputs: dict[str, str]) -> Crew:
         agents=[researcher, writer_agent],
         tasks=[gather, write],
         process=Process.sequential,
-        planning=True,
+        planning=inputs.get("planning", "on") == "on",
         planning_llm=PlannerLLM(model="scripted/planner", label="Plan"),
         step_callback=_callback("step"),
         task_callback=_callback("crew_task"),

@@ -8,6 +8,7 @@ model), and ``snapshot`` counts the executors seeded from a snapshot.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -94,6 +95,27 @@ def test_a_changed_crew_replays_its_journal_and_diverges(
     bench.decide(run.id, "answer", "formal")
     again = _resume(bench, run.id)  # the new recording has a snapshot of its own
     assert again["snapshot"] == 1 and again["llm_replayed"] == 1
+
+
+@ON_SQLITE
+def test_callbacks_and_dates_are_kept_on_a_resume_from_a_snapshot(bench: Bench) -> None:
+    bench.add_crews('[crews.options]\nfactory = "tests.crews:options"\n')
+    run = bench.start("options", topic="otters", planning="off")
+    _resume(bench, run.id)
+    assert bench.pending(run.id).stream == "task1:Writer"
+    bench.decide(run.id, "answer", "the playful side")
+    resumed = _resume(bench, run.id)
+    assert resumed["snapshot"] == 1 and resumed["llm_replayed"] == 1
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert done.divergence is None  # the run's date came from the journal, as recorded
+    # Each step and task reported once: the researcher's before the pause, the writer's
+    # after it; the skipped task's callbacks did not run again.
+    reported = Counter((e["which"], e["what"]) for e in bench.effects("callback"))
+    assert reported == Counter(
+        {("step", "ToolResult"): 2, ("step", "AgentAction"): 2, ("task", "Researcher"): 1}
+        | {("crew_task", "Researcher"): 1, ("crew_task", "Writer"): 1}
+    )
 
 
 @ON_SQLITE
