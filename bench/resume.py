@@ -131,11 +131,15 @@ class TimedStore(Store):
             self._count(t0)
 
     def list_reviews(
-        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+        self,
+        *,
+        status: ReviewStatus | None = ReviewStatus.PENDING,
+        run_id: str | None = None,
+        opened_from: int = 0,
     ) -> list[Review]:
         t0 = time.perf_counter()
         try:
-            return super().list_reviews(status=status, run_id=run_id)
+            return super().list_reviews(status=status, run_id=run_id, opened_from=opened_from)
         finally:
             self._count(t0)
 
@@ -523,6 +527,7 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
                     len(resumes),
                     ms(first),
                     f"{ms(min(firsts))}-{ms(max(firsts))}",
+                    ms(med([x.cpu_to_first_live for x in resumes])),
                     ms(claim),
                     ms(first - claim),
                     ms(med([x.replay_reads for x in resumes])),
@@ -565,7 +570,8 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
     lines = [
         f"Resume of a run with recorded LLM turns ({backend}, warm worker)",
         "",
-        "(a) decide() returned -> first live LLM call, ms (medians; goal < 100 ms)",
+        "(a) decide() returned -> first live LLM call, ms (medians; goal < 100 ms); CPU: this "
+        "process's CPU time meanwhile, all threads",
         "",
         c.table(
             [
@@ -574,6 +580,7 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
                 "runs",
                 "median",
                 "min-max",
+                "CPU",
                 "to claim",
                 "claim -> live",
                 "DB reads",

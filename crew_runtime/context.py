@@ -151,25 +151,17 @@ class RunContext(LeaseHolder):
         self._lock = threading.Lock()
         self._counters: Counter[tuple[str, str]] = Counter()
         # A suspension that left a snapshot lets the resume skip the journal's turns before it
-        # (crew_runtime.snapshot); they are read after all if the snapshot cannot be used.
+        # and the reviews opened before it (crew_runtime.snapshot); they are read after all
+        # if the snapshot cannot be used.
         self.snapshot: Snapshot | None = None
         if spec.kind != "flow":
             self.snapshot = store.load_snapshot(run.id)
-        since = 0 if self.snapshot is None else self.snapshot.pos
-        entries = store.load_journal(run.id, turns_from=since, turn_kinds=TURN_KINDS)
-        self._recorded = {(e.stream, e.kind, e.seq): e for e in entries}
+        self._load(0 if self.snapshot is None else self.snapshot.pos)
         # Per stream, its latest LLM turn and the conversation its executor set up first;
         # per executor's count of repeated tool calls (by id, kept alive), what it counted.
         self.turns: dict[str, Turn] = {}
         self.setups: dict[str, str] = {}
         self._repeats: dict[int, tuple[dict[int, int], Counter[str]]] = {}
-        # Decisions cannot change while the run executes (it is not waiting), so one
-        # read serves every replayed pause point instead of a query per review round.
-        self._reviews = {
-            (r.kind, r.stream, r.seq): r
-            for r in store.list_reviews(status=None, run_id=run.id)
-            if r.status != ReviewStatus.SUPERSEDED
-        }
         # The crew's tasks by id, with the place their calls take (kept alive: no id reuse).
         self._task_index: dict[int, tuple[Any, str]] = {}
         self.gates: dict[str, Gate] = {}
@@ -385,14 +377,25 @@ class RunContext(LeaseHolder):
 
     # -- the journal
 
+    def _load(self, since: int) -> None:
+        """Read the journal and the reviews (from journal position ``since``, bar what is not
+        a turn). Decisions cannot change while the run executes (it is not waiting), so one
+        read serves every replayed pause point instead of a query per review round."""
+        store, run_id = self.store, self.run.id
+        entries = store.load_journal(run_id, turns_from=since, turn_kinds=TURN_KINDS)
+        opened = store.list_reviews(status=None, run_id=run_id, opened_from=since)
+        with self._lock:
+            self._recorded = {(e.stream, e.kind, e.seq): e for e in entries}
+            self._reviews = {
+                (r.kind, r.stream, r.seq): r for r in opened if r.status != ReviewStatus.SUPERSEDED
+            }
+
     def load_whole_journal(self) -> None:
-        """The snapshot is not used: read the turns it let this execution skip."""
+        """The snapshot is not used: read the turns and reviews it let this execution skip."""
         if self.snapshot is None:
             return
         self.snapshot = None
-        entries = self.store.load_journal(self.run.id)
-        with self._lock:
-            self._recorded = {(e.stream, e.kind, e.seq): e for e in entries}
+        self._load(0)
 
     def recorded(self, stream: str, kind: str, seq: int) -> JournalEntry | None:
         with self._lock:

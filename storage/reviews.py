@@ -24,13 +24,21 @@ class ReviewStore(StoreBase):
             return load_review(conn, review_id)
 
     def list_reviews(
-        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+        self,
+        *,
+        status: ReviewStatus | None = ReviewStatus.PENDING,
+        run_id: str | None = None,
+        opened_from: int = 0,
     ) -> list[Review]:
+        """Reviews by status and run; ``opened_from``: only those opened at that journal
+        position or later (what a resume from a snapshot there can meet)."""
         query = select(reviews).order_by(reviews.c.created_at, reviews.c.id)
         if status is not None:
             query = query.where(reviews.c.status == status)
         if run_id is not None:
             query = query.where(reviews.c.run_id == run_id)
+        if opened_from:
+            query = query.where(reviews.c.journal_pos >= opened_from)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
             found = decisions_by_review(conn, [row.id for row in rows])
