@@ -49,14 +49,16 @@ _CREWAI = importlib.metadata.version("crewai")
 
 
 def fingerprint(crew: Crew, inputs: dict[str, Any]) -> str:
-    """A digest of what the crew's tasks were built from: CrewAI's version, the inputs, each
-    task (its text, agent, tools, output model, context) and each agent (its text, model,
-    tools). A resume skips the tasks done only while it is unchanged."""
+    """A digest of what the crew's tasks were built from: CrewAI's version, the inputs, the
+    prompt file, each task (its text, agent, tools, output model, context) and each agent (its
+    text, model, tools, prompt templates and loop options). A resume skips the tasks done only
+    while it is unchanged: a skipped task's prompt is not built again to be checked."""
     tasks = list(crew.tasks)
     shape = {
         "crewai": _CREWAI,
         "inputs": inputs,
         "process": str(crew.process),
+        "prompt_file": crew.prompt_file,
         "tasks": [_task_shape(task, tasks) for task in tasks],
         "agents": [_agent_shape(agent) for agent in crew.agents],
     }
@@ -83,6 +85,21 @@ def _place(task: Task, tasks: list[Task]) -> int | None:
     return next((n for n, t in enumerate(tasks) if t is task), None)
 
 
+# What else of an agent shapes its prompts and its loop.
+_AGENT_OPTIONS = (
+    "max_iter",
+    "system_template",
+    "prompt_template",
+    "response_template",
+    "use_system_prompt",
+    "inject_date",
+    "date_format",
+    "reasoning",
+    "multimodal",
+    "respect_context_window",
+)
+
+
 def _agent_shape(agent: Any) -> dict[str, Any]:
     llm = getattr(agent, "llm", None)
     return {
@@ -90,8 +107,8 @@ def _agent_shape(agent: Any) -> dict[str, Any]:
         "goal": agent.goal,
         "backstory": agent.backstory,
         "model": getattr(getattr(llm, "inner", llm), "model", None),
-        "max_iter": getattr(agent, "max_iter", None),
         "tools": [_tool_shape(tool) for tool in agent.tools or []],
+        **{option: getattr(agent, option, None) for option in _AGENT_OPTIONS},
     }
 
 

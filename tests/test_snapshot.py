@@ -239,3 +239,20 @@ def test_a_worker_killed_after_a_resume_leaves_a_snapshot_that_still_fits(bench:
     assert len(bench.effects("published")) == 1
     assert bench.llm_calls_by_pid()[last] == 2  # the final answer, the editor's draft
     _no_turn_sent_twice(bench)
+
+
+@ON_SQLITE
+def test_a_native_turn_of_gated_calls_resumes_from_its_snapshot(bench: Bench) -> None:
+    run = bench.start("parallel_payments")
+    _resume(bench, run.id)
+    reviews = bench.store.list_reviews(run_id=run.id)
+    assert len(reviews) == 2
+    for review in reviews:
+        bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U1")
+    resumed = _resume(bench, run.id)
+    # The native turn is served from the journal (its calls keep their places and reviews),
+    # then both approved calls run once.
+    assert resumed["snapshot"] == 1 and resumed["llm_replayed"] == 1
+    assert bench.run(run.id).status == RunStatus.SUCCEEDED
+    paid = sorted((e["amount"], e["to"]) for e in bench.effects("paid"))
+    assert paid == [(1500, "ACME"), (2000, "GLOBEX")]
