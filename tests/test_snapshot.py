@@ -1,9 +1,11 @@
 """Resume from a snapshot: a paused crew goes on from where it stood, without replaying its
 journal; the journal stays the fallback and the check.
 
-What CrewAI's loop did in an execution is read from the execution's counters: every LLM turn
-it ran goes through the journal (``llm_replayed`` served from it, ``llm_live`` asked of the
-model), and ``snapshot`` counts the executors seeded from a snapshot.
+Crews run in a worker in the test's process, on SQLite (the storage they use is tested on both
+backends below, and the killed worker's resume on both). What CrewAI's loop did in an
+execution is read from the execution's counters: every LLM turn it ran goes through the
+journal (``llm_replayed`` served from it, ``llm_live`` asked of the model), and ``snapshot``
+counts the executors seeded from a snapshot.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def _no_turn_sent_twice(bench: Bench) -> None:
     assert len(hashes) == len(set(hashes)), "a recorded turn was sent to the LLM again"
 
 
+@ON_SQLITE  # its storage calls are those of the tests below, on both backends
 def test_a_long_task_resumes_from_its_snapshot(bench: Bench) -> None:
     bench.add_crews(LONG_LOOP)
     run = bench.start("long_loop", topic="otters", turns="300")
