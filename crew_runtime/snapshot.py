@@ -214,8 +214,9 @@ def take(ctx: RunContext, crew: Crew, crew_print: str) -> Snapshot | None:
     (stream,) = streams_asked
     n = streams.task_index(stream)
     tasks = list(crew.tasks)
-    if n is None or n >= len(tasks) or not stream.startswith(streams.task_place(n) + ":"):
-        return None
+    agent = tasks[n].agent if n is not None and n < len(tasks) else None
+    if n is None or agent is None or stream != streams.stream(streams.task_place(n), agent.role):
+        return None  # not the task's own agent at work (nested work, a callback's agent)
     if any(t.output is None for t in tasks[:n]) or any(t.output is not None for t in tasks[n:]):
         return None
     turn, setup = ctx.turns.get(stream), ctx.setups.get(stream)
