@@ -61,8 +61,6 @@ class Turn:
     seq: int
     messages: list[Any]
     tools: Any
-    digest: str
-    executor: Any
     counters: dict[str, int]  # the stream's next seq per kind as the turn was asked
     iterations: int
     native: bool
@@ -246,9 +244,7 @@ class RunContext(LeaseHolder):
             self._counters[(stream, kind)] += 1
             return seq
 
-    def note_turn(
-        self, stream: str, seq: int, messages: Any, tools: Any, digest: str, agent: Any
-    ) -> None:
+    def note_turn(self, stream: str, seq: int, messages: Any, tools: Any, agent: Any) -> None:
         """An agent asks for LLM turn ``seq`` of ``stream``: keep what its executor holds
         (the paused stream's latest turn is the run's snapshot, ``crew_runtime.snapshot``)."""
         executor: Any = getattr(agent, "agent_executor", None)
@@ -261,8 +257,6 @@ class RunContext(LeaseHolder):
             seq=seq,
             messages=list(messages),
             tools=tools,
-            digest=digest,
-            executor=executor,
             counters={**self.counters_of(stream), "llm": seq},
             iterations=int(state.iterations),
             native=bool(state.use_native_tools),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+from contextlib import suppress
 from typing import Any
 
 import crewai.agents.agent_executor as crewai_executor
@@ -35,7 +36,7 @@ from crewai import Agent, Crew, Process, Task
 from crewai.tasks.conditional_task import ConditionalTask
 from crewai.tasks.task_output import TaskOutput
 from crewai.tools.tool_calling import ToolCalling
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from crew_runtime import streams
 from crew_runtime.context import RunContext, current_run
@@ -247,27 +248,29 @@ def take(ctx: RunContext, crew: Crew, crew_print: str) -> Snapshot | None:
     return Snapshot(entry.pos, payload)
 
 
-def restore(ctx: RunContext, crew: Crew, crew_print: str) -> bool:
+def restore(ctx: RunContext, crew: Crew, crew_print: str) -> None:
     """Skip the tasks the snapshot has outputs for, and leave the paused task's executor to
-    be seeded (:func:`note_setup`); False (the whole journal read) when it does not fit."""
+    be seeded (:func:`note_setup`); read the whole journal instead when it does not fit."""
     plan = ctx.snapshot
     if plan is None:
-        return False
+        return
     payload = plan.payload
     tasks = list(crew.tasks)
-    fits = (
+    outputs = None
+    if (
         payload.get("version") == VERSION
         and payload["crew"] == crew_print
         and payload["task"] < len(tasks)
         and expressible(crew)
-    )
-    if not fits:
+    ):
+        with suppress(ValidationError):  # an output its model no longer takes
+            outputs = [_output_of(t, o) for t, o in zip(tasks, payload["outputs"], strict=False)]
+    if outputs is None:
         ctx.load_whole_journal()
-        return False
-    for task, output in zip(tasks, payload["outputs"], strict=False):
-        task.output = _output_of(task, output)
+        return
+    for task, output in zip(tasks, outputs, strict=False):
+        task.output = output
     crew.checkpoint_kickoff_event_id = _RESUMING
-    return True
 
 
 def _output_json(output: TaskOutput) -> dict[str, Any]:

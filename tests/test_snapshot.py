@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import (
@@ -28,6 +29,7 @@ from storage import (
     Snapshot,
     Store,
 )
+from storage.schema import snapshots
 from tests.harness import ON_SQLITE, Bench
 
 LONG_LOOP = """
@@ -259,3 +261,30 @@ def test_a_native_turn_of_gated_calls_resumes_from_its_snapshot(bench: Bench) ->
     assert bench.run(run.id).status == RunStatus.SUCCEEDED
     paid = sorted((e["amount"], e["to"]) for e in bench.effects("paid"))
     assert paid == [(1500, "ACME"), (2000, "GLOBEX")]
+
+
+@ON_SQLITE
+def test_a_task_whose_first_conversation_changed_is_replayed_from_its_start(
+    bench: Bench,
+) -> None:
+    """The crew's fingerprint matches, but CrewAI now sets the paused task up differently
+    (here: the stored digest of its first conversation no longer matches): that task is
+    replayed from the whole journal instead of seeded."""
+    bench.add_crews(LONG_LOOP)
+    run = bench.start("long_loop", topic="otters", turns="4")
+    _resume(bench, run.id)
+    snapshot = bench.store.load_snapshot(run.id)
+    assert snapshot is not None
+    with bench.store.engine.begin() as conn:
+        conn.execute(
+            update(snapshots)
+            .where(snapshots.c.run_id == run.id)
+            .values(payload={**snapshot.payload, "setup": "another conversation"})
+        )
+    bench.decide(run.id, "answer", "casual")
+    resumed = _resume(bench, run.id)
+    assert "snapshot" not in resumed
+    assert resumed["llm_replayed"] == 5 and resumed["tool_replayed"] == 4  # from its start
+    assert len(bench.effects("search")) == 4
+    assert bench.run(run.id).divergence is None
+    assert bench.pending(run.id).stream == "task1:Editor"
