@@ -863,3 +863,21 @@ def long_loop(inputs: dict[str, str]) -> Crew:
 
 def _version() -> str:
     return os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
+
+
+def repeating(inputs: dict[str, str]) -> Crew:
+    """One agent searching the same query again and again, a question between each two
+    searches: CrewAI stops the fifth identical call with the same result, so a resume must
+    count the ones made before it (across four pauses here)."""
+    same = ("search", {"query": "{subject}"})
+    ask = ("ask_human", {"question": "More?"})
+    researcher = Agent(
+        role="Researcher",
+        goal="Research",
+        backstory="Insistent.",
+        llm=_llm("Report", [same, ask, same, ask, same, ask, same, ask, same]),
+        tools=[SearchTool(), ask_human],
+        verbose=False,
+    )
+    task = Task(description="Research {topic}", expected_output="A report", agent=researcher)
+    return Crew(agents=[researcher], tasks=[task], process=Process.sequential)

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import (
@@ -288,3 +288,25 @@ def test_a_task_whose_first_conversation_changed_is_replayed_from_its_start(
     assert len(bench.effects("search")) == 4
     assert bench.run(run.id).divergence is None
     assert bench.pending(run.id).stream == "task1:Editor"
+
+
+@ON_SQLITE
+def test_crewais_count_of_repeated_calls_survives_resumes(bench: Bench) -> None:
+    """The same run resumed from its snapshots and from its journal ends the same way: CrewAI
+    stops the fifth identical search, four of them made before the last resume."""
+    bench.add_crews('[crews.repeating]\nfactory = "tests.crews:repeating"\n')
+    endings = []
+    for path in ("snapshot", "journal"):
+        run = bench.start("repeating", topic="otters")
+        _resume(bench, run.id)
+        for n in range(4):
+            if path == "journal":
+                with bench.store.engine.begin() as conn:
+                    conn.execute(delete(snapshots).where(snapshots.c.run_id == run.id))
+            bench.decide(run.id, "answer", f"answer {n}")
+            assert ("snapshot" in _resume(bench, run.id)) == (path == "snapshot")
+        done = bench.run(run.id)
+        endings.append((done.status, done.error))
+    assert endings[0] == endings[1]
+    assert endings[0][0] == RunStatus.FAILED and "5 times" in (endings[0][1] or "")
+    assert len(bench.effects("search")) == 2 * 5  # the fifth ran, then CrewAI stopped
