@@ -125,6 +125,7 @@ def _agent(label: str, tools: list[BaseTool] | None = None, plan: list[Any] | No
         backstory="A careful writer.",
         llm=llm,
         tools=tools or [],
+        max_iter=1000,  # the research crew's long tasks run past CrewAI's default of 25
         verbose=False,
     )
 
@@ -158,11 +159,10 @@ class LookupTool(BaseTool):
 
 
 def research(inputs: dict[str, str]) -> Crew:
-    """Three tasks of 9 tool calls and a final answer each, the last one reviewed.
-
-    Exactly 30 LLM turns (and 27 tool turns) before the review of the last task opens.
+    """Three tasks of ``lookups`` tool calls (9 by default) and a final answer each, the last
+    one reviewed: 30 LLM turns (and 27 tool turns) before its review opens, by default.
     """
-    plan = [("lookup", {"query": "{subject} #{step}"})] * 9
+    plan = [("lookup", {"query": "{subject} #{step}"})] * int(inputs.get("lookups", 9))
     agents = [_agent(label, [LookupTool()], plan) for label in ("Notes", "Outline", "Article")]
     tasks: list[Task] = []
     for n, agent in enumerate(agents):

@@ -1,38 +1,44 @@
-"""Resume is cheap: what it costs to bring back a run with 30 recorded LLM turns.
+"""Resume in constant time: what it costs to bring back a run with 30 or 300 recorded turns.
 
-A suspended run resumes by replaying its journal: the crew is built again and kicked off,
-recorded LLM and tool turns are served from the database, recorded decisions are applied,
-and the model is called again only for the first turn that was never recorded. The claim:
-replaying a turn costs little more than CrewAI's own bookkeeping for that turn, and far
-less than calling the model again.
+A suspended run resumes from the snapshot its suspension stored (``crew_runtime.snapshot``):
+the crew is built again, the tasks done are skipped with their outputs, the paused agent's
+executor is seeded with its conversation, the one turn before the pause is served from the
+journal, the decision is applied, and the next turn is live. The journal replay it replaced
+(every recorded LLM and tool turn served from the database through CrewAI's own loop) is still
+the fallback; each row here is measured on both paths, side by side: ``snapshot``, and
+``journal`` (the same copy of the run without its snapshot).
 
-Two crews (bench/_common.py), each brought to exactly 30 recorded LLM turns and a pending
-task review, then resumed with a "changes" decision:
+Two crews (bench/_common.py), each brought to exactly N recorded LLM turns (``--turns``,
+30 and 300) and a pending task review, then resumed with a "changes" decision:
 
 ``review``
-    one task, ``Task(human_input=True)``: the draft was sent back 29 times with feedback,
-    so the journal holds 30 drafts (30 LLM turns) and 29 decisions; the 30th draft waits.
+    one task, ``Task(human_input=True)``: the draft was sent back N-1 times with feedback,
+    so the journal holds N drafts (N LLM turns) and N-1 decisions; the Nth draft waits.
 ``tools``
-    three tasks, 9 tool calls and a final answer each (30 LLM turns, 27 tool turns); the
-    last task's output waits for review.
+    three tasks, N/3-1 tool calls and a final answer each (N LLM turns); the last task's
+    output waits for review.
 
 Measured, in this process, on a warm worker (CrewAI imported, a :class:`crew_runtime.Worker`
 already polling in a thread, as in ``countersign serve``):
 
 (a) resume latency: from ``Countersign.decide`` returning (the worker is woken, as the bot
-    does) to the start of the first live LLM call; median of ``--reps`` runs. Split into
-    decide→claimed and claimed→first live call (build the crew, load the journal, replay).
-(b) replay per recorded turn: (a) / 30, against CrewAI's own cost per turn: the same crew
-    and the same conversation run live by ``crew.kickoff`` with an instant model and a
-    provider that answers with the same feedback at once (no journal, no database), timed
-    from building the crew to the start of LLM call 31, divided by 30. Both in wall time
-    and in process CPU time, alternating ours and CrewAI's so the machine's noise hits both.
-(c) with a 300 ms model (``ScriptedLLM(delay=0.3)``): our resume against re-running the
-    crew from scratch, until the next draft is ready for the reviewer: wall time and calls.
+    does) to the start of the first live LLM call; median of ``--reps`` runs on the snapshot
+    path, ``--journal-reps`` on the journal path. Split into decide→claimed and claimed→first
+    live call (build the crew, read the snapshot or journal, replay). Goal: under 100 ms.
+(b) journal replay per recorded turn (at the smallest ``--turns``): (a) / N on the journal
+    path, against CrewAI's own cost per turn: the same crew and the same conversation run
+    live by ``crew.kickoff`` with an instant model and a provider that answers with the same
+    feedback at once (no journal, no database), timed from building the crew to the start of
+    LLM call N+1, divided by N. Both in wall time and in process CPU time, alternating ours and
+    CrewAI's so the machine's noise hits both.
+(c) with a 300 ms model (``ScriptedLLM(delay=0.3)``), at the smallest ``--turns``: our resume
+    against re-running the crew from scratch, until the next draft is ready for the
+    reviewer: wall time and calls.
 
 ``--profile`` adds a cProfile of every thread of one resume and one live kickoff, grouped by
-who owns the code. Run: ``.venv/bin/python bench/resume.py [--reps 15] [--slow-reps 3]
-[--database-url URL] [--profile] [--only review|tools]``. About 2.5 minutes on SQLite.
+who owns the code. Run: ``.venv/bin/python bench/resume.py [--reps 15] [--journal-reps 5]
+[--slow-reps 3] [--turns 30 300] [--database-url URL] [--profile] [--only review|tools]``.
+About 6 minutes on SQLite.
 """
 
 from __future__ import annotations
@@ -68,26 +74,38 @@ from storage import (
     ReviewStatus,
     Run,
     RunStatus,
+    Snapshot,
     Store,
 )
 from storage.base import new_id
-from storage.schema import decisions, journal, reviews, runs
+from storage.schema import decisions, journal, reviews, runs, snapshots
 
-TURNS = 30
 OUT = sys.stdout
+CREWS = {"review": "draft", "tools": "research"}
 
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str
-    crew: str
-    setup_rounds: int  # "changes" decisions that lead to the 30th recorded turn
+    name: str  # "review" or "tools"
+    turns: int  # recorded LLM turns before the review the resume answers
+
+    @property
+    def crew(self) -> str:
+        return CREWS[self.name]
+
+    @property
+    def setup_rounds(self) -> int:
+        """The "changes" decisions that lead to the last recorded turn."""
+        return self.turns - 1 if self.name == "review" else 0
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        if self.name == "review":
+            return {"topic": "otters"}
+        return {"topic": "otters", "lookups": str(self.turns // 3 - 1)}
 
     def feedback(self, n: int) -> str:
         return f"Round {n}: tighten the wording and add one example."
-
-
-SCENARIOS = [Scenario("review", "draft", TURNS - 1), Scenario("tools", "research", 0)]
 
 
 class TimedStore(Store):
@@ -98,19 +116,30 @@ class TimedStore(Store):
     suspended_at: float | None = None
     replay_reads = 0.0
 
-    def load_journal(self, run_id: str) -> list[JournalEntry]:
+    def load_journal(self, run_id: str, **since: Any) -> list[JournalEntry]:
         t0 = time.perf_counter()
         try:
-            return super().load_journal(run_id)
+            return super().load_journal(run_id, **since)
+        finally:
+            self._count(t0)
+
+    def load_snapshot(self, run_id: str) -> Snapshot | None:
+        t0 = time.perf_counter()
+        try:
+            return super().load_snapshot(run_id)
         finally:
             self._count(t0)
 
     def list_reviews(
-        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+        self,
+        *,
+        status: ReviewStatus | None = ReviewStatus.PENDING,
+        run_id: str | None = None,
+        opened_from: int = 0,
     ) -> list[Review]:
         t0 = time.perf_counter()
         try:
-            return super().list_reviews(status=status, run_id=run_id)
+            return super().list_reviews(status=status, run_id=run_id, opened_from=opened_from)
         finally:
             self._count(t0)
 
@@ -166,14 +195,15 @@ def say(text: str) -> None:
 
 
 def prepare_runs(
-    store: Store, config: Config, svc: Countersign, scenario: Scenario, count: int
-) -> list[str]:
-    """Bring one run to 30 recorded LLM turns and a pending review; copy it ``count`` times.
+    store: Store, config: Config, svc: Countersign, scenario: Scenario, counts: Sequence[int]
+) -> list[list[str]]:
+    """Bring one run to N recorded LLM turns and a pending review; copy it ``counts[0]`` times
+    with its snapshot, then ``counts[1]`` times without (resumed by replaying the journal).
 
     The copies are the same rows under new ids (run, journal, reviews, decisions), so each
     timed resume starts from exactly the same recorded state.
     """
-    run_id = svc.start_run(scenario.crew, {"topic": "otters"}).id
+    run_id = svc.start_run(scenario.crew, scenario.inputs).id
     settings = WorkerSettings(concurrency=1, poll=timedelta(seconds=0.02))
     Worker(store, config, settings).run(until_idle=True)
     for n in range(1, scenario.setup_rounds + 1):
@@ -181,20 +211,29 @@ def prepare_runs(
         svc.decide(review.id, DecisionKind.CHANGES, scenario.feedback(n), by="U1")
         Worker(store, config, settings).run(until_idle=True)
     llm_turns = [e for e in store.load_journal(run_id) if e.kind == "llm"]
-    assert len(llm_turns) == TURNS, len(llm_turns)
+    assert len(llm_turns) == scenario.turns, len(llm_turns)
     assert store.get_run(run_id).status == RunStatus.WAITING
     assert len(store.list_reviews(run_id=run_id)) == 1
-    return [copy_run(store, run_id) for _ in range(count)]
+    assert store.load_snapshot(run_id) is not None
+    with_snapshot, without = counts
+    return [
+        [copy_run(store, run_id, snapshot=True) for _ in range(with_snapshot)],
+        [copy_run(store, run_id, snapshot=False) for _ in range(without)],
+    ]
 
 
-def copy_run(store: Store, run_id: str) -> str:
-    """A new run with the same rows as ``run_id``: the bench's shortcut, not a runtime API."""
+def copy_run(store: Store, run_id: str, *, snapshot: bool) -> str:
+    """A new run with the same rows as ``run_id`` (its snapshot too, or not): the bench's
+    shortcut, not a runtime API."""
     new_run = new_id("run")
     with store.engine.begin() as conn:
         run = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().one()
         conn.execute(insert(runs).values({**run, "id": new_run}))
         for turn in conn.execute(select(journal).where(journal.c.run_id == run_id)).mappings():
             conn.execute(insert(journal).values({**turn, "run_id": new_run}))
+        if snapshot:
+            row = conn.execute(select(snapshots).where(snapshots.c.run_id == run_id)).mappings()
+            conn.execute(insert(snapshots).values({**row.one(), "run_id": new_run}))
         review_ids: dict[str, str] = {}
         for review in conn.execute(select(reviews).where(reviews.c.run_id == run_id)).mappings():
             review_ids[review["id"]] = new_id("rev")
@@ -282,9 +321,9 @@ class ScriptedFeedback(SyncHumanInputProvider):
 
 @dataclass
 class Live:
-    to_call_31: float  # build the crew → LLM call 31 started
+    to_call_31: float  # build the crew → LLM call N+1 started
     cpu_to_call_31: float  # the same in process CPU time
-    to_next_review: float  # build the crew → the 31st-turn draft is ready for review
+    to_next_review: float  # build the crew → the (N+1)th-turn draft is ready for review
     llm_calls: int
 
 
@@ -292,14 +331,14 @@ def live_kickoff(scenario: Scenario) -> Live:
     """The same crew and conversation, run by CrewAI alone: no journal, no database."""
     rounds = scenario.setup_rounds + 1
     ready: list[float] = []
-    c.PROBE.reset(mark=TURNS + 1)
+    c.PROBE.reset(mark=scenario.turns + 1)
     token = set_provider(
         ScriptedFeedback([scenario.feedback(n) for n in range(1, rounds + 1)], ready)
     )
     try:
         t0, cpu0 = time.perf_counter(), time.process_time()
-        crew = getattr(c, scenario.crew)({})
-        crew.kickoff(inputs={"topic": "otters"})
+        crew = getattr(c, scenario.crew)(scenario.inputs)
+        crew.kickoff(inputs=scenario.inputs)
     finally:
         reset_provider(token)
     call_31, cpu_31 = c.PROBE.wait(timeout=0)
@@ -388,59 +427,74 @@ def profile_both(
 # --------------------------------------------------------------------------- driver
 
 
-def run_scenario(args: argparse.Namespace, url: str, workdir: Path, scenario: Scenario) -> dict:
+def run_scenario(
+    args: argparse.Namespace, url: str, workdir: Path, scenario: Scenario, compare: bool
+) -> dict:
+    """Time resumes of one crew at one size on both paths; with ``compare``, also CrewAI
+    running the same turns itself (b) and the 300 ms model (c)."""
     log = workdir / "crewai-console.log"
     config = load_config(c.write_config(workdir))
     store = TimedStore.open(url)
     svc = Countersign(store, config)
-    fast_runs = 1 + args.reps  # one warm-up
-    total = fast_runs + args.slow_reps + (1 if args.profile else 0)
-    say(f"  {scenario.name}: preparing a run with {TURNS} recorded LLM turns, {total} copies ...")
+    name = f"{scenario.name}/{scenario.turns}"
+    snap_runs, journal_runs = 1 + args.reps, 1 + args.journal_reps  # one warm-up each
+    slow_reps = args.slow_reps if compare else 0
+    with_snapshot = snap_runs + slow_reps + (1 if args.profile else 0)
+    say(f"  {name}: preparing a run, {with_snapshot} + {journal_runs} copies ...")
     with quiet(log):
         c.LLM_DELAY["seconds"] = 0.0
-        ids = prepare_runs(store, config, svc, scenario, total)
+        snap_ids, journal_ids = prepare_runs(
+            store, config, svc, scenario, [with_snapshot, journal_runs]
+        )
     counts: dict[str, int] = {}
-    for entry in store.load_journal(ids[0]):
+    for entry in store.load_journal(snap_ids[0]):
         counts[entry.kind] = counts.get(entry.kind, 0) + 1
-    decided = scenario.setup_rounds
 
     # A long poll: the worker is woken by the decision, as the bot does (LISTEN/NOTIFY on PG).
     worker = Worker(store, config, WorkerSettings(concurrency=1, poll=timedelta(seconds=5)))
     thread = threading.Thread(target=worker.run, name="bench-worker", daemon=True)
     thread.start()
-    fast: list[Resume] = []
+    snap: list[Resume] = []
+    journal_path: list[Resume] = []
     live: list[Live] = []
     slow: list[Resume] = []
     rerun: list[Live] = []
-    say(f"  {scenario.name}: {args.reps} x resume and CrewAI live, instant model ...")
+    say(f"  {name}: {args.reps} x snapshot, {args.journal_reps} x journal, instant model ...")
     try:
         with quiet(log):
-            # Side by side, alternating, so that the machine's noise hits both alike.
-            for run_id in ids[:fast_runs]:
-                fast.append(resume(store, svc, worker, run_id, scenario))
-                live.append(live_kickoff(scenario))
-            fast, live = fast[1:], live[1:]  # the first of each warms up
-        say(f"  {scenario.name}: {args.slow_reps} x resume and re-run, 300 ms model ...")
-        with quiet(log):
-            c.LLM_DELAY["seconds"] = 0.3
-            for run_id in ids[fast_runs : fast_runs + args.slow_reps]:
-                slow.append(resume(store, svc, worker, run_id, scenario))
-                rerun.append(live_kickoff(scenario))
-            c.LLM_DELAY["seconds"] = 0.0
+            # Side by side, alternating, so that the machine's noise hits all alike.
+            for n in range(max(snap_runs, journal_runs)):
+                if n < snap_runs:
+                    snap.append(resume(store, svc, worker, snap_ids[n], scenario))
+                if n < journal_runs:
+                    journal_path.append(resume(store, svc, worker, journal_ids[n], scenario))
+                    if compare:
+                        live.append(live_kickoff(scenario))
+            snap, journal_path, live = snap[1:], journal_path[1:], live[1:]  # warm-ups
+        if compare:
+            say(f"  {name}: {slow_reps} x resume and re-run, 300 ms model ...")
+            with quiet(log):
+                c.LLM_DELAY["seconds"] = 0.3
+                for run_id in snap_ids[snap_runs : snap_runs + slow_reps]:
+                    slow.append(resume(store, svc, worker, run_id, scenario))
+                    rerun.append(live_kickoff(scenario))
+                c.LLM_DELAY["seconds"] = 0.0
     finally:
         worker.stop()
         thread.join()
+    assert all(x.stats.get("snapshot") == 1 for x in snap), "a snapshot was not used"
+    assert not any(x.stats.get("snapshot") for x in journal_path)
     profile = None
     if args.profile:
-        say(f"  {scenario.name}: profiling one resume and one live kickoff ...")
+        say(f"  {name}: profiling one resume and one live kickoff ...")
         with quiet(log):
-            profile = profile_both(store, config, svc, ids[-1], scenario)
+            profile = profile_both(store, config, svc, snap_ids[-1], scenario)
     store.close()
     return {
         "scenario": scenario,
         "journal": counts,
-        "decisions": decided,
-        "fast": fast,
+        "snapshot_path": snap,
+        "journal_path": journal_path,
         "live": live,
         "slow": slow,
         "rerun": rerun,
@@ -458,38 +512,46 @@ def pct(ours: float, theirs: float) -> str:
 
 def report(results: list[dict[str, Any]], backend: str) -> str:
     med = c.median
-    reps = len(results[0]["fast"])
     rows_a, rows_b, rows_c = [], [], []
     for r in results:
-        name = r["scenario"].name
-        fast: list[Resume] = r["fast"]
-        live: list[Live] = r["live"]
+        scenario: Scenario = r["scenario"]
         journal_rows = ", ".join(f"{n} {k}" for k, n in sorted(r["journal"].items()))
-        firsts = [x.to_first_live for x in fast]
-        first, claim = med(firsts), med([x.to_claim for x in fast])
-        rows_a.append(
-            [
-                f"{name} ({journal_rows} turns; {r['decisions']} decisions)",
-                ms(first),
-                f"{ms(min(firsts))}-{ms(max(firsts))}",
-                ms(claim),
-                ms(first - claim),
-                ms(med([x.replay_reads for x in fast])),
-                ms(med([x.hashing for x in fast])),
-                fast[0].stats.get("llm_replayed", 0),
-            ]
-        )
+        for path in ("snapshot", "journal"):
+            resumes: list[Resume] = r[f"{path}_path"]
+            firsts = [x.to_first_live for x in resumes]
+            first, claim = med(firsts), med([x.to_claim for x in resumes])
+            rows_a.append(
+                [
+                    f"{scenario.name} ({journal_rows}; {scenario.setup_rounds} decisions)",
+                    path,
+                    len(resumes),
+                    ms(first),
+                    f"{ms(min(firsts))}-{ms(max(firsts))}",
+                    ms(med([x.cpu_to_first_live for x in resumes])),
+                    ms(claim),
+                    ms(first - claim),
+                    ms(med([x.replay_reads for x in resumes])),
+                    ms(med([x.hashing for x in resumes])),
+                    resumes[0].stats.get("llm_replayed", 0),
+                ]
+            )
+        live: list[Live] = r["live"]
+        if not live:
+            continue
+        journal_path: list[Resume] = r["journal_path"]
+        turns = scenario.turns
+        first = med([x.to_first_live for x in journal_path])
         theirs = med([x.to_call_31 for x in live])
-        ours_cpu = med([x.cpu_to_first_live for x in fast])
+        ours_cpu = med([x.cpu_to_first_live for x in journal_path])
         theirs_cpu = med([x.cpu_to_call_31 for x in live])
         rows_b.append(
             [
-                name,
-                ms(first / TURNS),
-                ms(theirs / TURNS),
+                f"{scenario.name}/{turns}",
+                ms(first / turns),
+                ms(theirs / turns),
                 pct(first, theirs),
-                ms(ours_cpu / TURNS),
-                ms(theirs_cpu / TURNS),
+                ms(ours_cpu / turns),
+                ms(theirs_cpu / turns),
                 pct(ours_cpu, theirs_cpu),
             ]
         )
@@ -497,7 +559,7 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
         rerun_s = med([x.to_next_review for x in r["rerun"]])
         rows_c.append(
             [
-                name,
+                f"{scenario.name}/{turns}",
                 f"{ours_s:.2f}",
                 med([x.llm_calls for x in r["slow"]]),
                 f"{rerun_s:.2f}",
@@ -506,15 +568,19 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
             ]
         )
     lines = [
-        f"Resume of a run with {TURNS} recorded LLM turns ({backend}, warm worker)",
+        f"Resume of a run with recorded LLM turns ({backend}, warm worker)",
         "",
-        f"(a) decide() returned -> first live LLM call, ms (median of {reps})",
+        "(a) decide() returned -> first live LLM call, ms (medians; goal < 100 ms); CPU: this "
+        "process's CPU time meanwhile, all threads",
         "",
         c.table(
             [
                 "crew",
+                "path",
+                "runs",
                 "median",
                 "min-max",
+                "CPU",
                 "to claim",
                 "claim -> live",
                 "DB reads",
@@ -523,31 +589,33 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
             ],
             rows_a,
         ),
-        "",
-        f"(b) per recorded turn: our replay vs CrewAI running the turn itself (instant model), "
-        f"ms; medians of {reps}, measured alternately",
-        "",
-        c.table(
-            [
-                "crew",
-                "ours wall",
-                "CrewAI wall",
-                "overhead",
-                "ours CPU",
-                "CrewAI CPU",
-                "overhead",
-            ],
-            rows_b,
-        ),
-        "",
-        f"(c) with a 300 ms model: until the next draft is ready for review "
-        f"(median of {len(results[0]['slow'])})",
-        "",
-        c.table(
-            ["crew", "resume s", "LLM calls", "re-run s", "LLM calls", "re-run / resume"],
-            rows_c,
-        ),
     ]
+    if rows_b:
+        lines += [
+            "",
+            "(b) per recorded turn: journal replay vs CrewAI running the turn itself (instant "
+            "model), ms; medians, measured alternately",
+            "",
+            c.table(
+                [
+                    "crew",
+                    "ours wall",
+                    "CrewAI wall",
+                    "overhead",
+                    "ours CPU",
+                    "CrewAI CPU",
+                    "overhead",
+                ],
+                rows_b,
+            ),
+            "",
+            "(c) with a 300 ms model: until the next draft is ready for review (medians)",
+            "",
+            c.table(
+                ["crew", "resume s", "LLM calls", "re-run s", "LLM calls", "re-run / resume"],
+                rows_c,
+            ),
+        ]
     for r in results:
         if r["profile"] is None:
             continue
@@ -557,7 +625,8 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
         hot = [[ms(t), where] for t, where in top]
         lines += [
             "",
-            f"cProfile, all threads, {r['scenario'].name}: tottime by owner, ms "
+            f"cProfile, all threads, {r['scenario'].name}/{r['scenario'].turns}: tottime by "
+            "owner, ms "
             f"(one resume to its next review vs one live kickoff)",
             "",
             c.table(["owner", "resume", "CrewAI live"], rows),
@@ -572,21 +641,37 @@ def report(results: list[dict[str, Any]], backend: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     c.add_database_arg(parser)
-    parser.add_argument("--reps", type=int, default=15, help="resumes timed per crew (a, b)")
+    parser.add_argument("--reps", type=int, default=15, help="snapshot resumes per crew (a)")
+    parser.add_argument(
+        "--journal-reps", type=int, default=5, help="journal replays per crew (a, b)"
+    )
+    parser.add_argument(
+        "--turns", type=int, nargs="+", default=[30, 300], help="recorded turns (multiples of 3)"
+    )
     parser.add_argument("--slow-reps", type=int, default=3, help="repetitions of (c)")
     parser.add_argument("--profile", action="store_true", help="cProfile one resume per crew")
-    parser.add_argument("--only", choices=[s.name for s in SCENARIOS], help="one crew only")
+    parser.add_argument("--only", choices=sorted(CREWS), help="one crew only")
     args = parser.parse_args()
-    if args.reps < 1 or args.slow_reps < 1:
-        parser.error("--reps and --slow-reps must be at least 1")
+    if min(args.reps, args.journal_reps, args.slow_reps) < 1:
+        parser.error("--reps, --journal-reps and --slow-reps must be at least 1")
+    if any(turns < 6 or turns % 3 for turns in args.turns):
+        parser.error("--turns: multiples of 3, from 6")
     # JournalLLM does not forward get_input_tokens_count, so CrewAI logs a warning on every
     # turn (docs/benchmarks.md); the records are still made, only not printed.
     logging.getLogger("crewai.llms.base_llm").addHandler(logging.NullHandler())
     journal_llm.prompt_hash = _timed_prompt_hash  # type: ignore[assignment]
     say(f"resume.py on {c.machine()}")
-    scenarios = [s for s in SCENARIOS if args.only in (None, s.name)]
+    smallest = min(args.turns)
+    scenarios = [
+        Scenario(name, turns)
+        for turns in sorted(args.turns)
+        for name in sorted(CREWS)
+        if args.only in (None, name)
+    ]
     with c.database(args.database_url) as (url, workdir):
-        results = [run_scenario(args, url, workdir, s) for s in scenarios]
+        results = [
+            run_scenario(args, url, workdir, s, compare=s.turns == smallest) for s in scenarios
+        ]
         backend = c.backend(url)
     say("")
     say(report(results, backend))

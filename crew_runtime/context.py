@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
+from pydantic import BaseModel
 
 from crew_runtime import streams
 from crew_runtime.config import CrewSpec
@@ -34,6 +35,7 @@ from storage import (
     ReviewKind,
     ReviewStatus,
     Run,
+    Snapshot,
     Store,
 )
 
@@ -44,6 +46,26 @@ _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=
 # call's, so the coworker's calls see it: their stream hangs off it, and a pause raised
 # among them marks it.
 _enclosing: ContextVar[tuple[ToolSlot, ...]] = ContextVar("countersign_tool_calls", default=())
+
+
+# The journal's per-turn kinds: a resume from a snapshot reads none of them before it.
+TURN_KINDS = ("llm", "tool")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What an agent's executor held as it asked the model for an LLM turn: its conversation
+    (the list as sent, copied), and the counters that place the turn. A snapshot of a paused
+    run is the latest turn of its paused stream (``crew_runtime.snapshot``)."""
+
+    seq: int
+    messages: list[Any]
+    tools: Any
+    counters: dict[str, int]  # the stream's next seq per kind as the turn was asked
+    iterations: int
+    native: bool
+    last_tool: dict[str, Any] | None
+    repeats: dict[str, int]  # CrewAI's count of identical tool calls, by what it hashes
 
 
 @dataclass(frozen=True)
@@ -126,14 +148,18 @@ class RunContext(LeaseHolder):
         self.divergences: list[str] = []
         self._lock = threading.Lock()
         self._counters: Counter[tuple[str, str]] = Counter()
-        self._recorded = {(e.stream, e.kind, e.seq): e for e in store.load_journal(run.id)}
-        # Decisions cannot change while the run executes (it is not waiting), so one
-        # read serves every replayed pause point instead of a query per review round.
-        self._reviews = {
-            (r.kind, r.stream, r.seq): r
-            for r in store.list_reviews(status=None, run_id=run.id)
-            if r.status != ReviewStatus.SUPERSEDED
-        }
+        # A suspension that left a snapshot lets the resume skip the journal's turns before it
+        # and the reviews opened before it (crew_runtime.snapshot); they are read after all
+        # if the snapshot cannot be used.
+        self.snapshot: Snapshot | None = None
+        if spec.kind != "flow":
+            self.snapshot = store.load_snapshot(run.id)
+        self._load(0 if self.snapshot is None else self.snapshot.pos)
+        # Per stream, its latest LLM turn and the conversation its executor set up first;
+        # per executor's count of repeated tool calls (by id, kept alive), what it counted.
+        self.turns: dict[str, Turn] = {}
+        self.setups: dict[str, str] = {}
+        self._repeats: dict[int, tuple[dict[int, int], Counter[str]]] = {}
         # The crew's tasks by id, with the place their calls take (kept alive: no id reuse).
         self._task_index: dict[int, tuple[Any, str]] = {}
         self.gates: dict[str, Gate] = {}
@@ -218,6 +244,55 @@ class RunContext(LeaseHolder):
             self._counters[(stream, kind)] += 1
             return seq
 
+    def note_turn(self, stream: str, seq: int, messages: Any, tools: Any, agent: Any) -> None:
+        """An agent asks for LLM turn ``seq`` of ``stream``: keep what its executor holds
+        (the paused stream's latest turn is the run's snapshot, ``crew_runtime.snapshot``)."""
+        executor: Any = getattr(agent, "agent_executor", None)
+        state = getattr(executor, "state", None)
+        if state is None or not isinstance(messages, list):
+            return
+        handler = getattr(executor, "tools_handler", None)
+        last = getattr(handler, "last_used_tool", None)
+        self.turns[stream] = Turn(
+            seq=seq,
+            messages=list(messages),
+            tools=tools,
+            counters={**self.counters_of(stream), "llm": seq},
+            iterations=int(state.iterations),
+            native=bool(state.use_native_tools),
+            last_tool=last.model_dump(mode="json") if isinstance(last, BaseModel) else None,
+            repeats=self.repeats_of(executor._tool_call_counts),
+        )
+
+    def counters_of(self, stream: str) -> dict[str, int]:
+        """The next seq of each kind in ``stream``."""
+        with self._lock:
+            return {kind: self._counters[(stream, kind)] for kind in ("llm", "tool", "review")}
+
+    def set_counters(self, stream: str, counters: dict[str, int]) -> None:
+        """Go on in ``stream`` from these seqs (a resume from a snapshot)."""
+        with self._lock:
+            for kind, seq in counters.items():
+                self._counters[(stream, kind)] = seq
+
+    def note_repeat(self, counts: dict[int, int], blob: str) -> None:
+        """CrewAI counted an identical tool call (``blob``, what it hashes) in ``counts``."""
+        with self._lock:
+            _, seen = self._repeats.setdefault(id(counts), (counts, Counter()))
+            seen[blob] += 1
+
+    def seed_repeats(self, counts: dict[int, int], repeats: dict[str, int]) -> None:
+        """Set CrewAI's ``counts`` as they were counted (hashes differ between processes)."""
+        counts.clear()
+        counts.update({hash(blob): n for blob, n in repeats.items()})
+        with self._lock:
+            self._repeats[id(counts)] = (counts, Counter(repeats))
+
+    def repeats_of(self, counts: dict[int, int]) -> dict[str, int]:
+        with self._lock:
+            known = self._repeats.get(id(counts))
+            return dict(known[1]) if known is not None else {}
+
     def note_llm_response(self, stream: str, response: Any) -> None:
         """An LLM turn of ``stream`` answered: reserve the seqs of its native tool calls.
 
@@ -295,6 +370,26 @@ class RunContext(LeaseHolder):
         return None if slot is None else slot.key
 
     # -- the journal
+
+    def _load(self, since: int) -> None:
+        """Read the journal and the reviews (from journal position ``since``, bar what is not
+        a turn). Decisions cannot change while the run executes (it is not waiting), so one
+        read serves every replayed pause point instead of a query per review round."""
+        store, run_id = self.store, self.run.id
+        entries = store.load_journal(run_id, turns_from=since, turn_kinds=TURN_KINDS)
+        opened = store.list_reviews(status=None, run_id=run_id, opened_from=since)
+        with self._lock:
+            self._recorded = {(e.stream, e.kind, e.seq): e for e in entries}
+            self._reviews = {
+                (r.kind, r.stream, r.seq): r for r in opened if r.status != ReviewStatus.SUPERSEDED
+            }
+
+    def load_whole_journal(self) -> None:
+        """The snapshot is not used: read the turns and reviews it let this execution skip."""
+        if self.snapshot is None:
+            return
+        self.snapshot = None
+        self._load(0)
 
     def recorded(self, stream: str, kind: str, seq: int) -> JournalEntry | None:
         with self._lock:

@@ -55,6 +55,7 @@ from crew_runtime.options import (
 )
 from crew_runtime.review import ReviewProvider
 from crew_runtime.signals import PauseRun
+from crew_runtime.snapshot import fingerprint, install_repeat_count, restore, take
 from crew_runtime.tool_journal import register_tool_journal
 from storage import (
     FlowPause,
@@ -64,6 +65,7 @@ from storage import (
     Review,
     Run,
     RunStatus,
+    Snapshot,
     Store,
     UnstorableValue,
 )
@@ -164,6 +166,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     quiet.install()
     install_run_clock()
     install_once_events()
+    install_repeat_count()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
@@ -180,9 +183,12 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))
     prepare(crew, ctx)
+    crew_print = fingerprint(crew, dict(run.inputs))
+    restore(ctx, crew, crew_print)
     result, failure = _kick(ctx, lambda: crew.kickoff(inputs=dict(run.inputs)))
     if failure is not None:
-        return _stopped(store, ctx, failure)
+        snapshot = take(ctx, crew, crew_print) if ctx.asks else None
+        return _stopped(store, ctx, failure, snapshot=snapshot)
     if ctx.aborted:
         return Outcome(None, stats=dict(ctx.stats))
     if ctx.signalled:  # caught on its way out (by a tool, say): the run is not done
@@ -282,9 +288,11 @@ def _stopped(
     *,
     entries: Sequence[NewEntry] = (),
     flow: FlowPause | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Outcome:
     """``kickoff()`` raised: a pause, a rejection, a lost lease, or a real failure. A pause
-    suspends the run with its reviews, and ``entries`` and ``flow`` (see ``suspend_run``)."""
+    suspends the run with its reviews, and ``entries``, ``flow`` and ``snapshot`` (see
+    ``suspend_run``)."""
     if ctx.refused is not None:  # replaying it would meet the same refusal
         return _settle(store, ctx, RunStatus.FAILED, error=ctx.refused)
     if ctx.aborted or isinstance(exc, LeaseLost):
@@ -294,7 +302,7 @@ def _stopped(
     if ctx.asks:
         try:
             reviews = store.suspend_run(
-                ctx.run.id, ctx.lease_token, ctx.asks, entries=entries, flow=flow
+                ctx.run.id, ctx.lease_token, ctx.asks, entries=entries, flow=flow, snapshot=snapshot
             )
         except LeaseLost:
             return Outcome(None, stats=dict(ctx.stats))

@@ -100,6 +100,7 @@ class JournalLLM(BaseLLM):
         stream = self.fixed_stream or ctx.stream_for(from_task, from_agent)
         seq = ctx.next_seq(stream, "llm")
         digest = prompt_hash(messages, tools)
+        ctx.note_turn(stream, seq, messages, tools, from_agent)
         entry = ctx.recorded(stream, "llm", seq)
         if entry is not None:
             if entry.prompt_hash == digest:

@@ -34,6 +34,7 @@ from crew_runtime.context import RunContext, current_run
 from crew_runtime.guardrails import guardrail_refusal
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun, RunRejected
+from crew_runtime.snapshot import note_setup
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, TaskReviewDetails
 
 # CrewAI's own way to find the JSON in an answer with text around it (utilities/converter.py).
@@ -42,6 +43,13 @@ _JSON_IN_TEXT = re.compile(r"({.*})", re.DOTALL)
 
 class ReviewProvider(SyncHumanInputProvider):
     """Turns each review round of a task into a durable Countersign review."""
+
+    def post_setup_messages(self, context: Any) -> None:
+        """CrewAI set up a task's conversation: a resume seeds the paused one from its
+        snapshot here (``crew_runtime.snapshot``), CrewAI's own resumption seam."""
+        ctx = current_run()
+        if ctx is not None:
+            note_setup(ctx, context)
 
     def handle_feedback(self, formatted_answer: AgentFinish, context: Any) -> AgentFinish:
         ctx = current_run()

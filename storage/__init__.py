@@ -42,6 +42,7 @@ from storage.records import (
     OutboxMessage,
     Review,
     Run,
+    Snapshot,
 )
 from storage.schema import PERSON_LENGTH
 from storage.status import (
@@ -91,6 +92,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "RunStatus",
+    "Snapshot",
     "StorageError",
     "Store",
     "TaskReviewDetails",

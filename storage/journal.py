@@ -3,14 +3,15 @@ where a replay found that the crew changed."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from storage.base import StoreBase
 from storage.fencing import fence
-from storage.records import JSON, JournalEntry
-from storage.schema import journal, outbox, reviews, runs
+from storage.records import JSON, JournalEntry, Snapshot
+from storage.schema import journal, outbox, reviews, runs, snapshots
 from storage.status import OutboxKind, ReviewStatus, RunNote
 from storage.transitions import move_reviews
 
@@ -21,11 +22,16 @@ REPLAYABLE = (ReviewStatus.PENDING, ReviewStatus.DECIDED)
 class JournalStore(StoreBase):
     """Read and append a run's journal; record a divergence; note a run once."""
 
-    def load_journal(self, run_id: str) -> list[JournalEntry]:
+    def load_journal(
+        self, run_id: str, *, turns_from: int = 0, turn_kinds: Collection[str] = ()
+    ) -> list[JournalEntry]:
+        """The run's journal in order; entries of ``turn_kinds`` before ``turns_from`` left
+        out (a resume from a snapshot needs none of them)."""
+        query = select(journal).where(journal.c.run_id == run_id)
+        if turns_from and turn_kinds:
+            query = query.where(journal.c.kind.not_in(turn_kinds) | (journal.c.pos >= turns_from))
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(journal).where(journal.c.run_id == run_id).order_by(journal.c.pos)
-            )
+            rows = conn.execute(query.order_by(journal.c.pos))
             return [
                 JournalEntry(
                     pos=row.pos,
@@ -60,6 +66,15 @@ class JournalStore(StoreBase):
                 conn, run_id, stream, kind, seq, payload, prompt_hash, now=self.clock()
             )
 
+    def load_snapshot(self, run_id: str) -> Snapshot | None:
+        """The snapshot the run's last suspension left, if it left one and no cut of the
+        journal dropped it since."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(snapshots.c.pos, snapshots.c.payload).where(snapshots.c.run_id == run_id)
+            ).first()
+        return None if row is None else Snapshot(row.pos, row.payload)
+
     def record_divergence(self, run_id: str, token: str, from_pos: int, note: str) -> None:
         """Drop the journal from ``from_pos`` on and supersede the reviews opened after it.
 
@@ -71,6 +86,7 @@ class JournalStore(StoreBase):
             conn.execute(
                 delete(journal).where(journal.c.run_id == run_id, journal.c.pos >= from_pos)
             )
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             move_reviews(
                 conn,
                 REPLAYABLE,

@@ -77,6 +77,15 @@ class NewEntry:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    """Where a suspended run stands (``payload``, plain JSON), for a resume that does not
+    replay its journal; its turns before ``pos`` are not needed to go on."""
+
+    pos: int
+    payload: JSON
+
+
+@dataclass(frozen=True)
 class FlowPause:
     """A CrewAI Flow's pending feedback: what its resume needs, saved with the suspension
     that asks a person for it."""

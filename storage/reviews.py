@@ -11,7 +11,7 @@ from storage.errors import AlreadyDecided, DecisionNotAllowed, NotWaiting, Trans
 from storage.journal import REPLAYABLE
 from storage.records import NewDecision, Review
 from storage.rows import decisions_by_review, load_review, load_run, to_review
-from storage.schema import decisions, journal, reviews
+from storage.schema import decisions, journal, reviews, snapshots
 from storage.status import ALLOWED_DECISIONS, DecisionKind, OutboxKind, ReviewStatus, RunStatus
 from storage.transitions import move_reviews, move_run
 
@@ -24,13 +24,21 @@ class ReviewStore(StoreBase):
             return load_review(conn, review_id)
 
     def list_reviews(
-        self, *, status: ReviewStatus | None = ReviewStatus.PENDING, run_id: str | None = None
+        self,
+        *,
+        status: ReviewStatus | None = ReviewStatus.PENDING,
+        run_id: str | None = None,
+        opened_from: int = 0,
     ) -> list[Review]:
+        """Reviews by status and run; ``opened_from``: only those opened at that journal
+        position or later (what a resume from a snapshot there can meet)."""
         query = select(reviews).order_by(reviews.c.created_at, reviews.c.id)
         if status is not None:
             query = query.where(reviews.c.status == status)
         if run_id is not None:
             query = query.where(reviews.c.run_id == run_id)
+        if opened_from:
+            query = query.where(reviews.c.journal_pos >= opened_from)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
             found = decisions_by_review(conn, [row.id for row in rows])
@@ -177,6 +185,7 @@ class ReviewStore(StoreBase):
                 (reviews.c.id == old.id) | (reviews.c.journal_pos > point),
             )
             conn.execute(delete(journal).where(journal.c.run_id == run.id, journal.c.pos >= point))
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run.id))
             new_review_id = new_id("rev")
             conn.execute(
                 insert(reviews).values(

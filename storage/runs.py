@@ -17,9 +17,9 @@ from storage.details import details_to_json
 from storage.errors import AlreadyFinal, LeaseLost
 from storage.fencing import NO_LEASE, claimed_by, held
 from storage.journal import append_entry, next_pos
-from storage.records import FlowPause, NewEntry, NewReview, Review, Run
+from storage.records import FlowPause, NewEntry, NewReview, Review, Run, Snapshot
 from storage.rows import load_review, load_run, to_run
-from storage.schema import flow_pending, reviews, runs
+from storage.schema import flow_pending, reviews, runs, snapshots
 from storage.status import FINAL_RUN_STATUSES, OutboxKind, ReviewStatus, RunStatus
 from storage.transitions import move_reviews, move_run
 from storage.wakeups import RUNS, notify
@@ -260,12 +260,15 @@ class RunStore(StoreBase):
         *,
         entries: Sequence[NewEntry] = (),
         flow: FlowPause | None = None,
+        snapshot: Snapshot | None = None,
     ) -> list[Review]:
         """running → waiting with the reviews that must be answered, and their announcements.
 
-        ``entries`` (journal entries the pause itself makes) and a flow's pending feedback
-        ``flow`` are written in the same transaction: an execution that stops before it
-        commits leaves the run as the last suspension left it, to be replayed to this pause.
+        ``entries`` (journal entries the pause itself makes), a flow's pending feedback
+        ``flow`` and where the run stands (``snapshot``, replacing the previous one; without
+        one the previous is dropped) are written in the same transaction: an execution that
+        stops before it commits leaves the run as the last suspension left it, to be
+        replayed to this pause.
         """
         now = self.clock()
         with self._tx() as conn:
@@ -297,6 +300,16 @@ class RunStore(StoreBase):
                         flow_uuid=flow.flow_uuid,
                         context=flow.context,
                         state=flow.state,
+                        created_at=now,
+                    )
+                )
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
+            if snapshot is not None:
+                conn.execute(
+                    insert(snapshots).values(
+                        run_id=run_id,
+                        pos=snapshot.pos,
+                        payload=snapshot.payload,
                         created_at=now,
                     )
                 )

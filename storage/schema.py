@@ -129,6 +129,19 @@ journal = Table(
     UniqueConstraint("run_id", "stream", "kind", "seq", name="uq_journal_turn"),
 )
 
+# Where a suspended run stands, so a resume need not replay its journal (crew_runtime.snapshot):
+# one row per run, written with the suspension that made it and dropped with any cut of the
+# journal, so it is never ahead of the journal nor left describing turns that were dropped.
+# ``pos`` is the journal position from which a resume must still read its turns.
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("pos", Integer, nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+
 outbox = Table(
     "outbox",
     metadata,

@@ -755,7 +755,8 @@ def options(inputs: dict[str, str]) -> Crew:
 
     A researcher searches (a ReAct step), then a writer asks a person
     (``pause=question``) or files a note (``pause=note``; a worker with
-    ``COUNTERSIGN_TEST_HOLD=note`` holds inside it, to be killed there).
+    ``COUNTERSIGN_TEST_HOLD=note`` holds inside it, to be killed there). ``planning=off``
+    leaves the planner out.
     """
     researcher = Agent(
         role="Researcher",
@@ -794,7 +795,7 @@ def options(inputs: dict[str, str]) -> Crew:
         agents=[researcher, writer_agent],
         tasks=[gather, write],
         process=Process.sequential,
-        planning=True,
+        planning=inputs.get("planning", "on") == "on",
         planning_llm=PlannerLLM(model="scripted/planner", label="Plan"),
         step_callback=_callback("step"),
         task_callback=_callback("crew_task"),
@@ -824,3 +825,59 @@ def unreplayable(inputs: dict[str, str]) -> Crew:
     if option == "planning":
         crew_extra["planning"] = True
     return Crew(agents=[agent], tasks=[task], process=Process.sequential, **crew_extra)
+
+
+def long_loop(inputs: dict[str, str]) -> Crew:
+    """A long agentic task (``turns`` searches), then a question, then publishing; after it
+    a reviewed task. ``COUNTERSIGN_TEST_CREW_VERSION=2`` changes the first agent's words."""
+    searches: list[Any] = [
+        ("search", {"query": f"{{subject}} {n}"}) for n in range(int(inputs["turns"]))
+    ]
+    researcher = Agent(
+        role="Researcher",
+        goal="Research and publish",
+        backstory="Thorough." + (" Now terser." if _version() == "2" else ""),
+        llm=_llm(
+            "Report",
+            [
+                *searches,
+                ("ask_human", {"question": "Formal or casual tone for {subject}?"}),
+                ("publish", {"text": "Report on {subject}"}),
+            ],
+        ),
+        tools=[SearchTool(), ask_human, PublishTool()],
+        max_iter=int(inputs["turns"]) + 5,
+        verbose=False,
+    )
+    editor = Agent(role="Editor", goal="Edit", backstory="Edits.", llm=_llm("Final"), verbose=False)
+    research = Task(description="Research {topic}", expected_output="A report", agent=researcher)
+    final = Task(
+        description="Edit the report on {topic}",
+        expected_output="A text",
+        agent=editor,
+        human_input=True,
+        context=[research],
+    )
+    return Crew(agents=[researcher, editor], tasks=[research, final], process=Process.sequential)
+
+
+def _version() -> str:
+    return os.environ.get("COUNTERSIGN_TEST_CREW_VERSION", "1")
+
+
+def repeating(inputs: dict[str, str]) -> Crew:
+    """One agent searching the same query again and again, a question between each two
+    searches: CrewAI stops the fifth identical call with the same result, so a resume must
+    count the ones made before it (across four pauses here)."""
+    same = ("search", {"query": "{subject}"})
+    ask = ("ask_human", {"question": "More?"})
+    researcher = Agent(
+        role="Researcher",
+        goal="Research",
+        backstory="Insistent.",
+        llm=_llm("Report", [same, ask, same, ask, same, ask, same, ask, same]),
+        tools=[SearchTool(), ask_human],
+        verbose=False,
+    )
+    task = Task(description="Research {topic}", expected_output="A report", agent=researcher)
+    return Crew(agents=[researcher], tasks=[task], process=Process.sequential)

@@ -17,7 +17,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SMALL = {
     "bench/waiting.py": (["--runs", "20", "--real", "2", "--blocking", "2"], "goal: "),
-    "bench/resume.py": (["--reps", "1", "--slow-reps", "1", "--only", "review"], "re-run"),
+    "bench/resume.py": (
+        [
+            "--reps",
+            "1",
+            "--journal-reps",
+            "1",
+            "--slow-reps",
+            "1",
+            "--only",
+            "review",
+            "--turns",
+            "6",
+        ],
+        "re-run",
+    ),
     "bench/ack_latency.py": (
         ["--requests", "20", "--bursts", "1", "--workers", "1", "--warmup", "1", "--no-floor"],
         "Goal p99",
