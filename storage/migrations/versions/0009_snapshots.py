@@ -1,6 +1,6 @@
 """Snapshots of suspended runs, read by a resume instead of replaying the whole journal.
 
-Revision ID: 0010
+Revision ID: 0009
 Revises: 0006
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
+revision = "0009"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
