@@ -16,6 +16,7 @@ from storage.details import (
 )
 from storage.engine import DEFAULT_URL, make_engine
 from storage.errors import (
+    AlreadyApproved,
     AlreadyDecided,
     AlreadyFinal,
     CountersignError,
@@ -33,6 +34,7 @@ from storage.errors import (
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
 from storage.records import (
+    Approval,
     Decision,
     FlowPause,
     JournalEntry,
@@ -47,6 +49,7 @@ from storage.records import (
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    APPROVED_BY,
     HUMAN_DECISIONS,
     DecisionKind,
     OutboxKind,
@@ -58,11 +61,14 @@ from storage.store import Store
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "APPROVED_BY",
     "DEFAULT_URL",
     "HUMAN_DECISIONS",
     "PERSON_LENGTH",
+    "AlreadyApproved",
     "AlreadyDecided",
     "AlreadyFinal",
+    "Approval",
     "CountersignError",
     "Decision",
     "DecisionKind",

@@ -17,6 +17,7 @@ CountersignError
 │       ├── OutboxClaimLost                another dispatcher took the outbox row over
 │       ├── AlreadyFinal                   the run already ended
 │       ├── AlreadyDecided                 someone decided the review first
+│       ├── AlreadyApproved                 this reviewer approved already
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
 │       └── NotWaiting                     the run is not waiting for a review
 ├── CrewRuntimeError                       (crew_runtime.errors)
@@ -55,6 +56,7 @@ StorageError
     ├── OutboxClaimLost         another dispatcher took the outbox row over
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
+    ├── AlreadyApproved          this reviewer approved already
     ├── DecisionNotAllowed      e.g. "approve" on a question
     └── NotWaiting              the run is not waiting for a review
 
@@ -159,6 +161,21 @@ class AlreadyDecided(TransitionRejected):
         self.by = by
         self.kind = kind
         self.at = at
+
+
+class AlreadyApproved(TransitionRejected):
+    """A review that needs several approvals was approved again by a reviewer who counts
+    already; ``given``/``required`` say how many it has and needs."""
+
+    def __init__(self, review_id: str, by: str, given: int, required: int) -> None:
+        super().__init__(
+            f"review {review_id}: {by} approved it already ({given} of {required} approvals); "
+            "each reviewer counts once"
+        )
+        self.review_id = review_id
+        self.by = by
+        self.given = given
+        self.required = required
 
 
 class DecisionNotAllowed(TransitionRejected):

@@ -46,6 +46,17 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Approval:
+    """One reviewer's approval of a review that needs several (``approvals_required``)."""
+
+    review_id: str
+    decided_by: str
+    details: JSON
+    created_at: datetime
+    request_key: str | None = None
+
+
+@dataclass(frozen=True)
 class Review:
     id: str
     run_id: str
@@ -64,6 +75,7 @@ class Review:
     escalate_at: datetime | None
     expires_at: datetime | None
     decision: Decision | None = None
+    approvals: tuple[Approval, ...] = ()  # in the order given; empty for a one-person review
 
 
 @dataclass(frozen=True)

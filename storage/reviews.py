@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, insert, select, update
+from dataclasses import replace
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
 from storage.details import details_to_json
-from storage.errors import AlreadyDecided, DecisionNotAllowed, NotWaiting, TransitionRejected
+from storage.errors import (
+    AlreadyApproved,
+    AlreadyDecided,
+    DecisionNotAllowed,
+    NotWaiting,
+    TransitionRejected,
+)
 from storage.journal import REPLAYABLE
-from storage.records import NewDecision, Review
-from storage.rows import decisions_by_review, load_review, load_run, to_review
-from storage.schema import decisions, journal, reviews, snapshots
-from storage.status import ALLOWED_DECISIONS, DecisionKind, OutboxKind, ReviewStatus, RunStatus
+from storage.records import Approval, NewDecision, Review
+from storage.rows import approvals_by_review, decisions_by_review, load_review, load_run, to_review
+from storage.schema import approvals, decisions, journal, reviews, snapshots
+from storage.status import (
+    ALLOWED_DECISIONS,
+    APPROVED_BY,
+    DecisionKind,
+    OutboxKind,
+    ReviewStatus,
+    RunStatus,
+)
 from storage.transitions import move_reviews, move_run
 
 
@@ -41,19 +57,30 @@ class ReviewStore(StoreBase):
             query = query.where(reviews.c.journal_pos >= opened_from)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-            found = decisions_by_review(conn, [row.id for row in rows])
-            return [to_review(row, found.get(row.id)) for row in rows]
+            ids = [row.id for row in rows]
+            found = decisions_by_review(conn, ids)
+            given = approvals_by_review(conn, ids)
+            return [to_review(row, found.get(row.id), given.get(row.id, ())) for row in rows]
 
-    def decide(self, review_id: str, decision: NewDecision) -> Review:
+    def decide(
+        self, review_id: str, decision: NewDecision, *, approvals_required: int = 1
+    ) -> Review:
         """Record a decision exactly once: pending → decided, and the run back in the queue.
+
+        With ``approvals_required`` above one, an approval is recorded as the reviewer's own
+        row and the review stays pending until that many distinct reviewers approved; the
+        approval that reaches the quorum decides it, in the same transaction. Any other
+        decision (a rejection, changes, an expiry) decides it at once.
 
         Raises:
             ReviewNotFound: no such review.
             AlreadyDecided: somebody decided first (or the run was cancelled);
                 the exception says who and how.
+            AlreadyApproved: this reviewer's approval is counted already.
             DecisionNotAllowed: the decision does not fit the review's kind.
         """
         now = self.clock()
+        counted = approvals_required > 1 and decision.kind == DecisionKind.APPROVE
         try:
             with self._tx() as conn:
                 review = load_review(conn, review_id, lock=True)
@@ -67,48 +94,89 @@ class ReviewStore(StoreBase):
                     raise DecisionNotAllowed(
                         review_id, review.kind.value, decision.kind.value, people
                     )
-                changed = move_reviews(
-                    conn,
-                    ReviewStatus.PENDING,
-                    ReviewStatus.DECIDED,
-                    reviews.c.id == review_id,
-                    decided_at=now,
-                )
-                if changed != 1:
-                    raise _already_decided(load_review(conn, review_id))
-                conn.execute(
-                    insert(decisions).values(
-                        review_id=review_id,
-                        run_id=review.run_id,
-                        kind=decision.kind,
-                        text=decision.text,
-                        original=review.prompt if decision.kind == DecisionKind.EDIT else None,
-                        details=decision.details,
-                        decided_by=decision.decided_by,
-                        request_key=decision.request_key,
-                        created_at=now,
-                    )
-                )
-                still_pending = conn.execute(
-                    select(func.count())
-                    .select_from(reviews)
-                    .where(
-                        reviews.c.run_id == review.run_id,
-                        reviews.c.status == ReviewStatus.PENDING,
-                    )
-                ).scalar_one()
-                if still_pending == 0:
-                    move_run(
-                        conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now
-                    )
-                self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review_id)
+                if counted:
+                    given = self._approve(conn, review, decision, approvals_required, now)
+                    if len(given) < approvals_required:
+                        return load_review(conn, review_id)
+                    by = [a.decided_by for a in given]
+                    decision = replace(decision, details={**decision.details, APPROVED_BY: by})
+                self._record(conn, review, decision, now)
                 return load_review(conn, review_id)
         except IntegrityError:
-            # The UNIQUE on decisions.review_id caught a race the status check missed.
+            # A UNIQUE (one decision per review, one approval per reviewer) caught a race
+            # the status check missed.
             review = self.get_review(review_id)
             if _made_by(review, decision.request_key):
                 return review
+            if review.status == ReviewStatus.PENDING and counted:
+                raise _approved_before(review, decision.decided_by, approvals_required) from None
             raise _already_decided(review) from None
+
+    def _approve(
+        self,
+        conn: Connection,
+        review: Review,
+        decision: NewDecision,
+        required: int,
+        now: datetime,
+    ) -> tuple[Approval, ...]:
+        """Count ``decision`` as one more reviewer's approval of the locked, pending
+        ``review``; every approval it has with this one. One short of the quorum is
+        announced (the review message shows who approved and who is still expected)."""
+        if any(a.decided_by == decision.decided_by for a in review.approvals):
+            raise _approved_before(review, decision.decided_by, required)
+        conn.execute(
+            insert(approvals).values(
+                review_id=review.id,
+                run_id=review.run_id,
+                decided_by=decision.decided_by,
+                details=decision.details,
+                request_key=decision.request_key,
+                created_at=now,
+            )
+        )
+        given = approvals_by_review(conn, [review.id]).get(review.id, ())
+        if len(given) < required:
+            self._enqueue(conn, review.run_id, OutboxKind.REVIEW_APPROVED, review.id)
+        return given
+
+    def _record(
+        self, conn: Connection, review: Review, decision: NewDecision, now: datetime
+    ) -> None:
+        """pending → decided with ``decision``; the run queued when nothing else is pending."""
+        changed = move_reviews(
+            conn,
+            ReviewStatus.PENDING,
+            ReviewStatus.DECIDED,
+            reviews.c.id == review.id,
+            decided_at=now,
+        )
+        if changed != 1:
+            raise _already_decided(load_review(conn, review.id))
+        conn.execute(
+            insert(decisions).values(
+                review_id=review.id,
+                run_id=review.run_id,
+                kind=decision.kind,
+                text=decision.text,
+                original=review.prompt if decision.kind == DecisionKind.EDIT else None,
+                details=decision.details,
+                decided_by=decision.decided_by,
+                request_key=decision.request_key,
+                created_at=now,
+            )
+        )
+        still_pending = conn.execute(
+            select(func.count())
+            .select_from(reviews)
+            .where(
+                reviews.c.run_id == review.run_id,
+                reviews.c.status == ReviewStatus.PENDING,
+            )
+        ).scalar_one()
+        if still_pending == 0:
+            move_run(conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
+        self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review.id)
 
     def sweep_reviews(self, *, expired_by: str = "countersign") -> dict[str, int]:
         """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
@@ -221,9 +289,18 @@ class ReviewStore(StoreBase):
 
 
 def _made_by(review: Review, request_key: str | None) -> bool:
-    """Whether ``review`` was decided by the request ``request_key`` (None: no request)."""
+    """Whether ``review`` was decided, or approved, by the request ``request_key`` (None: no
+    request)."""
+    if request_key is None:
+        return False
     decision = review.decision
-    return request_key is not None and decision is not None and decision.request_key == request_key
+    if decision is not None and decision.request_key == request_key:
+        return True
+    return any(a.request_key == request_key for a in review.approvals)
+
+
+def _approved_before(review: Review, by: str, required: int) -> AlreadyApproved:
+    return AlreadyApproved(review.id, by, len(review.approvals), required)
 
 
 def _already_decided(review: Review) -> AlreadyDecided:

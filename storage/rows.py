@@ -9,8 +9,8 @@ from sqlalchemy import Connection, Row, select
 
 from storage.details import details_from_json
 from storage.errors import ReviewNotFound, RunNotFound
-from storage.records import Decision, OutboxMessage, Review, Run
-from storage.schema import decisions, reviews, runs
+from storage.records import Approval, Decision, OutboxMessage, Review, Run
+from storage.schema import approvals, decisions, reviews, runs
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 
@@ -26,14 +26,38 @@ def load_run(conn: Connection, run_id: str, *, lock: bool = False) -> Run:
 
 
 def load_review(conn: Connection, review_id: str, *, lock: bool = False) -> Review:
-    """The review ``review_id`` with its decision; with ``lock``, its row locked."""
+    """The review ``review_id`` with its decision and approvals; with ``lock``, its row
+    locked."""
     query = select(reviews).where(reviews.c.id == review_id)
     if lock:
         query = query.with_for_update()
     row = conn.execute(query).first()
     if row is None:
         raise ReviewNotFound(review_id)
-    return to_review(row, decisions_by_review(conn, [review_id]).get(review_id))
+    decision = decisions_by_review(conn, [review_id]).get(review_id)
+    return to_review(row, decision, approvals_by_review(conn, [review_id]).get(review_id, ()))
+
+
+def approvals_by_review(conn: Connection, review_ids: list[str]) -> dict[str, tuple[Approval, ...]]:
+    """Each review's approvals, in the order they were given."""
+    found: dict[str, list[Approval]] = {}
+    if review_ids:
+        rows = conn.execute(
+            select(approvals)
+            .where(approvals.c.review_id.in_(review_ids))
+            .order_by(approvals.c.created_at, approvals.c.id)
+        )
+        for row in rows:
+            found.setdefault(row.review_id, []).append(
+                Approval(
+                    review_id=row.review_id,
+                    decided_by=row.decided_by,
+                    details=row.details,
+                    created_at=row.created_at,
+                    request_key=row.request_key,
+                )
+            )
+    return {review_id: tuple(given) for review_id, given in found.items()}
 
 
 def decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
@@ -77,7 +101,9 @@ def to_run(row: Row[Any]) -> Run:
     )
 
 
-def to_review(row: Row[Any], decision: Decision | None) -> Review:
+def to_review(
+    row: Row[Any], decision: Decision | None, approved: tuple[Approval, ...] = ()
+) -> Review:
     kind = ReviewKind(row.kind)
     return Review(
         id=row.id,
@@ -97,6 +123,7 @@ def to_review(row: Row[Any], decision: Decision | None) -> Review:
         escalate_at=row.escalate_at,
         expires_at=row.expires_at,
         decision=decision,
+        approvals=approved,
     )
 
 

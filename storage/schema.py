@@ -115,6 +115,23 @@ decisions = Table(
     Index("ix_decisions_run", "run_id"),
 )
 
+# Approvals of a review that needs several (a crew's ``approvals_required``): one row per
+# reviewer, so each counts once; the one that reaches the quorum also writes the decision.
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("review_id", String(32), ForeignKey("reviews.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("decided_by", String(PERSON_LENGTH), nullable=False),
+    Column("details", JSON, nullable=False),
+    # The request that approved: replayed, it is answered as the first time.
+    Column("request_key", String(200)),
+    Column("created_at", DateTime, nullable=False),
+    UniqueConstraint("review_id", "decided_by", name="uq_approvals_reviewer"),
+    Index("ix_approvals_run", "run_id"),
+)
+
 journal = Table(
     "journal",
     metadata,

@@ -131,12 +131,18 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 }
 
 
+APPROVED_BY = "approved_by"
+"""A decision's details key: who approved a review that needed several approvals, in order
+(the last of them made the decision)."""
+
+
 class OutboxKind(StrEnum):
     """What an outbox row announces; the dispatcher reads the current state by id."""
 
     RUN_STARTED = "run_started"
     REVIEW_OPENED = "review_opened"
     REVIEW_DECIDED = "review_decided"
+    REVIEW_APPROVED = "review_approved"  # an approval short of the review's quorum
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
     RUN_DIVERGED = "run_diverged"
