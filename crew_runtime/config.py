@@ -18,6 +18,14 @@ Example::
     approval_tools = ["send_email"]      # tool calls that need a human's approval
     inputs = ["topic"]                   # required inputs: /crew run blog topic="..."
     optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
+    approvals_required = 2               # distinct reviewers who must approve each review
+    forbid_self_approval = true          # who started a run may not approve its reviews
+
+    [crews.blog.gates.send_email]        # a gated tool's calls: their own quorum
+    approvals_required = 3
+
+    [crews.blog.tasks.2]                 # the second task's reviews (tasks count from 1)
+    approvals_required = 1
 
     [flows.onboarding]
     factory = "my_crews.onboarding:build"
@@ -39,7 +47,16 @@ key                 meaning                                     default
 ``approval_tools``  names of tools whose calls need approval    ``[]``
 ``inputs``          names of inputs a run must be given         ``[]``
 ``optional_inputs`` names of inputs a run may be given          ``[]``
+``approvals_required`` distinct reviewers' approvals a review   ``1``
+                    needs (any rejection or changes decide it)
+``forbid_self_approval`` the run's starter may not approve      ``false``
+``gates``           ``{tool: {approvals_required = n}}``        ``{}``
+``tasks``           ``{task number: {approvals_required = n}}`` ``{}``
 ==================  ==========================================  ===========
+
+A review's quorum is its gate's or its task's ``approvals_required`` when the crew sets one,
+else the crew's. With ``reviewers`` listing only users, a quorum above their number is an
+error (nobody could reach it).
 
 A crew that names inputs (either key) takes no others: a run given an input it does not
 name is refused with the names it takes. A crew that names none takes any.
@@ -114,7 +131,13 @@ _KNOWN_KEYS = (
     "approval_tools",
     "inputs",
     "optional_inputs",
+    "approvals_required",
+    "forbid_self_approval",
+    "gates",
+    "tasks",
 )
+_RULE_KEYS = ("approvals_required",)  # what a [crews.NAME.gates.TOOL] or .tasks.N table sets
+_TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
 
 
 class ConfigError(CrewRuntimeError):
@@ -152,6 +175,19 @@ class CrewSpec:
     approval_tools: tuple[str, ...] = ()
     required_inputs: tuple[str, ...] = ()
     optional_inputs: tuple[str, ...] = ()
+    approvals_required: int = 1
+    forbid_self_approval: bool = False
+    gates: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    tasks: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def approvals_for(self, *, tool: str | None = None, task: int | None = None) -> int:
+        """How many distinct reviewers must approve a review of the gated ``tool``'s call,
+        or of task number ``task`` (from 1): its own rule, else the crew's."""
+        if tool is not None and tool in self.gates:
+            return self.gates[tool]
+        if task is not None and task in self.tasks:
+            return self.tasks[task]
+        return self.approvals_required
 
     @property
     def declared_inputs(self) -> tuple[str, ...]:
@@ -362,20 +398,39 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
                 f'expected a channel id like "C0123ABCD" or a name like "#reviews", '
                 f"got {_show(channel)}",
             )
+    reviewers = _strings(
+        table,
+        key,
+        "reviewers",
+        _REVIEWER_ID_RE,
+        'a Slack user id ("U…", "W…") or user-group id ("S…")',
+        where,
+    )
+    approvals = _count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
+    gates = _rules(table, key, "gates", where)
+    tasks = _rules(table, key, "tasks", where)
+    for task in tasks:
+        if not _TASK_NUMBER_RE.fullmatch(task):
+            raise where.error(
+                f"{key}.tasks.{task}",
+                f"expected a task number from 1, as in [{key}.tasks.2], got {_show(task)}",
+            )
+    _reachable(reviewers, key, "approvals_required", approvals, where)
+    for section, rules in (("gates", gates), ("tasks", tasks)):
+        for which, needed in rules.items():
+            _reachable(reviewers, f"{key}.{section}.{which}", "approvals_required", needed, where)
+    forbid = table.get("forbid_self_approval", False)
+    if not isinstance(forbid, bool):
+        raise where.error(
+            f"{key}.forbid_self_approval", f"expected true or false, got {_show(forbid)}"
+        )
     return CrewSpec(
         name=name,
         kind=kind,
         factory=factory,
         description=_string(table.get("description", ""), f"{key}.description", where),
         channel=channel,
-        reviewers=_strings(
-            table,
-            key,
-            "reviewers",
-            _REVIEWER_ID_RE,
-            'a Slack user id ("U…", "W…") or user-group id ("S…")',
-            where,
-        ),
+        reviewers=reviewers,
         remind_after=_duration(table, key, "remind_after", where),
         escalate_after=_duration(table, key, "escalate_after", where),
         expire_after=_duration(table, key, "expire_after", where),
@@ -389,7 +444,54 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         optional_inputs=_strings(
             table, key, "optional_inputs", _INPUT_NAME_RE, 'an input name like "tone"', where
         ),
+        approvals_required=approvals,
+        forbid_self_approval=forbid,
+        gates=MappingProxyType(gates),
+        tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
     )
+
+
+def _count(value: object, key: str, where: _Where) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise where.error(
+            key, f"expected a whole number of approvals, 1 or more, got {_show(value)}"
+        )
+    return value
+
+
+def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[str, int]:
+    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's): each one's approvals_required."""
+    rules = table.get(name, {})
+    if not isinstance(rules, dict):
+        raise where.error(
+            f"{key}.{name}", f"expected tables like [{key}.{name}.NAME], got {_show(rules)}"
+        )
+    found: dict[str, int] = {}
+    for which, rule in rules.items():
+        rule_key = f"{key}.{name}.{which}"
+        if not isinstance(rule, dict):
+            raise where.error(rule_key, f"expected a table [{rule_key}], got {_show(rule)}")
+        for k in rule:
+            if k not in _RULE_KEYS:
+                raise where.error(
+                    f"{rule_key}.{k}",
+                    f"unknown key{_suggest(k, _RULE_KEYS)}; known keys: {', '.join(_RULE_KEYS)}",
+                )
+        if "approvals_required" not in rule:
+            raise where.error(
+                f"{rule_key}.approvals_required", "missing; the table sets nothing else"
+            )
+        found[which] = _count(rule["approvals_required"], f"{rule_key}.approvals_required", where)
+    return found
+
+
+def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, where: _Where) -> None:
+    """A quorum the listed reviewers cannot reach (only users listed, fewer than it needs)."""
+    if reviewers and all(_USER_ID_RE.fullmatch(r) for r in reviewers) and needed > len(reviewers):
+        raise where.error(
+            f"{key}.{name}",
+            f"{needed} approvals can never be given: reviewers lists {len(reviewers)} people",
+        )
 
 
 def _string(value: object, key: str, where: _Where) -> str:

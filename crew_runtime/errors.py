@@ -6,7 +6,8 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── InputsRefused     inputs a crew lacks, or does not take
     │   ├── TextRefused       text that cannot be stored (a NUL, a lone surrogate, too long)
     │   ├── EditRefused       an edit that does not fit the arguments' or output's schema
-    │   └── NothingToReopen   a task with no approved review to send back
+    │   ├── NothingToReopen   a task with no approved review to send back
+    │   └── SelfApproval      who started a run approving its review (forbid_self_approval)
     ├── CrewBuildError        the crew's factory failed or returned something else
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
@@ -25,6 +26,7 @@ __all__ = [
     "EditRefused",
     "InputsRefused",
     "NothingToReopen",
+    "SelfApproval",
     "TextRefused",
     "UsageError",
 ]
@@ -95,6 +97,17 @@ class NothingToReopen(UsageError):
             f"(approved tasks: {choices})"
         )
         self.run_id, self.task, self.approved = run_id, task, approved
+
+
+class SelfApproval(UsageError):
+    """``by`` started run ``run_id``, whose crew forbids its starter to approve its reviews."""
+
+    def __init__(self, run_id: str, by: str) -> None:
+        super().__init__(
+            f"{by} started run {run_id}, and its crew forbids approving your own run's reviews "
+            "(forbid_self_approval): another reviewer must approve"
+        )
+        self.run_id, self.by = run_id, by
 
 
 class CrewBuildError(CrewRuntimeError):

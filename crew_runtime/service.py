@@ -18,6 +18,7 @@ from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
+    SelfApproval,
     TextRefused,
     UsageError,
 )
@@ -103,8 +104,13 @@ class Countersign:
 
         Raises:
             UsageError: a decision no person makes (``expire``), text missing where it is
-                needed, or text that cannot be stored.
-            ReviewNotFound, AlreadyDecided, DecisionNotAllowed: from storage.
+                needed, text that cannot be stored, an edit of a review that needs several
+                approvals, or (``SelfApproval``) who started the run approving its review
+                where the crew forbids it.
+            ReviewNotFound, AlreadyDecided, AlreadyApproved, DecisionNotAllowed: from storage.
+
+        A review whose crew sets ``approvals_required`` above one stays pending until that
+        many distinct reviewers approved; the review returned then lists the approvals so far.
         """
         if decision not in HUMAN_DECISIONS:
             raise _unknown_decision(decision.value)
@@ -115,8 +121,21 @@ class Countersign:
             raise UsageError("a decision needs the reviewer's name (--by USER)")
         _storable("the decision's text", text or "")
         _person("the reviewer's name (--by)", by)
+        review = self.store.get_review(review_id)
+        run = self.store.get_run(review.run_id)
+        spec = self.config.crews.get(run.crew)
+        required = 1 if spec is None else approvals_required(spec, review)
+        forbidden = spec is not None and spec.forbid_self_approval
+        approving = decision in (DecisionKind.APPROVE, DecisionKind.EDIT)
+        if forbidden and approving and run.started_by == by.strip():
+            raise SelfApproval(run.id, by.strip())
+        if decision == DecisionKind.EDIT and required > 1:
+            raise UsageError(
+                f"this review needs {required} approvals, so one reviewer's edit cannot "
+                "settle it: approve the draft as it is, or send it back with a reason"
+            )
         if decision == DecisionKind.EDIT and text is not None:
-            text = self._checked_edit(review_id, text)
+            text = self._checked_edit(review, text)
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
         details = {BY_NAME: name} if name else {}
@@ -124,17 +143,23 @@ class Countersign:
         review = self.store.decide(
             review_id,
             NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
+            approvals_required=required,
         )
         # Decided by this call, not a request replayed (answered with the first decision).
         if review.decided_at is not None and review.decided_at >= asked:
             metrics.observe_decision(self.store.get_run(review.run_id).crew, review)
         return review
 
-    def _checked_edit(self, review_id: str, text: str) -> str:
+    def approvals_required(self, review: Review) -> int:
+        """How many distinct reviewers must approve ``review`` (1 for a crew the
+        configuration no longer defines)."""
+        spec = self.config.crews.get(self.store.get_run(review.run_id).crew)
+        return 1 if spec is None else approvals_required(spec, review)
+
+    def _checked_edit(self, review: Review, text: str) -> str:
         """An edit of a tool call is its new arguments, a JSON object fitting the tool's
         schema; an edit of a typed task's draft is its output, JSON fitting the output
         model's schema. Either is stored as compact JSON."""
-        review = self.store.get_review(review_id)
         details = review.details
         try:
             if isinstance(details, ToolApprovalDetails):
@@ -273,6 +298,15 @@ def _edited(review: Review) -> str:
         return f"arguments of {details.tool}"
     model = details.output_model if isinstance(details, TaskReviewDetails) else None
     return f"output ({model or 'JSON'})"
+
+
+def approvals_required(spec: CrewSpec, review: Review) -> int:
+    """How many distinct reviewers must approve ``review``: its gated tool's or its task's
+    rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
+    details = review.details
+    tool = details.tool if isinstance(details, ToolApprovalDetails) else None
+    index = _task_index(review)
+    return spec.approvals_for(tool=tool, task=None if index is None else index + 1)
 
 
 def _task_index(review: Review) -> int | None:

@@ -25,7 +25,8 @@ CountersignError
 │   │   ├── InputsRefused                  inputs a crew lacks, or does not take
 │   │   ├── TextRefused                    text that cannot be stored
 │   │   ├── EditRefused                    an edit that does not fit its schema
-│   │   └── NothingToReopen                a task with no approved review to send back
+│   │   ├── NothingToReopen                a task with no approved review to send back
+│   │   └── SelfApproval                   approving a run one started (forbid_self_approval)
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.config)
 │       └── UnknownCrewError

@@ -159,7 +159,8 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[crews.blog]\nfactory = 'a:b'\nreviewer = ['U0123ABC']",
             'crews.blog.reviewer: unknown key (did you mean "reviewers"?); known keys: factory, '
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
-            "escalate_to, approval_tools, inputs, optional_inputs",
+            "escalate_to, approval_tools, inputs, optional_inputs, approvals_required, "
+            "forbid_self_approval, gates, tasks",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -209,7 +210,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[flows.intake]\nfactory = 'a:b'\nbogus = 1",
             "flows.intake.bogus: unknown key; known keys: factory, description, channel, "
             "reviewers, remind_after, escalate_after, expire_after, escalate_to, approval_tools, "
-            "inputs, optional_inputs",
+            "inputs, optional_inputs, approvals_required, forbid_self_approval, gates, tasks",
         ),
     ],
 )

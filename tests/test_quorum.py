@@ -1,13 +1,17 @@
-"""Reviews that need several approvers: storage's quorum on SQLite and PostgreSQL."""
+"""Reviews that need several approvers, and runs whose starter may not approve them:
+storage's quorum on SQLite and PostgreSQL, and the rules of the configuration through the CLI."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from crew_runtime.config import ConfigError, CrewSpec, load_config
+from crew_runtime.offline.drafts import parse_draft
 from storage import (
     APPROVED_BY,
     AlreadyApproved,
@@ -21,6 +25,7 @@ from storage import (
     RunStatus,
     Store,
 )
+from tests.test_cli import Cli, assert_refused
 
 
 def _waiting_review(store: Store) -> tuple[str, str]:
@@ -160,3 +165,161 @@ def test_the_same_reviewer_clicking_twice_at_once_counts_once(db_url: str) -> No
     finally:
         for opened in stores:
             opened.close()
+
+
+# --- the CLI: the configuration's rules, through `reviews decide --by` ----------------------
+
+GOVERNED = """
+[crews.deal]
+factory = "tests.crews:writer"
+approvals_required = 2
+forbid_self_approval = true
+
+[crews.deal.tasks.2]
+approvals_required = 1
+
+[crews.payout]
+factory = "tests.crews:payments"
+
+[crews.payout.gates.pay]
+approvals_required = 2
+"""
+
+
+@pytest.fixture
+def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    config = tmp_path / "countersign.toml"
+    config.write_text(GOVERNED)
+    return Cli(db_url, config, capsys)
+
+
+def test_a_task_needs_two_approvers_and_its_starter_is_not_one(cli: Cli) -> None:
+    run_id = cli.ok("runs", "start", "deal", "topic=otters", "--by", "carol").out.strip()
+    cli.worker()
+    (outline,) = cli.ok("reviews", "list", "--json").json()
+    decide = ("reviews", "decide", outline["id"])
+
+    assert_refused(
+        cli(*decide, "approve", "--by", "carol"), "carol started run", "forbid_self_approval"
+    )
+    counted = cli.ok(*decide, "approve", "--by", "alice").out
+    assert (
+        counted == f"{outline['id']}: approval counted, 1 of 2 (alice); run {run_id} is waiting\n"
+    )
+    assert_refused(cli(*decide, "approve", "--by", "alice"), "alice approved it already (1 of 2")
+    assert_refused(cli(*decide, "edit", "shorter", "--by", "bob"), "needs 2 approvals")
+    assert cli.ok(*decide, "approve", "--by", "bob").out.startswith(
+        f"{outline['id']}: approve by bob; run {run_id} is queued"
+    )
+    cli.worker()
+
+    # The second task needs one approval ([crews.deal.tasks.2]); the crew resumed with the
+    # approved outline as the article's context, as with a single reviewer.
+    article = next(r for r in cli.ok("reviews", "list", "--json").json())
+    assert parse_draft(article["prompt"]).context == outline["prompt"]
+    cli.ok("reviews", "decide", article["id"], "approve", "--by", "dave")
+    cli.worker()
+
+    shown = cli.ok("runs", "show", run_id, "--json").json()
+    assert shown["status"] == "succeeded"
+    first, second = shown["reviews"]
+    assert [a["by"] for a in first["approvals"]] == ["alice", "bob"]
+    assert first["decision"]["by"] == "bob"
+    assert second["approvals"] == []
+    block = cli.ok("reviews", "show", first["id"]).out
+    assert "approval alice at " in block and "approval bob at " in block
+
+
+def test_a_gated_tool_has_its_own_quorum_and_a_rejection_by_anyone_rejects(cli: Cli) -> None:
+    run_id = cli.ok("runs", "start", "payout", "amount=1500", "--by", "carol").out.strip()
+    cli.worker()
+    (call,) = cli.ok("reviews", "list", "--json").json()
+    assert call["kind"] == "tool_approval"
+    # The crew does not forbid self-approval: the starter's approval counts.
+    cli.ok("reviews", "decide", call["id"], "approve", "--by", "carol")
+    rejected = cli.ok("reviews", "decide", call["id"], "reject", "too much", "--by", "erin").out
+    assert rejected.startswith(f"{call['id']}: reject by erin; run {run_id} is queued")
+    cli.worker()
+    shown = cli.ok("runs", "show", run_id, "--json").json()
+    assert shown["reviews"][0]["approvals"][0]["by"] == "carol"
+    assert shown["reviews"][0]["decision"]["kind"] == "reject"
+
+
+# --- the configuration ---------------------------------------------------------------------
+
+
+def _load(tmp_path: Path, text: str) -> CrewSpec:
+    path = tmp_path / "countersign.toml"
+    path.write_text(text)
+    return load_config(path).get("deal")
+
+
+def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> None:
+    spec = _load(tmp_path, GOVERNED + "\n[crews.deal.gates.send_email]\napprovals_required = 3\n")
+    assert spec.approvals_required == 2 and spec.forbid_self_approval
+    assert spec.approvals_for(tool="send_email") == 3
+    assert spec.approvals_for(tool="other", task=2) == 1
+    assert spec.approvals_for(task=1) == 2
+    plain = _load(tmp_path, '[crews.deal]\nfactory = "a:b"\n')
+    assert plain.approvals_for(tool="send_email", task=1) == 1 and not plain.forbid_self_approval
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "approvals_required = 0",
+            "crews.deal.approvals_required: expected a whole number of approvals, 1 or more, got 0",
+        ),
+        (
+            "approvals_required = true",
+            "crews.deal.approvals_required: expected a whole number of approvals, 1 or more, "
+            "got true",
+        ),
+        (
+            'forbid_self_approval = "yes"',
+            'crews.deal.forbid_self_approval: expected true or false, got "yes"',
+        ),
+        (
+            'reviewers = ["U0ANA", "U0BEN"]\napprovals_required = 3',
+            "crews.deal.approvals_required: 3 approvals can never be given: reviewers lists "
+            "2 people",
+        ),
+        (
+            "gates = 2",
+            "crews.deal.gates: expected tables like [crews.deal.gates.NAME], got 2",
+        ),
+        (
+            "[crews.deal.gates.pay]\napproval_required = 2",
+            "crews.deal.gates.pay.approval_required: unknown key (did you mean "
+            '"approvals_required"?); known keys: approvals_required',
+        ),
+        (
+            "[crews.deal.gates.pay]",
+            "crews.deal.gates.pay.approvals_required: missing; the table sets nothing else",
+        ),
+        (
+            "[crews.deal.tasks.first]\napprovals_required = 2",
+            "crews.deal.tasks.first: expected a task number from 1, as in [crews.deal.tasks.2], "
+            'got "first"',
+        ),
+        (
+            "[crews.deal.tasks.0]\napprovals_required = 2",
+            "crews.deal.tasks.0: expected a task number from 1, as in [crews.deal.tasks.2], "
+            'got "0"',
+        ),
+        (
+            'reviewers = ["U0ANA"]\n[crews.deal.tasks.1]\napprovals_required = 2',
+            "crews.deal.tasks.1.approvals_required: 2 approvals can never be given: reviewers "
+            "lists 1 people",
+        ),
+    ],
+)
+def test_the_rules_are_validated_with_the_key_named(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "countersign.toml"
+    path.write_text(f'[crews.deal]\nfactory = "a:b"\n{text}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}: {expected}"

@@ -150,7 +150,7 @@ def reviews_decide(ctx: Context) -> int:
     text: str | None = args.text
     if text == "-":
         text = sys.stdin.read()
-    service = ctx.service()
+    service = ctx.service(ctx.config())  # the crew's review rules: quorum, self-approval
     kind = parse_decision(args.decision)
     if kind is DecisionKind.EDIT and text is not None:
         text = _over_proposed(service.store.get_review(args.review_id), text)
@@ -158,6 +158,10 @@ def reviews_decide(ctx: Context) -> int:
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
+    if decision is None and review.approvals:
+        given = ", ".join(a.decided_by for a in review.approvals)
+        required = service.approvals_required(review)
+        how = f"approval counted, {len(review.approvals)} of {required} ({given})"
     print(f"{review.id}: {how}; run {run.id} is {run.status.value}")
     return 0
 

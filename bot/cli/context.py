@@ -67,8 +67,9 @@ class Context:
         return load_config(path, environ={})
 
     def service(self, config: Config | None = None) -> Countersign:
-        """The runtime's front door. Deciding and cancelling need no crew specs, so by
-        default it gets an empty configuration instead of requiring the file."""
+        """The runtime's front door. Cancelling and reopening need no crew specs, so by
+        default it gets an empty configuration instead of requiring the file (deciding
+        needs it: a crew's review rules are there)."""
         return Countersign(self.store(), config or Config(path=Path("(no configuration)")))
 
     def close(self) -> None:

@@ -65,6 +65,7 @@ def review_json(review: Review) -> dict[str, Any]:
         "details": details_to_json(review.details),
         "created_at": iso(review.created_at),
         "decision": decision_json(review.decision),
+        "approvals": [{"by": a.decided_by, "at": iso(a.created_at)} for a in review.approvals],
     }
 
 
@@ -183,6 +184,7 @@ def _review_lines(review: Review, indent: int = 0) -> list[str]:
         f"{pad}opened   {iso(review.created_at)}",
     ]
     lines += _field("prompt", review.prompt, indent)
+    lines += [f"{pad}approval {a.decided_by} at {iso(a.created_at)}" for a in review.approvals]
     decision = review.decision
     if decision is not None:
         lines.append(
