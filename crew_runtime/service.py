@@ -309,6 +309,15 @@ def approvals_required(spec: CrewSpec, review: Review) -> int:
     return spec.approvals_for(tool=tool, task=None if index is None else index + 1)
 
 
+def still_expected(spec: CrewSpec, review: Review, started_by: str | None) -> tuple[str, ...]:
+    """The crew's reviewers (users and groups) whose approval ``review`` may still get: not
+    those who approved, nor who started the run where the crew forbids it. Empty when the
+    crew lists nobody (anyone in the channel may approve)."""
+    approved = {a.decided_by for a in review.approvals}
+    barred = {started_by} if spec.forbid_self_approval else set()
+    return tuple(r for r in spec.reviewers if r not in approved and r not in barred)
+
+
 def _task_index(review: Review) -> int | None:
     """The task a task review belongs to, from its stream ``task{n}:{role}``."""
     if review.kind != ReviewKind.TASK_REVIEW:

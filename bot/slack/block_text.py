@@ -82,6 +82,22 @@ def decision_line(decision: Decision, *, text_limit: int = 0) -> str:
     return line
 
 
+def approvals_so_far(approvers: Collection[str], required: int, expected: Collection[str]) -> str:
+    """``✅ 1 of 2 approvals: <@U1> · 1 more needed, from <@U2> or <@U3>``."""
+    given = ", ".join(user_ref(a) for a in approvers)
+    line = f"✅ {len(approvers)} of {required} approvals: {given} · {required - len(approvers)} "
+    line += "more needed"
+    if expected:
+        line += ", from " + " or ".join(mention(r) for r in expected)
+    return line
+
+
+def approvals_given(approvers: Collection[str]) -> str:
+    """Under a decided review that needed several approvals: who approved it (all of them
+    when it was approved; those before the decision when someone rejected it or sent it back)."""
+    return "Approvals given: " + ", ".join(user_ref(a) for a in approvers)
+
+
 # --- what the bot posts in a run's thread -------------------------------------------------
 
 REVIEW_TITLE = {

@@ -262,7 +262,9 @@ def _outcome(review: Review) -> list[Block]:
     if decision.text and decision.kind is not DecisionKind.APPROVE:
         quoted = truncate(decision.text, DECISION_TEXT_LIMIT).replace("\n", "\n>")
         line += f"\n>{quoted}"
-    return [section(line)]
+    if not review.approvals:
+        return [section(line)]
+    return [section(line), context(t.approvals_given([a.decided_by for a in review.approvals]))]
 
 
 def _typed_json(review: Review) -> bool:
@@ -339,18 +341,34 @@ def decided_message(review: Review, *, as_file: bool | None = None) -> Message:
     ``as_file`` says whether the review went out as :func:`review_file_summary`; by
     default, whether it :func:`needs_file`.
     """
-    if needs_file(review) if as_file is None else as_file:
-        note = t.file_note_attached(len(review.prompt))
-        blocks = _file_summary_blocks(review, note, decided=True)
-    else:
-        parts = _draft_parts(review)
-        last = len(parts) - 1
-        blocks = _review_blocks(review, parts[last], last, len(parts), decided=True)
+    blocks = _last_blocks(review, decided=True, as_file=as_file)
     if review.decision is not None:
         fallback = t.decision_line(review.decision)
     else:
         fallback = t.REVIEW_STATUS[review.status]
     return Message(fallback, blocks)
+
+
+def partly_approved_message(
+    review: Review, required: int, expected: Collection[str] = ()
+) -> Message:
+    """The review's last message again, buttons kept, with who approved it so far out of
+    the ``required`` approvals and who is still ``expected`` (the crew's other reviewers)."""
+    blocks = _last_blocks(review, decided=False)
+    approvers = [a.decided_by for a in review.approvals]
+    words = t.approvals_so_far(approvers, required, expected)
+    blocks.insert(len(blocks) - 1, context(words))  # above the reply hint, under the buttons
+    return Message(words, blocks)
+
+
+def _last_blocks(review: Review, *, decided: bool, as_file: bool | None = None) -> list[Block]:
+    """The blocks of the review's last message (the one with its buttons or outcome)."""
+    if needs_file(review) if as_file is None else as_file:
+        note = t.file_note_attached(len(review.prompt))
+        return _file_summary_blocks(review, note, decided=decided)
+    parts = _draft_parts(review)
+    last = len(parts) - 1
+    return _review_blocks(review, parts[last], last, len(parts), decided=decided)
 
 
 # --- runs ---------------------------------------------------------------------------------

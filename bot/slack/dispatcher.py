@@ -44,6 +44,7 @@ from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.listeners import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
+from crew_runtime.service import approvals_required, still_expected
 from storage import (
     Decision,
     DecisionKind,
@@ -199,6 +200,11 @@ class Dispatcher:
             await self._replace(review)
             await self._update_root(run)
             await steps.sent()
+        elif kind == OutboxKind.REVIEW_APPROVED and message.review_id:
+            review = await sync(self.store.get_review, message.review_id)
+            if review.status == ReviewStatus.PENDING:
+                await self._tally(review, run)
+            await steps.sent()
         elif kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and (
             message.review_id
         ):
@@ -267,6 +273,18 @@ class Dispatcher:
         done = blocks.decided_message(review)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=done.text, blocks=done.blocks
+        )
+
+    async def _tally(self, review: Review, run: Run) -> None:
+        """Show who approved a review that needs several approvals, and who is expected."""
+        if review.channel is None or review.message_ts is None:
+            return
+        spec = self.config.crews.get(run.crew)
+        required = 1 if spec is None else approvals_required(spec, review)
+        expected = () if spec is None else still_expected(spec, review, run.started_by)
+        tally = blocks.partly_approved_message(review, required, expected)
+        await self.client.chat_update(
+            channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
         )
 
     async def _update_root(self, run: Run) -> None:

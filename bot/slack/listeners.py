@@ -478,7 +478,7 @@ class Listeners:
         request_key: str | None,
     ) -> None:
         try:
-            await sync(
+            recorded = await sync(
                 self.service.decide,
                 review.id,
                 kind,
@@ -495,6 +495,10 @@ class Listeners:
             return
         log.info("review %s: %s by %s", review.id, kind, user_id)
         self.wake()
+        if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
+            required = await sync(self.service.approvals_required, recorded)
+            counted = text.approval_counted(len(recorded.approvals), required)
+            await self._ephemeral_via_api(channel, user_id, counted)
 
     async def _review_and_run(self, review_id: str) -> tuple[Review, Run] | None:
         """The review a click or a submission names, and its run; the request's log lines

@@ -23,10 +23,12 @@ from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
+    SelfApproval,
     TextRefused,
     UsageError,
 )
 from storage.errors import (
+    AlreadyApproved,
     AlreadyDecided,
     AlreadyFinal,
     CountersignError,
@@ -191,6 +193,15 @@ def _decided_by(by: str, kind: str | None, at: datetime | None) -> str:
     return f"This review was already {what} by {user_ref(by)}{when}."
 
 
+def approval_counted(given: int, required: int) -> str:
+    """Told to a reviewer whose approval counted but did not settle the review."""
+    more = required - given
+    who = "reviewer approves" if more == 1 else "reviewers approve"
+    return (
+        f"Your approval is counted ({given} of {required}). The run goes on once {more} more {who}."
+    )
+
+
 def starting(crew: str) -> str:
     return f"Starting {code(crew)}… its thread appears in this channel in a moment."
 
@@ -299,6 +310,16 @@ def refusal(exc: CountersignError) -> str:
             return f"Task {exc.task} has no approved draft to send back. {which}"
         case AlreadyDecided():
             return too_late(exc)
+        case AlreadyApproved():
+            return (
+                f"You approved this already ({exc.given} of {exc.required} approvals): "
+                "each reviewer counts once."
+            )
+        case SelfApproval():
+            return (
+                "You started this run, and its crew needs someone else to approve its reviews. "
+                "Nothing was recorded."
+            )
         case AlreadyFinal():
             return already_final(exc.run_id, exc.status)
         case NotWaiting():
