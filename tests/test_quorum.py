@@ -3,6 +3,7 @@ storage's quorum on SQLite and PostgreSQL, and the rules of the configuration th
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -323,3 +324,16 @@ def test_the_rules_are_validated_with_the_key_named(
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert str(caught.value) == f"{path}: {expected}"
+
+
+def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
+    tmp_path: Path,
+) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Several approvers") : readme.index("### Flows")]
+    several, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    spec = _load(tmp_path, several)
+    assert spec.approvals_required == 2 and spec.reviewers == ("U0ANA", "U0BEN", "U0CAL")
+    assert spec.approvals_for(tool="send_email") == 3
+    assert spec.approvals_for(task=1) == 1 and spec.approvals_for(task=2) == 2
+    assert _load(tmp_path, alone).forbid_self_approval
