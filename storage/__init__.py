@@ -40,6 +40,7 @@ from storage.records import (
     NewEntry,
     NewReview,
     OutboxMessage,
+    PendingReviews,
     Review,
     Run,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "OutboxClaimLost",
     "OutboxKind",
     "OutboxMessage",
+    "PendingReviews",
     "QuestionDetails",
     "Review",
     "ReviewDetails",

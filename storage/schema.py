@@ -54,6 +54,8 @@ runs = Table(
     Column("updated_at", DateTime, nullable=False),
     Index("ix_runs_status_updated", "status", "updated_at"),
     Index("ix_runs_thread", "channel", "thread_ts"),
+    # A crew's runs by status: whose reviews a person may decide, counts by crew and status.
+    Index("ix_runs_crew_status", "crew", "status"),
 )
 
 reviews = Table(
@@ -78,6 +80,14 @@ reviews = Table(
     Column("expires_at", DateTime),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
+    # The pending reviews, oldest first, without sorting every review that waits.
+    Index(
+        "ix_reviews_pending",
+        "created_at",
+        "id",
+        sqlite_where=Column("status") == "pending",
+        postgresql_where=Column("status") == "pending",
+    ),
     # One live review per pause point; superseded ones stay for the audit trail.
     Index(
         "uq_reviews_point",
@@ -113,6 +123,28 @@ decisions = Table(
     Column("request_key", String(200)),
     Column("created_at", DateTime, nullable=False),
     Index("ix_decisions_run", "run_id"),
+    Index("ix_decisions_created", "created_at"),
+)
+
+# Who decided what, when, kept when retention prunes the run (storage.retention): copied from
+# the run's rows in the transaction that deletes them. No foreign key: it outlives the run.
+audit = Table(
+    "audit",
+    metadata,
+    Column("review_id", String(32), primary_key=True),
+    Column("run_id", String(32), nullable=False),
+    Column("crew", String(100), nullable=False),
+    Column("review_kind", String(16), nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("decided_by", String(PERSON_LENGTH), nullable=False),
+    Column("decided_at", DateTime, nullable=False),
+    Column("feedback", Text),
+    Column("proposed_args", JSON),
+    Column("approved_args", JSON),
+    Column("executed_args", JSON),
+    Column("channel", String(64)),
+    Column("thread_ts", String(32)),
+    Index("ix_audit_decided", "decided_at"),
 )
 
 journal = Table(

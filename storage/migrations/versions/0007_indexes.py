@@ -1,0 +1,39 @@
+"""Indexes that a million runs ask for (bench/scale.py; figures in docs/benchmarks.md).
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+PENDING = sa.text("status = 'pending'")
+
+
+def upgrade() -> None:
+    # One person's pending reviews: the oldest pending first, their runs' crews checked on
+    # the way, instead of sorting all 100,000 pending reviews for each /crew pending.
+    op.create_index(
+        "ix_reviews_pending",
+        "reviews",
+        ["created_at", "id"],
+        sqlite_where=PENDING,
+        postgresql_where=PENDING,
+    )
+    # A crew's runs by status: counting a crew's pending reviews, /metrics' counts.
+    op.create_index("ix_runs_crew_status", "runs", ["crew", "status"])
+    # An audit export reads decisions by time: without it, every export scans them all.
+    op.create_index("ix_decisions_created", "decisions", ["created_at"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_decisions_created", table_name="decisions")
+    op.drop_index("ix_runs_crew_status", table_name="runs")
+    op.drop_index("ix_reviews_pending", table_name="reviews")
