@@ -18,7 +18,9 @@ printed (``EXPLAIN (ANALYZE, BUFFERS)``, writes rolled back):
 - ``/metrics``-style aggregates (runs by crew and status, pending reviews by crew);
 - the outbox's dispatch rate (due, claim, mark sent: rows a second, without Slack);
 - recording a decision (``decide``), and claiming a run (``claim_run``), goal p99 < 10 ms;
-- a ``countersign worker``'s RSS while the waiting runs wait (``--rss-seconds`` of samples).
+- a ``countersign worker``'s RSS while the waiting runs wait (``--rss-seconds`` of samples);
+- ``countersign audit export``'s peak RSS, of every decision and of a day's: the same if it
+  streams.
 
 Run: ``.venv/bin/python bench/scale.py [--runs 1000000] [--samples 200] [--database-url URL]``;
 ``--reuse`` measures an already seeded schema again, ``--keep`` leaves it for that.
@@ -35,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +343,28 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+def export_peak(url: str, since: str, until: str) -> tuple[int, int, float]:
+    """``countersign audit export`` of ``[since, until)`` as JSON lines: (records, peak RSS in
+    KiB, seconds). The peak is the command's own (``wait4``'s), not this process's."""
+    env = {**os.environ, "DATABASE_URL": url}
+    command = [str(Path(sys.executable).parent / "countersign"), "audit", "export"]
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        export = subprocess.Popen(
+            [*command, "--since", since, "--until", until, "--workspace", "https://bench"],
+            env=env,
+            stdout=out,
+        )
+        _, status, usage = os.wait4(export.pid, 0)
+        took = time.perf_counter() - started
+        export.returncode = os.waitstatus_to_exitcode(status)
+        if export.returncode != 0:
+            raise RuntimeError(f"audit export failed with {export.returncode}")
+        out.seek(0)
+        records = sum(1 for _ in out)
+    return records, usage.ru_maxrss, took
+
+
 def worker_rss(url: str, seconds: float) -> tuple[int, int, int]:
     """A ``countersign worker``'s RSS (KiB) over ``seconds`` once it started: first, max, last."""
     with tempfile.TemporaryDirectory(prefix="countersign-scale-") as tmp:
@@ -447,8 +471,20 @@ def main() -> None:
             lambda _i: store.claim_run("bench", timedelta(minutes=5)),
             goal=10,
         )
+        for since, until in (("2000-01-01", "2100-01-01"), (day_before(), "2100-01-01")):
+            records, peak, took = export_peak(url, since, until)
+            print(
+                f"audit export {since}..{until}: {records:,} records in {took:.1f} s, "
+                f"peak RSS {peak / 1024:.0f} MiB",
+                flush=True,
+            )
         print(f"\n{runs:,} runs on PostgreSQL\n{report.table()}", flush=True)
         store.close()
+
+
+def day_before() -> str:
+    """Yesterday (UTC), ISO: an export of about a day of decisions."""
+    return (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
 
 
 def _scalar_rows(engine: Engine, sql: str) -> list[Any]:
