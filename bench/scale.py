@@ -55,6 +55,7 @@ from storage import (  # noqa: E402
     ReviewKind,
     RunStatus,
     Store,
+    migrate,
 )
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -62,14 +63,15 @@ CREWS = 20
 CHANNELS = 50
 DAYS = 400
 CHUNK = 50_000
-# One run in this many waits for a review; the others are finished.
+# One run in this many waits for a review; the others are finished. Runs are dealt to crews
+# and channels in blocks of this many, so that each crew has as many waiting runs.
 WAITING_EVERY = 10
 
 SEED = """
 INSERT INTO runs (id, crew, inputs, status, output, error, started_by, request_key, channel,
                   thread_ts, attempts, created_at, updated_at)
 SELECT 'run_' || lpad(to_hex(n), 12, '0'),
-       'crew' || lpad((n % {crews})::text, 2, '0'),
+       'crew' || lpad(((n / {waiting}) % {crews})::text, 2, '0'),
        json_build_object('topic', 'otters ' || n),
        CASE WHEN n % {waiting} = 0 THEN 'waiting'
             WHEN n % 100 = 7 THEN 'failed'
@@ -80,7 +82,7 @@ SELECT 'run_' || lpad(to_hex(n), 12, '0'),
        CASE WHEN n % 100 = 7 THEN 'the model gave up' END,
        'U' || lpad((n % 500)::text, 8, '0'),
        'cmd:' || n,
-       'C' || lpad((n % {channels})::text, 8, '0'),
+       'C' || lpad(((n / {waiting}) % {channels})::text, 8, '0'),
        (1700000000 + n)::text || '.000100',
        1,
        {at},
@@ -98,7 +100,7 @@ SELECT 'rev_' || lpad(to_hex(n), 12, '0') || 'a',
        'A draft about otters: they hold hands while they sleep, number ' || n,
        {details},
        2,
-       'C' || lpad((n % {channels})::text, 8, '0'),
+       'C' || lpad(((n / {waiting}) % {channels})::text, 8, '0'),
        (1700000000 + n)::text || '.000200',
        {at} + interval '1 minute',
        CASE WHEN n % {waiting} <> 0 THEN {at} + interval '5 minutes' END
@@ -110,7 +112,7 @@ SELECT 'rev_' || lpad(to_hex(n), 12, '0') || 'b',
        'run_' || lpad(to_hex(n), 12, '0'),
        'task_review', 'decided', 'task1:Writer', 0,
        'The article, number ' || n, '{{"task": "write"}}', 3,
-       'C' || lpad((n % {channels})::text, 8, '0'),
+       'C' || lpad(((n / {waiting}) % {channels})::text, 8, '0'),
        (1700000000 + n)::text || '.000300',
        {at} + interval '6 minutes', {at} + interval '9 minutes'
 FROM generate_series(CAST(:lo AS integer), CAST(:hi AS integer)) AS n
@@ -224,8 +226,6 @@ def seed(engine: Engine, runs: int) -> None:
             for statement in statements:
                 conn.execute(text(statement), {"lo": lo, "hi": hi})
         print(f"  seeded {hi:,} runs ({time.perf_counter() - started:.0f} s)", flush=True)
-    with engine.begin() as conn:
-        conn.execute(text(BACKLOG), {"rows": max(10, min(2_000, runs // 100))})
     analyze(engine)
 
 
@@ -309,12 +309,18 @@ class Report:
         self.rows: list[list[str]] = []
 
     def measure(
-        self, name: str, samples: int, call: Callable[[int], Any], goal: float | None = None
+        self,
+        name: str,
+        samples: int,
+        call: Callable[[int], Any],
+        goal: float | None = None,
+        *,
+        plans: bool = True,
     ) -> None:
         """Time ``call`` ``samples`` times after one recorded run whose plans are printed."""
         with self.statements.record() as seen:
             call(samples)
-        if self.plans:
+        if self.plans and plans:
             print(f"\n### plans: {name}\n{explain(self.engine, seen)}", flush=True)
         took = timed(samples, call)
         p50, p99 = p(took, 0.5), p(took, 0.99)
@@ -401,14 +407,24 @@ def main() -> None:
     parser.add_argument("--database-url", default=PG_DEFAULT, help="a PostgreSQL database")
     parser.add_argument("--schema", default="bench_scale")
     parser.add_argument("--reuse", action="store_true", help="measure a schema seeded before")
+    parser.add_argument(
+        "--revision",
+        default="head",
+        help="the schema's migration, e.g. 0006 to measure without later indexes",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the schema for --reuse")
-    parser.add_argument("--rss-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--rss-seconds", type=float, default=20.0, help="0: no worker (it imports CrewAI)"
+    )
     parser.add_argument("--no-plans", action="store_true", help="print the figures only")
     args = parser.parse_args()
     random.seed(12)
 
     with schema_url(args.database_url, args.schema, fresh=not args.reuse, keep=args.keep) as url:
-        store = Store.open(url)
+        started = time.perf_counter()
+        store = Store.open(url, upgrade=False)
+        migrate.upgrade(store.engine, args.revision)  # reused: the migrations since its seed
+        print(f"schema at {args.revision} in {time.perf_counter() - started:.1f} s", flush=True)
         engine = store.engine
         if not args.reuse:
             print(f"seeding {args.runs:,} runs into schema {args.schema}", flush=True)
@@ -421,20 +437,23 @@ def main() -> None:
         report = Report(Statements(engine), engine, plans=not args.no_plans)
         samples = args.samples
 
-        first, peak, last = worker_rss(url, args.rss_seconds)
-        waiting = store.count_runs(RunStatus.WAITING)
-        print(
-            f"worker RSS while {waiting:,} runs wait: {first / 1024:.0f} MiB at start, "
-            f"{peak / 1024:.0f} MiB max, {last / 1024:.0f} MiB after {args.rss_seconds:g} s",
-            flush=True,
-        )
+        # The worker and the export are commands: they bring the schema to the head revision.
+        at_head = args.revision == "head"
+        if args.rss_seconds > 0 and at_head:
+            first, peak, last = worker_rss(url, args.rss_seconds)
+            waiting = store.count_runs(RunStatus.WAITING)
+            print(
+                f"worker RSS while {waiting:,} runs wait: {first / 1024:.0f} MiB at start, "
+                f"{peak / 1024:.0f} MiB max, {last / 1024:.0f} MiB after {args.rss_seconds:g} s",
+                flush=True,
+            )
 
         picks = [random.randrange(1, runs + 1) for _ in range(samples + 1)]
         report.measure(
             "run by its thread",
             samples,
             lambda i: store.find_run_by_thread(
-                f"C{picks[i] % CHANNELS:08d}", f"{1700000000 + picks[i]}.000100"
+                f"C{(picks[i] // WAITING_EVERY) % CHANNELS:08d}", f"{1700000000 + picks[i]}.000100"
             ),
             goal=5,
         )
@@ -445,6 +464,14 @@ def main() -> None:
             lambda i: store.pending_reviews({crews[i]: None}, limit=50),
             goal=50,
         )
+        # What /crew pending read before Store.pending_reviews: every pending review, and the
+        # decisions of each (their plans list 100,000 ids: left out).
+        report.measure(
+            "every pending review (list_reviews, the old /crew pending)",
+            1,
+            lambda _i: store.list_reviews(),
+            plans=False,
+        )
         for name, sql in AGGREGATES.items():
             report.measure(
                 f"/metrics: {name}",
@@ -452,6 +479,8 @@ def main() -> None:
                 lambda _i, sql=sql: _scalar_rows(engine, sql),
             )
 
+        with engine.begin() as conn:
+            conn.execute(text(BACKLOG), {"rows": max(10, min(2_000, runs // 100))})
         sent = dispatch_rate(store, report)
         print(f"outbox dispatch: {sent[0]} rows in {sent[1]:.2f} s, {sent[0] / sent[1]:.0f} rows/s")
 
@@ -459,6 +488,12 @@ def main() -> None:
             {f"crew{c:02d}": None for c in range(CREWS)}, limit=4 * samples
         )
         pending = [r.id for r in listed.reviews if r.kind == ReviewKind.TASK_REVIEW]
+        # The floor under every write: one row changed and committed (the commit's flush).
+        report.measure(
+            "floor: one row updated and committed",
+            samples,
+            lambda i: _touch(engine, listed.reviews[i % len(listed.reviews)].run_id),
+        )
         report.measure(
             "record a decision",
             min(samples, len(pending) - 1),
@@ -471,7 +506,9 @@ def main() -> None:
             lambda _i: store.claim_run("bench", timedelta(minutes=5)),
             goal=10,
         )
-        for since, until in (("2000-01-01", "2100-01-01"), (day_before(), "2100-01-01")):
+        for since, until in (("2000-01-01", "2100-01-01"), (day_before(), "2100-01-01"))[
+            : 2 if at_head else 0
+        ]:
             records, peak, took = export_peak(url, since, until)
             print(
                 f"audit export {since}..{until}: {records:,} records in {took:.1f} s, "
@@ -480,6 +517,11 @@ def main() -> None:
             )
         print(f"\n{runs:,} runs on PostgreSQL\n{report.table()}", flush=True)
         store.close()
+
+
+def _touch(engine: Engine, run_id: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET attempts = attempts WHERE id = :id"), {"id": run_id})
 
 
 def day_before() -> str:

@@ -45,8 +45,12 @@ class ReviewStore(StoreBase):
 
         ``places`` maps a crew to the channels whose runs count (None: any channel), as who
         may decide says: one person's pending reviews, read by an index however many wait.
+        A pending review's run is waiting (suspending makes both; deciding the last one,
+        cancelling and reopening end both in one transaction): saying so lets the count
+        start from the crew's waiting runs (``ix_runs_crew_status``), not from every
+        pending review.
         """
-        where = _in_places(places)
+        where = and_(runs.c.status == RunStatus.WAITING, _in_places(places))
         with self.engine.connect() as conn:
             total = conn.execute(
                 select(func.count())

@@ -182,6 +182,13 @@ outbox = Table(
     Column("claimed_until", DateTime),
     Index("ix_outbox_due", "sent_at", "next_attempt_at"),
     Index("ix_outbox_run", "run_id", "sent_at"),
+    # The unsent rows in order, however many were sent before them.
+    Index(
+        "ix_outbox_unsent",
+        "id",
+        sqlite_where=Column("sent_at").is_(None),
+        postgresql_where=Column("sent_at").is_(None),
+    ),
 )
 
 # Slack's requests, written before they are acked and handled after (storage.inbox): a crash

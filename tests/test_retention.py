@@ -174,3 +174,32 @@ def test_a_crews_own_retention_and_the_export_filters(store: Store, clock: FakeC
     assert [r.run_id for r in store.audit_records(since=since, until=until, crew="blog")] == [blog]
     assert [r.run_id for r in store.audit_records(since=since, until=until, crew="news")] == [news]
     assert list(store.audit_records(since=clock.now, until=clock.now + DAY)) == []
+
+
+def test_one_persons_pending_reviews_by_crew_and_channel(store: Store, clock: FakeClock) -> None:
+    """pending_reviews: oldest first, only the places asked, the total beyond the limit."""
+    made = {}
+    for crew, channel in (("blog", "C1"), ("blog", "C2"), ("news", "C1"), ("blog", "C1")):
+        run = store.create_run(crew, {}, channel=channel)
+        claimed = store.claim_run("w1", LEASE)
+        assert claimed is not None and claimed.id == run.id and claimed.lease_token
+        ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="draft")
+        [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
+        made[review.id] = (crew, channel)
+        clock.advance(minutes=1)
+    first_id, second_id, _news, decided = list(made)
+    store.decide(decided, NewDecision(DecisionKind.APPROVE, "U0ANA"))
+
+    blog = store.pending_reviews({"blog": None})
+    assert [r.id for r in blog.reviews] == [first_id, second_id]
+    assert blog.total == 2 and {r.crew for r in blog.runs.values()} == {"blog"}
+    first = store.pending_reviews({"blog": None, "news": {"C1"}}, limit=1)
+    assert ([r.id for r in first.reviews], first.total) == ([first_id], 3)
+    in_c1 = store.pending_reviews({"blog": {"C1"}, "news": {"C2"}})
+    assert [r.id for r in in_c1.reviews] == [first_id]
+    assert store.pending_reviews({}).total == 0
+    assert store.pending_channels(["blog", "news"]) == {
+        ("blog", "C1"),
+        ("blog", "C2"),
+        ("news", "C1"),
+    }
