@@ -20,7 +20,8 @@ printed (``EXPLAIN (ANALYZE, BUFFERS)``, writes rolled back):
 - recording a decision (``decide``), and claiming a run (``claim_run``), goal p99 < 10 ms;
 - a ``countersign worker``'s RSS while the waiting runs wait (``--rss-seconds`` of samples);
 - ``countersign audit export``'s peak RSS, of every decision and of a day's: the same if it
-  streams.
+  streams;
+- a dry run of pruning the runs older than a year (every batch done, then rolled back).
 
 Run: ``.venv/bin/python bench/scale.py [--runs 1000000] [--samples 200] [--database-url URL]``;
 ``--reuse`` measures an already seeded schema again, ``--keep`` leaves it for that.
@@ -57,6 +58,7 @@ from storage import (  # noqa: E402
     Store,
     migrate,
 )
+from storage.retention import Retention, RetentionPolicy  # noqa: E402
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CREWS = 20
@@ -513,6 +515,18 @@ def main() -> None:
             print(
                 f"audit export {since}..{until}: {records:,} records in {took:.1f} s, "
                 f"peak RSS {peak / 1024:.0f} MiB",
+                flush=True,
+            )
+        if at_head:
+            started = time.perf_counter()
+            year = RetentionPolicy(Retention(keep_runs=timedelta(days=365)))
+            pruned = store.prune(year, dry_run=True)
+            took = time.perf_counter() - started
+            gone = sum(sum(tables.values()) for tables in pruned.values())
+            found = sum(tables["runs"] for tables in pruned.values())
+            print(
+                f"prune --dry-run, keep_runs 1y: {found:,} runs ({gone:,} rows) in {took:.1f} s, "
+                f"{gone / took:,.0f} rows/s (rolled back)",
                 flush=True,
             )
         print(f"\n{runs:,} runs on PostgreSQL\n{report.table()}", flush=True)
