@@ -30,6 +30,7 @@ Run: ``.venv/bin/python bench/scale.py [--runs 1000000] [--samples 200] [--datab
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import subprocess
@@ -343,34 +344,39 @@ class Report:
         return "\n".join(lines)
 
 
-def rss_kib(pid: int) -> int:
+def status_kib(pid: int, key: str = "VmRSS") -> int:
+    """A memory figure of process ``pid`` (KiB), from ``/proc/PID/status``."""
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
+    raise RuntimeError(f"no {key} for {pid}")
 
 
 def export_peak(url: str, since: str, until: str) -> tuple[int, int, float]:
     """``countersign audit export`` of ``[since, until)`` as JSON lines: (records, peak RSS in
-    KiB, seconds). The peak is the command's own (``wait4``'s), not this process's."""
+    KiB, seconds). The peak is the command's own high-water mark (``VmHWM``), read until it
+    exits: ``wait4``'s would count this process's memory, which a fork starts from."""
     env = {**os.environ, "DATABASE_URL": url}
     command = [str(Path(sys.executable).parent / "countersign"), "audit", "export"]
     started = time.perf_counter()
+    peak = 0
     with tempfile.TemporaryFile() as out:
         export = subprocess.Popen(
             [*command, "--since", since, "--until", until, "--workspace", "https://bench"],
             env=env,
             stdout=out,
         )
-        _, status, usage = os.wait4(export.pid, 0)
+        while export.poll() is None:
+            with contextlib.suppress(OSError, RuntimeError):  # it may exit between checks
+                peak = max(peak, status_kib(export.pid, "VmHWM"))
+            time.sleep(0.05)
         took = time.perf_counter() - started
-        export.returncode = os.waitstatus_to_exitcode(status)
         if export.returncode != 0:
             raise RuntimeError(f"audit export failed with {export.returncode}")
         out.seek(0)
         records = sum(1 for _ in out)
-    return records, usage.ru_maxrss, took
+    return records, peak, took
 
 
 def worker_rss(url: str, seconds: float) -> tuple[int, int, int]:
@@ -391,7 +397,7 @@ def worker_rss(url: str, seconds: float) -> tuple[int, int, int]:
             samples = []
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                samples.append(rss_kib(worker.pid))
+                samples.append(status_kib(worker.pid))
                 time.sleep(0.5)
             return samples[0], max(samples), samples[-1]
         finally:

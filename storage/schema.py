@@ -54,8 +54,9 @@ runs = Table(
     Column("updated_at", DateTime, nullable=False),
     Index("ix_runs_status_updated", "status", "updated_at"),
     Index("ix_runs_thread", "channel", "thread_ts"),
-    # A crew's runs by status: whose reviews a person may decide, counts by crew and status.
-    Index("ix_runs_crew_status", "crew", "status"),
+    # A crew's runs by status, with their ids (read from the index alone): whose reviews a
+    # person may decide, counts by crew and status.
+    Index("ix_runs_crew_status", "crew", "status", "id"),
 )
 
 reviews = Table(
@@ -80,11 +81,18 @@ reviews = Table(
     Column("expires_at", DateTime),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
-    # The pending reviews, oldest first, without sorting every review that waits.
+    # The pending reviews, oldest first, without sorting every review that waits; and by run,
+    # to count a crew's from its waiting runs.
     Index(
         "ix_reviews_pending",
         "created_at",
         "id",
+        sqlite_where=Column("status") == "pending",
+        postgresql_where=Column("status") == "pending",
+    ),
+    Index(
+        "ix_reviews_pending_run",
+        "run_id",
         sqlite_where=Column("status") == "pending",
         postgresql_where=Column("status") == "pending",
     ),

@@ -28,8 +28,17 @@ def upgrade() -> None:
         sqlite_where=PENDING,
         postgresql_where=PENDING,
     )
-    # A crew's runs by status: counting a crew's pending reviews, /metrics' counts.
-    op.create_index("ix_runs_crew_status", "runs", ["crew", "status"])
+    # Counting a crew's pending reviews: its waiting runs' ids and their pending reviews,
+    # both read from indexes alone (a merge join, 13 ms for 5,000 of 100,000 where the
+    # heap took 65). Also /metrics' counts by crew and status.
+    op.create_index(
+        "ix_reviews_pending_run",
+        "reviews",
+        ["run_id"],
+        sqlite_where=PENDING,
+        postgresql_where=PENDING,
+    )
+    op.create_index("ix_runs_crew_status", "runs", ["crew", "status", "id"])
     # The dispatcher's due rows, oldest first: PostgreSQL walked the primary key past two
     # million sent rows (800 ms a call) to find the few unsent ones.
     op.create_index(
@@ -43,4 +52,5 @@ def downgrade() -> None:
     op.drop_index("ix_decisions_created", table_name="decisions")
     op.drop_index("ix_outbox_unsent", table_name="outbox")
     op.drop_index("ix_runs_crew_status", table_name="runs")
+    op.drop_index("ix_reviews_pending_run", table_name="reviews")
     op.drop_index("ix_reviews_pending", table_name="reviews")
