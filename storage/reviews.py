@@ -47,15 +47,21 @@ class ReviewStore(StoreBase):
         may decide says: one person's pending reviews, read by an index however many wait.
         A pending review's run is waiting (suspending makes both; deciding the last one,
         cancelling and reopening end both in one transaction): saying so lets the count
-        start from the crew's waiting runs (``ix_runs_crew_status``), not from every
-        pending review.
+        start from the crew's waiting runs (``ix_runs_crew_status``) and read everything
+        from indexes. The page is left to walk the pending reviews oldest first
+        (``ix_reviews_pending``) until it has ``limit`` of the places': told of the waiting
+        runs too, PostgreSQL misjudges how many there are and reads every pending review.
         """
-        where = and_(runs.c.status == RunStatus.WAITING, _in_places(places))
+        where = _in_places(places)
         with self.engine.connect() as conn:
             total = conn.execute(
                 select(func.count())
                 .select_from(reviews.join(runs, runs.c.id == reviews.c.run_id))
-                .where(reviews.c.status == ReviewStatus.PENDING, where)
+                .where(
+                    reviews.c.status == ReviewStatus.PENDING,
+                    runs.c.status == RunStatus.WAITING,
+                    where,
+                )
             ).scalar_one()
             rows = conn.execute(
                 select(reviews)
