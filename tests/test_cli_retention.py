@@ -1,5 +1,5 @@
 """``countersign prune`` and ``countersign audit export`` against real databases; the
-workspace's address for the permalinks from the Slack stand-in's ``auth.test``."""
+workspace's address for the permalinks from the Slack stand-in's ``auth.test``; serve's prune."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox import SlackStandIn, StandInThread
+from crew_runtime.config import load_config
 from storage import RunNotFound, Store
+from tests.slack_harness import slack_and_bot, wait_until
 from tests.test_cli import Cli, assert_refused
 from tests.test_retention import APPROVED, PROPOSED, finished_run, waiting_run
 from tests.test_storage import FakeClock
@@ -141,3 +143,18 @@ def test_the_permalink_comes_from_the_workspace_slack_names(
 )
 def test_bad_dates_are_refused(cli: Cli, argv: tuple[str, ...], expected: str) -> None:
     assert_refused(cli("audit", "export", *argv), expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_serve_prunes_as_it_starts(db_url: str, tmp_path: Path, runs: dict[str, str]) -> None:
+    """The daily sweep runs once at start too: a deployment restarted daily still prunes."""
+    config = tmp_path / "countersign.toml"
+    config.write_text(CONFIG)
+    store = Store.open(db_url)
+    try:
+        with slack_and_bot(load_config(config), store):
+            wait_until(lambda: not exists(db_url, runs["old"]) or None, what="the prune")
+        assert exists(db_url, runs["old waiting"]) and exists(db_url, runs["recent"])
+    finally:
+        store.close()
