@@ -2,7 +2,8 @@
 
 Only finished runs (succeeded, failed, rejected, cancelled: statuses no transition leaves) are
 ever pruned, aged by their last change; every delete says so in its own ``WHERE``, so a run
-that is queued, running or waiting loses no row. Deletes go in batches of a few hundred runs,
+that is queued, running or waiting loses no row. A run is deleted whole only once every
+message announcing it was delivered. Deletes go in batches of a few hundred runs,
 each batch one transaction: pruning a million rows holds no lock for long and never builds a
 giant transaction. Before a batch deletes a run's decisions or journal, it copies their
 audit records (``storage.audit.copy_audit``) in the same transaction.
@@ -121,7 +122,7 @@ class RetentionStore(StoreBase):
         """Copy the audit records of the runs ``crews`` and delete their journal (and, if
         ``whole``, the runs with every row of theirs), in one transaction."""
         with self._tx() as conn:
-            ids = _still_finished(conn, list(crews))
+            ids = _prunable(conn, list(crews), whole=whole)
             copy_audit(conn, ids, since=audit_since)
             tables = (journal, outbox, decisions, reviews, runs) if whole else (journal,)
             for table in tables:
@@ -169,10 +170,15 @@ def _finished() -> ColumnElement[bool]:
     return runs.c.status.in_(sorted(FINAL_RUN_STATUSES))
 
 
-def _still_finished(conn: Connection, ids: list[str]) -> list[str]:
-    """The runs of ``ids`` that are finished, their rows locked for the transaction."""
-    query = select(runs.c.id).where(runs.c.id.in_(ids), _finished()).with_for_update()
-    return list(conn.execute(query).scalars())
+def _prunable(conn: Connection, ids: list[str], *, whole: bool) -> list[str]:
+    """The runs of ``ids`` that are finished, their rows locked for the transaction; to be
+    deleted ``whole``, also with every message announcing them delivered (a run whose end
+    Slack has not been told yet waits for the dispatcher)."""
+    query = select(runs.c.id).where(runs.c.id.in_(ids), _finished())
+    if whole:
+        unsent = select(outbox.c.id).where(outbox.c.run_id == runs.c.id, outbox.c.sent_at.is_(None))
+        query = query.where(~unsent.exists())
+    return list(conn.execute(query.with_for_update()).scalars())
 
 
 def _deleted(

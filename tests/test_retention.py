@@ -58,8 +58,17 @@ def waiting_run(store: Store, crew: str = "outreach") -> tuple[str, str]:
     return run.id, review.id
 
 
-def finished_run(store: Store, crew: str = "outreach") -> str:
-    """A run whose gated call a reviewer edited, that ran with the edit and succeeded."""
+def deliver(store: Store) -> None:
+    """Mark every due outbox message sent, as the dispatcher would once Slack took it."""
+    while due := store.due_outbox():
+        for message in due:
+            assert store.claim_outbox(message.id, "test", LEASE) is not None
+            assert store.mark_sent(message.id, "test")
+
+
+def finished_run(store: Store, crew: str = "outreach", *, delivered: bool = True) -> str:
+    """A run whose gated call a reviewer edited, that ran with the edit and succeeded (and,
+    if ``delivered``, whose messages all reached Slack)."""
     run_id, review_id = waiting_run(store, crew)
     store.decide(review_id, NewDecision(DecisionKind.EDIT, "U0ANA", text=json.dumps(APPROVED)))
     claimed = store.claim_run("w1", LEASE)
@@ -69,6 +78,8 @@ def finished_run(store: Store, crew: str = "outreach") -> str:
         run_id, claimed.lease_token, stream="task0:Writer", kind="tool", seq=0, payload=payload
     )
     store.finish_run(run_id, claimed.lease_token, RunStatus.SUCCEEDED, output="sent")
+    if delivered:
+        deliver(store)
     return run_id
 
 
@@ -128,6 +139,16 @@ def test_only_old_finished_runs_are_pruned_and_their_audit_survives(
     assert (first.channel, first.feedback) == ("C0REVIEWS", None)
     assert records[0] == export(store, clock)[0], "a pruned run's record reads the same again"
     assert store.prune(RetentionPolicy(YEAR)) == {}
+
+
+def test_a_run_is_pruned_only_once_slack_was_told_it_ended(store: Store, clock: FakeClock) -> None:
+    run_id = finished_run(store, delivered=False)
+    clock.advance(days=400)
+
+    assert store.prune(RetentionPolicy(YEAR)) == {}
+    assert store.get_run(run_id).status == RunStatus.SUCCEEDED
+    deliver(store)
+    assert store.prune(RetentionPolicy(YEAR))["outreach"]["runs"] == 1
 
 
 def test_a_pruned_journal_keeps_the_run_and_what_the_tool_was_called_with(
