@@ -24,7 +24,8 @@ printed (``EXPLAIN (ANALYZE, BUFFERS)``, writes rolled back):
 - a dry run of pruning the runs older than a year (every batch done, then rolled back).
 
 Run: ``.venv/bin/python bench/scale.py [--runs 1000000] [--samples 200] [--database-url URL]``;
-``--reuse`` measures an already seeded schema again, ``--keep`` leaves it for that.
+``--reuse`` measures an already seeded schema again, ``--keep`` leaves it for that, and
+``--revision 0006`` measures the schema as it was before migration 0007's indexes.
 """
 
 from __future__ import annotations
