@@ -9,6 +9,7 @@ variable             meaning                                          default
 ``DATABASE_URL``     SQLAlchemy URL of the database                   ``sqlite:///countersign.db``
 ``COUNTERSIGN_CONFIG`` path of ``countersign.toml``                  ``./countersign.toml``
 ``LOG_LEVEL``        DEBUG, INFO, WARNING, ERROR or CRITICAL          ``INFO``
+``LOG_FORMAT``       ``text`` or ``json`` (one JSON object per line)   ``text``
 ``USER``             who the CLI acts as when ``--by`` is not given   ``cli``
 ``SLACK_BOT_TOKEN``  the bot token (``xoxb-…``), for ``serve``         —
 ``SLACK_SIGNING_SECRET`` verifies that requests come from Slack        —
@@ -30,9 +31,10 @@ from urllib.parse import urlsplit
 from bot.errors import BotError
 from storage import DEFAULT_URL
 
-__all__ = ["LOG_LEVELS", "Settings", "SettingsError", "mask_url"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "Settings", "SettingsError", "mask_url"]
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 
 _SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "sslpassword"})
 
@@ -49,6 +51,7 @@ class Settings:
         database_url: The database to use; may contain a password (see :func:`mask_url`).
         config_path: An explicit configuration file, or None to look in the working directory.
         log_level: A level name from :data:`LOG_LEVELS`.
+        log_format: How log lines are written, from :data:`LOG_FORMATS`.
         default_user: Who CLI actions are recorded as when ``--by`` is not given.
     """
 
@@ -60,6 +63,7 @@ class Settings:
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None
     slack_api_url: str | None = None
+    log_format: str = "text"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -68,7 +72,7 @@ class Settings:
         Empty variables count as unset, the way shells make it easy to write ``X= cmd``.
 
         Raises:
-            SettingsError: ``LOG_LEVEL`` is not a level name.
+            SettingsError: ``LOG_LEVEL`` is not a level name, or ``LOG_FORMAT`` not a format.
         """
         level = (environ.get("LOG_LEVEL") or "INFO").strip().upper()
         if level not in LOG_LEVELS:
@@ -76,11 +80,18 @@ class Settings:
                 f"LOG_LEVEL: expected one of {', '.join(LOG_LEVELS)}, "
                 f"got {environ.get('LOG_LEVEL')!r}"
             )
+        log_format = (environ.get("LOG_FORMAT") or "text").strip().lower()
+        if log_format not in LOG_FORMATS:
+            raise SettingsError(
+                f"LOG_FORMAT: expected one of {', '.join(LOG_FORMATS)}, "
+                f"got {environ.get('LOG_FORMAT')!r}"
+            )
         config = environ.get("COUNTERSIGN_CONFIG")
         return cls(
             database_url=environ.get("DATABASE_URL") or DEFAULT_URL,
             config_path=Path(config) if config else None,
             log_level=level,
+            log_format=log_format,
             default_user=(environ.get("USER") or "").strip() or "cli",
             slack_bot_token=environ.get("SLACK_BOT_TOKEN") or None,
             slack_signing_secret=environ.get("SLACK_SIGNING_SECRET") or None,
@@ -93,6 +104,7 @@ class Settings:
         return (
             f"Settings(database_url={mask_url(self.database_url)!r}, "
             f"config_path={self.config_path!r}, log_level={self.log_level!r}, "
+            f"log_format={self.log_format!r}, "
             f"default_user={self.default_user!r})"
         )
 

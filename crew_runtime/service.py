@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from crew_runtime import streams
+from crew_runtime import metrics, streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
@@ -120,10 +120,15 @@ class Countersign:
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
         details = {BY_NAME: name} if name else {}
-        return self.store.decide(
+        asked = self.store.clock()
+        review = self.store.decide(
             review_id,
             NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
         )
+        # Decided by this call, not a request replayed (answered with the first decision).
+        if review.decided_at is not None and review.decided_at >= asked:
+            metrics.observe_decision(self.store.get_run(review.run_id).crew, review)
+        return review
 
     def _checked_edit(self, review_id: str, text: str) -> str:
         """An edit of a tool call is its new arguments, a JSON object fitting the tool's

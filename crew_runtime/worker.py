@@ -18,14 +18,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
+from crew_runtime import log_fields, metrics
 from crew_runtime.config import Config, UnknownCrewError
 from crew_runtime.context import RunContext
 from crew_runtime.executor import Outcome, execute
 from storage import RunStatus, Store
+from storage.wakeups import RUNS
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class WorkerSettings:
     concurrency: int = 2
     lease: timedelta = timedelta(seconds=30)
     poll: timedelta = timedelta(seconds=0.5)
+    # On PostgreSQL, also wake when a run is queued anywhere (LISTEN); False: poll only.
+    listen: bool = True
 
     @property
     def heartbeat(self) -> timedelta:
@@ -90,7 +94,11 @@ class Worker:
         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
         next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
         failing = False
-        with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool:
+        # On PostgreSQL a run queued anywhere wakes this loop at once; the poll stays.
+        with (
+            self.store.wakeups({RUNS: self.wake} if settings.listen else {}),
+            ThreadPoolExecutor(settings.concurrency, thread_name_prefix="run") as pool,
+        ):
             while not self.stopping.is_set():
                 self._reap()
                 try:
@@ -121,13 +129,9 @@ class Worker:
                         )
                         failing = True
                     claimed = False
-                if self._active:
-                    wait(
-                        list(self._active),
-                        timeout=settings.poll.total_seconds(),
-                        return_when=FIRST_COMPLETED,
-                    )
-                elif not claimed:
+                if self._active or not claimed:
+                    # Woken by an execution ending, a wake() (a run queued here, or on
+                    # PostgreSQL anywhere), or the poll, whichever comes first.
                     self._wake.wait(settings.poll.total_seconds())
                     self._wake.clear()
             self._shutdown()
@@ -149,12 +153,22 @@ class Worker:
                 self.store.finish_run(run.id, run.lease_token, RunStatus.FAILED, error=str(exc))
                 continue
             ctx = RunContext(run, self.store, spec, self.settings.lease)
-            log.info("run %s (%s): executing, attempt %d", run.id, run.crew, run.attempts + 1)
+            log.info(
+                "run %s (%s): executing, attempt %d",
+                run.id,
+                run.crew,
+                run.attempts + 1,
+                extra={"run_id": run.id},
+            )
+            metrics.count_started(run.crew)
             # A fresh context per execution: pool threads are reused, and CrewAI keeps
             # state in ContextVars (its event-scope stack gains an entry at every pause
             # and raises past depth 100), which must not leak from one run to the next.
+            # Every line the execution logs is about its run.
             isolated = contextvars.Context()
+            isolated.run(log_fields.RUN_ID.set, run.id)
             future = pool.submit(isolated.run, execute, self.store, self.config, ctx)
+            future.add_done_callback(lambda _done: self._wake.set())
             self._active[future] = ctx
         return claimed
 
@@ -164,12 +178,18 @@ class Worker:
             try:
                 outcome = future.result()
             except Exception:
-                log.exception("run %s: the executor itself failed", ctx.run.id)
+                log.exception(
+                    "run %s: the executor itself failed", ctx.run.id, extra={"run_id": ctx.run.id}
+                )
+                metrics.count_executor_failure(ctx.run.crew)
                 continue
+            metrics.count_execution(ctx.run.crew, outcome.status, outcome.stats)
             # A pause is no failure: one line says what the run waits for.
             waits = ", ".join(sorted({r.kind.value.replace("_", " ") for r in outcome.reviews}))
             status = f"waiting for a person ({waits})" if waits else outcome.status
-            log.info("run %s: %s %s", ctx.run.id, status, outcome.stats)
+            log.info(
+                "run %s: %s %s", ctx.run.id, status, outcome.stats, extra={"run_id": ctx.run.id}
+            )
             self.finished.append((ctx.run.id, outcome))
             self.executions += 1
             if self._on_settled is not None:
@@ -178,7 +198,11 @@ class Worker:
     def _heartbeat(self) -> None:
         for ctx in self._active.values():
             if not ctx.aborted and not ctx.renew():
-                log.info("run %s: lease lost (cancelled or taken over); stopping it", ctx.run.id)
+                log.info(
+                    "run %s: lease lost (cancelled or taken over); stopping it",
+                    ctx.run.id,
+                    extra={"run_id": ctx.run.id},
+                )
                 ctx.abort()
 
     def _system_idle(self) -> bool:

@@ -1,5 +1,6 @@
 """What every part of the :class:`storage.store.Store` shares: the engine, the clock, one write
-transaction, and the outbox row that announces a change in the same transaction."""
+transaction, and the outbox row that announces a change in the same transaction (and wakes
+the dispatchers listening when it commits)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from storage.errors import UnstorableValue
 from storage.records import JSON
 from storage.schema import outbox
 from storage.status import OutboxKind
+from storage.wakeups import OUTBOX, notify
 
 Clock = Callable[[], datetime]
 
@@ -72,6 +74,7 @@ class StoreBase:
                 attempts=0,
             )
         )
+        notify(conn, OUTBOX)
 
 
 def _first_line(exc: BaseException) -> str:

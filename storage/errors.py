@@ -35,6 +35,7 @@ CountersignError
     ├── CommandError                       a /crew command that does not parse
     ├── PayloadError                       a Slack payload without what it must have
     ├── CheckFailed                        Slack did not say who may decide
+    ├── CannotListen                       a port serve or a worker cannot listen on
     └── NotYet                             an outbox row waits for an earlier one
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are

@@ -2,8 +2,9 @@
 
 A request acked before it is recorded is lost with the process; one recorded first survives a
 crash at any moment after the ack and is handled then. Each row is *claimed* while it is
-handled (``claimed_until``); a row whose claim ran out without being finished is claimed again
-(after a crash, by the next process), so every recorded request is handled at least once.
+handled (``claimed_until``), renewed while its handler works; a row whose claim ran out without
+being finished is claimed again (after a crash, by the next process or another replica), so
+every recorded request is handled at least once.
 Handling is idempotent by the request's ``key`` (a decision or a run made by a request is not
 made again by its replay), which makes that exactly once where it matters.
 
@@ -13,7 +14,7 @@ replayed request records nothing new (``record`` answers None for it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -110,6 +111,19 @@ class InboxStore:
                 update(inbox)
                 .where(inbox.c.id == row_id, inbox.c.done_at.is_(None))
                 .values(done_at=now, error=None if error is None else error[:2000])
+            )
+
+    def renew(self, row_ids: Collection[int]) -> None:
+        """Hold unfinished requests still in hand for another claim: a handler slower than
+        the claim (a rate limit waited out, a queue of requests) must not see its request
+        taken by a sweep, its own process's or another replica's, and handled twice."""
+        if not row_ids:
+            return
+        with write_transaction(self.store.engine) as conn:
+            conn.execute(
+                update(inbox)
+                .where(inbox.c.id.in_(sorted(row_ids)), inbox.c.done_at.is_(None))
+                .values(claimed_until=self.store.clock() + self.claim)
             )
 
     def claim_stale(self, limit: int = 50) -> list[InboxRequest]:

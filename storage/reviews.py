@@ -167,10 +167,13 @@ class ReviewStore(StoreBase):
             (reviews.c.escalate_at, OutboxKind.REVIEW_ESCALATED, "escalated"),
         ):
             with self._tx() as conn:
+                # On PostgreSQL another replica's sweep skips the rows this one holds (and
+                # the reverse) rather than waiting on them, or deadlocking over their order.
                 due = conn.execute(
-                    select(reviews.c.id, reviews.c.run_id, column).where(
-                        reviews.c.status == ReviewStatus.PENDING, column <= now
-                    )
+                    select(reviews.c.id, reviews.c.run_id, column)
+                    .where(reviews.c.status == ReviewStatus.PENDING, column <= now)
+                    .order_by(reviews.c.id)
+                    .with_for_update(skip_locked=True)
                 ).all()
                 for review_id, run_id, at in due:
                     cleared = conn.execute(

@@ -22,6 +22,7 @@ from storage.rows import load_review, load_run, to_run
 from storage.schema import flow_pending, reviews, runs
 from storage.status import FINAL_RUN_STATUSES, OutboxKind, ReviewStatus, RunStatus
 from storage.transitions import move_reviews, move_run
+from storage.wakeups import RUNS, notify
 
 # A run whose worker died this many times is failed instead of being retried forever.
 MAX_RECOVERIES = 3
@@ -67,6 +68,7 @@ class RunStore(StoreBase):
                     )
                 )
                 self._enqueue(conn, run_id, OutboxKind.RUN_STARTED)
+                notify(conn, RUNS)
                 return load_run(conn, run_id)
         except IntegrityError:
             if request_key is None:

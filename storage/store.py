@@ -9,6 +9,8 @@ the journal (``storage.journal``), the outbox (``storage.outbox``), retention
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from storage import migrate
 from storage.audit import AuditStore
 from storage.base import Clock, utc_now
@@ -19,6 +21,7 @@ from storage.outbox import OutboxStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
+from storage.wakeups import Wakeups
 
 
 class Store(RunStore, ReviewStore, JournalStore, OutboxStore, RetentionStore, AuditStore):
@@ -40,6 +43,11 @@ class Store(RunStore, ReviewStore, JournalStore, OutboxStore, RetentionStore, Au
         themselves (it costs a commit ~100 ms): a long-lived process calls this every few
         seconds, off the paths where a person waits."""
         engine_checkpoint(self.engine)
+
+    def wakeups(self, handlers: Mapping[str, Callable[[], None]]) -> Wakeups:
+        """A listener calling ``handlers[topic]`` when a transaction anywhere notifies
+        ``topic`` (``storage.wakeups``: PostgreSQL only; polling stays the fallback)."""
+        return Wakeups(self.engine, handlers)
 
     def close(self) -> None:
         self.engine.dispose()

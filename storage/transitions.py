@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Connection, Table, update
 from storage.errors import IllegalTransition
 from storage.schema import reviews, runs
 from storage.status import REVIEW_TRANSITIONS, RUN_TRANSITIONS, ReviewStatus, RunStatus
+from storage.wakeups import RUNS, notify
 
 S = TypeVar("S", bound=StrEnum)
 
@@ -33,8 +34,12 @@ def move_run(
     **values: Any,
 ) -> bool:
     """Move run ``run_id`` from ``old`` (one status or several) to ``new``, if it still is
-    in ``old`` and matches ``where``; ``values`` are the other columns to set with it."""
+    in ``old`` and matches ``where``; ``values`` are the other columns to set with it.
+
+    A run moved to ``queued`` wakes the workers listening when the transaction commits."""
     moved = _move(conn, runs, RUN_TRANSITIONS, old, new, (runs.c.id == run_id, *where), values)
+    if moved == 1 and new == RunStatus.QUEUED:
+        notify(conn, RUNS)
     return moved == 1
 
 

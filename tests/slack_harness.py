@@ -8,9 +8,11 @@ its ``/slack/events`` and records every Web API call the bot makes.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -149,6 +151,21 @@ def wait_until(predicate: Callable[[], T | None], timeout: float = 120.0, what: 
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def wait_healthy(port: int, check_alive: Callable[[], None]) -> None:
+    """Wait for a ``serve`` process to answer ``/healthz`` on ``port``; ``check_alive`` fails
+    the wait (with what the process said) if it exited meanwhile."""
+
+    def healthy() -> bool:
+        check_alive()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                return bool(json.loads(r.read())["ok"])
+        except OSError:
+            return False
+
+    wait_until(healthy, timeout=60, what="the bot to answer /healthz")
 
 
 def buttons(message: Json) -> dict[str, Json]:

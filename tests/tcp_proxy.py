@@ -25,7 +25,9 @@ class TcpProxy:
         self.target = (target_host, target_port)
         self.port = 0
         self.connections = 0  # accepted while open, for tests that check the proxy was used
+        self.refused = 0  # connections turned away while cut or refusing new ones
         self._open = True
+        self._accepting = True
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy")
         self._server: asyncio.Server | None = None
@@ -52,8 +54,13 @@ class TcpProxy:
         """Close every proxied connection now and refuse new ones until ``restore()``."""
         self._call(self._cut())
 
+    def refuse_new(self) -> None:
+        """Turn new connections away; those in flight go on (a server at its connection limit)."""
+        self._accepting = False
+
     def restore(self) -> None:
         self._open = True
+        self._accepting = True
 
     # -- the loop's side
 
@@ -82,7 +89,8 @@ class TcpProxy:
         self._writers.clear()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._open:
+        if not (self._open and self._accepting):
+            self.refused += 1
             writer.transport.abort()
             return
         try:

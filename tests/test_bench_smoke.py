@@ -28,8 +28,20 @@ SMALL = {
     ),
     "bench/demo_start.py": (["--reps", "1"], "| first review |"),
     "bench/outbox.py": (["--runs", "5"], "commits/row"),
+    "bench/wakeup.py": (["--samples", "3"], "goal p99"),
     "bench/chaos.py": (
-        ["--runs", "3", "--start-every", "1", "--fault-every", "2", "--seconds", "180"],
+        [
+            "--runs",
+            "3",
+            "--workers",
+            "2",
+            "--start-every",
+            "1",
+            "--fault-every",
+            "4",
+            "--seconds",
+            "180",
+        ],
         "goal met",
     ),
 }

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -694,3 +695,20 @@ def test_the_worker_stops_gracefully_on_sigterm(tmp_path: Path, config_file: Pat
     log = "".join(lines)
     assert "SIGTERM: stopping" in log, log
     assert " stopped after 0 execution(s)" in log, log
+
+
+@pytest.mark.parametrize(
+    "argv", [["serve", "--workers", "0", "--port"], ["worker", "--until-idle", "--metrics-port"]]
+)
+def test_a_port_in_use_is_named_in_one_line(cli: Cli, argv: list[str]) -> None:
+    slack = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "test-secret"}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli(*argv, str(port), environ=slack)
+    assert result.code == 2
+    # serve has logged where it is serving before it tries to listen: the last line is the error
+    assert result.err.splitlines()[-1] == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )

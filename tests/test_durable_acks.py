@@ -42,7 +42,7 @@ from tests.slack_harness import (
     wait_until,
 )
 from tests.tcp_proxy import TcpProxy
-from tests.test_slack_process import _bot_env, _serve
+from tests.test_slack_process import _bot_env, _serve, _worker
 
 pytestmark = pytest.mark.slow
 
@@ -91,46 +91,46 @@ def test_clicks_acked_just_before_serve_is_killed_are_all_decided(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        first = _serve(env, port)
-        try:
-            for n in range(8):
-                assert slack.slash_command(ALICE, CHANNEL, "/crew", f"run writer topic=t{n}").ok
-            reviews = _reviews_to_click(slack, 8)
-            for review in reviews:
-                click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
-                assert click.status == 200
-        finally:
-            os.kill(first.pid, signal.SIGKILL)  # at once: the last clicks are in hand
-            first.communicate(timeout=30)
-        # An ack means recorded: each acked click is in the inbox, handled or not.
-        assert len(_clicks_recorded(store)) == 8
+        with _worker(env):
+            first = _serve(env, port)
+            try:
+                for n in range(8):
+                    assert slack.slash_command(ALICE, CHANNEL, "/crew", f"run writer topic=t{n}").ok
+                reviews = _reviews_to_click(slack, 8)
+                for review in reviews:
+                    click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+                    assert click.status == 200
+            finally:
+                os.kill(first.pid, signal.SIGKILL)  # at once: the last clicks are in hand
+                first.communicate(timeout=30)
+            # An ack means recorded: each acked click is in the inbox, handled or not.
+            assert len(_clicks_recorded(store)) == 8
 
-        second = _serve(env, port)
-        try:
-            decided = wait_until(
-                lambda: (
-                    [r for r in store.list_reviews(status=None) if r.decision] or None
-                    if len([r for r in store.list_reviews(status=None) if r.decision]) == 8
-                    else None
-                ),
-                timeout=120,
-                what="all 8 acked clicks to be decided after the restart",
-            )
-            assert (
-                sorted((r.decision.kind, r.decision.decided_by) for r in decided if r.decision)
-                == [("approve", ALICE)] * 8
-            )
-            # Each run went on to its second task: the decisions were acted on, once.
-            wait_until(
-                lambda: len(store.list_reviews(status=ReviewStatus.PENDING)) == 8,
-                timeout=120,
-                what="the article review of each run",
-            )
-        finally:
-            second.send_signal(signal.SIGTERM)
-            # Past the minute serve gives its worker child to put its runs back.
-            out, _ = second.communicate(timeout=120)
-        assert second.returncode == 0, out
+            second = _serve(env, port)
+            try:
+                decided = wait_until(
+                    lambda: (
+                        [r for r in store.list_reviews(status=None) if r.decision] or None
+                        if len([r for r in store.list_reviews(status=None) if r.decision]) == 8
+                        else None
+                    ),
+                    timeout=120,
+                    what="all 8 acked clicks to be decided after the restart",
+                )
+                assert (
+                    sorted((r.decision.kind, r.decision.decided_by) for r in decided if r.decision)
+                    == [("approve", ALICE)] * 8
+                )
+                # Each run went on to its second task: the decisions were acted on, once.
+                wait_until(
+                    lambda: len(store.list_reviews(status=ReviewStatus.PENDING)) == 8,
+                    timeout=120,
+                    what="the article review of each run",
+                )
+            finally:
+                second.send_signal(signal.SIGTERM)
+                out, _ = second.communicate(timeout=60)
+            assert second.returncode == 0, out
     store.close()
 
 

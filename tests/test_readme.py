@@ -36,13 +36,18 @@ _HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
 
 # Sections whose every command the session tests below run, in order.
 CLI_SECTION = "The command line"
-PG_SECTION = "Run on PostgreSQL with several workers"
+PG_SECTION = "Run on PostgreSQL: replicas and remote workers"
 
 # Commands another test runs, by that test's node id.
 ELSEWHERE = {
     "make test": "tests/test_readme.py::test_ci_runs_the_readme_test_command",
     "make demo": "tests/test_demo.py::test_make_demo_serves_the_sandbox_and_stops_cleanly",
     "make bench": "tests/test_bench_smoke.py::test_every_benchmark_of_make_bench_runs",
+    # serve's worker process is this command, with serve's --worker-metrics-port.
+    "countersign worker --metrics-port 9102": "tests/test_metrics.py::"
+    "test_serve_and_its_worker_expose_what_happened_to_a_run_paused_and_decided",
+    "LOG_FORMAT=json countersign worker": "tests/test_metrics.py::"
+    "test_a_worker_logs_one_json_object_per_line_with_its_runs",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.
@@ -53,6 +58,9 @@ NEEDS_CREDENTIALS = {
     "export SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-...": "a Slack app's tokens",
     "countersign serve --socket-mode": "a Slack app-level token",
     "countersign serve --workers 2": "a Slack app's tokens",
+    "countersign serve --no-workers": "a Slack app's tokens",
+    "countersign serve --port 3000 --worker-metrics-port 9101": "a Slack app reaching a public URL",
+    "countersign serve --socket-mode --metrics-port 9100": "a Slack app-level token",
 }
 
 
@@ -115,7 +123,8 @@ def test_ci_runs_the_readme_test_command() -> None:
     script = (ROOT / ".ci" / "run").read_text().splitlines()
     assert "make test" in [line.strip() for line in script]
     assert "make test" in [c.line for c in readme_commands() if c.section == "Try it"]
-    assert re.search(r"^test: .*\bunit\b", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    target = re.search(r"^test:.*\n(?:\t.*\n)*", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert target and re.search(r"\bunit\b", target.group(0)), "make test runs no unit tests"
 
 
 # -- running a section like a reader ----------------------------------------------------------

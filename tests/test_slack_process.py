@@ -6,12 +6,13 @@ and its message are in the database, so a new process takes the click.
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import signal
 import subprocess
 import sys
-import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ from tests.slack_harness import (
     free_port,
     new_standin,
     text_of,
+    wait_healthy,
     wait_until,
 )
+from tests.zygote import Forked, Zygote
 
 pytestmark = pytest.mark.slow
 
@@ -54,25 +57,36 @@ description = "One long draft"
 """
 
 
-def _serve(env: dict[str, str], port: int, *extra: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot", "serve", "--port", str(port), "--lease", "3", *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+_started = itertools.count(1)
 
-    def healthy() -> bool:
+
+def _serve(env: dict[str, str], port: int, *extra: str) -> Forked:
+    """``countersign serve`` forked warm from the zygote, with no worker of its own (runs are
+    left to ``_worker``, as in a deployment with workers elsewhere; serve's own worker child
+    is tested in test_serve_child and test_pool): what is killed here is the Slack side."""
+    home = Path(env["COUNTERSIGN_CONFIG"]).parent
+    argv = ["serve", "--port", str(port), "--lease", "3", "--no-workers", *extra]
+    proc = Zygote.fork(argv, env, home, home / f"serve-{next(_started)}.log")
+
+    def alive() -> None:
         assert proc.poll() is None, proc.communicate()[0]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                return bool(json.loads(r.read())["ok"])
-        except OSError:
-            return False
 
-    wait_until(healthy, timeout=60, what="the bot to answer /healthz")
+    wait_healthy(port, alive)
     return proc
+
+
+@contextmanager
+def _worker(env: dict[str, str]) -> Iterator[Forked]:
+    """A ``countersign worker`` for the test's whole length, niced as serve's child is."""
+    home = Path(env["COUNTERSIGN_CONFIG"]).parent
+    argv = ["worker", "--poll", "0.1", "--lease", "3", "--nice", "10"]
+    proc = Zygote.fork(argv, env, home, home / f"worker-{next(_started)}.log")
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
 
 
 def _bot_env(tmp_path: Path, db_url: str, bot_token: str, api_url: str) -> dict[str, str]:
@@ -111,45 +125,45 @@ def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        first = _serve(env, port)
-        try:
-            root, review = _start_and_wait_for_review(slack, "run writer topic=otters")
-        finally:
-            os.kill(first.pid, signal.SIGKILL)
-            # The worker child shares the output pipe: this returns only once it is
-            # gone too (it is told to exit with its parent).
-            first.communicate(timeout=30)
+        with _worker(env):
+            first = _serve(env, port)
+            try:
+                root, review = _start_and_wait_for_review(slack, "run writer topic=otters")
+            finally:
+                os.kill(first.pid, signal.SIGKILL)
+                first.communicate(timeout=30)
 
-        second = _serve(env, port)
-        try:
-            click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
-            assert click.status == 200
-            article = wait_until(
-                lambda: next(
-                    (
-                        m
-                        for m in slack.thread(CHANNEL, root["ts"])
-                        if buttons(m) and "Article v0" in text_of(m)
+            second = _serve(env, port)
+            try:
+                click = slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+                assert click.status == 200
+                article = wait_until(
+                    lambda: next(
+                        (
+                            m
+                            for m in slack.thread(CHANNEL, root["ts"])
+                            if buttons(m) and "Article v0" in text_of(m)
+                        ),
+                        None,
                     ),
-                    None,
-                ),
-                what="the article review after the restart",
-            )
-            assert parse_draft(
-                next(line for line in text_of(article).splitlines() if "Article v0" in line)
-            ).context
-            slack.click_button(ALICE, CHANNEL, article["ts"], "countersign:approve")
-            wait_until(
-                lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
-                what="the run to succeed",
-            )
-        finally:
-            second.send_signal(signal.SIGTERM)
-            out, _ = second.communicate(timeout=60)
-        assert second.returncode == 0, out
+                    what="the article review after the restart",
+                )
+                assert parse_draft(
+                    next(line for line in text_of(article).splitlines() if "Article v0" in line)
+                ).context
+                slack.click_button(ALICE, CHANNEL, article["ts"], "countersign:approve")
+                wait_until(
+                    lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
+                    what="the run to succeed",
+                )
+            finally:
+                second.send_signal(signal.SIGTERM)
+                out, _ = second.communicate(timeout=60)
+            assert second.returncode == 0, out
     store.close()
 
 
+@ON_SQLITE
 def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
     tmp_path: Path, db_url: str
 ) -> None:
@@ -159,24 +173,25 @@ def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        first = _serve(env, port)
-        try:
-            _root, review = _start_and_wait_for_review(slack, "run article topic=otters")
-        finally:
-            first.send_signal(signal.SIGTERM)
-            first.communicate(timeout=60)
-        second = _serve(env, port)
-        try:
-            slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
-            wait_until(
-                lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
-                what="the flow to finish",
-            )
-            assert store.list_runs()[0].output == "PUBLISHED: Draft on otters (round 0)"
-        finally:
-            second.send_signal(signal.SIGTERM)
-            out, _ = second.communicate(timeout=60)
-        assert second.returncode == 0, out
+        with _worker(env):
+            first = _serve(env, port)
+            try:
+                _root, review = _start_and_wait_for_review(slack, "run article topic=otters")
+            finally:
+                first.send_signal(signal.SIGTERM)
+                first.communicate(timeout=60)
+            second = _serve(env, port)
+            try:
+                slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+                wait_until(
+                    lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
+                    what="the flow to finish",
+                )
+                assert store.list_runs()[0].output == "PUBLISHED: Draft on otters (round 0)"
+            finally:
+                second.send_signal(signal.SIGTERM)
+                out, _ = second.communicate(timeout=60)
+            assert second.returncode == 0, out
     store.close()
 
 
@@ -193,40 +208,43 @@ def test_bot_killed_between_a_post_and_recording_it_does_not_post_it_again(
     part_2 = t.part_label(2, 2)
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        slack.fail_next(
-            "chat.postMessage",
-            status=NO_ANSWER,
-            after_applying=True,
-            where=lambda params: params.get("text") == part_2,
-        )
-        first = _serve(env, port)
-        try:
-            slack.slash_command(ALICE, CHANNEL, "/crew", "run longform topic=otters length=8000")
-            wait_until(
-                lambda: [c for c in slack.calls("chat.postMessage") if c.applied],
-                what="Slack to store part 2 and keep its answer",
+        with _worker(env):
+            slack.fail_next(
+                "chat.postMessage",
+                status=NO_ANSWER,
+                after_applying=True,
+                where=lambda params: params.get("text") == part_2,
             )
-        finally:
-            os.kill(first.pid, signal.SIGKILL)
-            first.communicate(timeout=30)
+            first = _serve(env, port)
+            try:
+                slack.slash_command(
+                    ALICE, CHANNEL, "/crew", "run longform topic=otters length=8000"
+                )
+                wait_until(
+                    lambda: [c for c in slack.calls("chat.postMessage") if c.applied],
+                    what="Slack to store part 2 and keep its answer",
+                )
+            finally:
+                os.kill(first.pid, signal.SIGKILL)
+                first.communicate(timeout=30)
 
-        second = _serve(env, port)
-        try:
-            review = wait_until(
-                lambda: next((r for r in store.list_reviews() if r.message_ts), None),
-                what="the review's row to go out under the second bot",
-            )
-        finally:
-            second.send_signal(signal.SIGTERM)
-            out, _ = second.communicate(timeout=60)
-        assert second.returncode == 0, out
-        (run,) = store.list_runs()
-        assert run.thread_ts is not None
-        replies = slack.thread(CHANNEL, run.thread_ts)[1:]
-        assert [m["text"] for m in replies if m["text"] in (part_1, part_2)] == [part_1, part_2]
-        (with_buttons,) = [m for m in replies if buttons(m)]
-        assert with_buttons["ts"] == review.message_ts
-        assert len(slack.calls("conversations.replies")) == 1
+            second = _serve(env, port)
+            try:
+                review = wait_until(
+                    lambda: next((r for r in store.list_reviews() if r.message_ts), None),
+                    what="the review's row to go out under the second bot",
+                )
+            finally:
+                second.send_signal(signal.SIGTERM)
+                out, _ = second.communicate(timeout=60)
+            assert second.returncode == 0, out
+            (run,) = store.list_runs()
+            assert run.thread_ts is not None
+            replies = slack.thread(CHANNEL, run.thread_ts)[1:]
+            assert [m["text"] for m in replies if m["text"] in (part_1, part_2)] == [part_1, part_2]
+            (with_buttons,) = [m for m in replies if buttons(m)]
+            assert with_buttons["ts"] == review.message_ts
+            assert len(slack.calls("conversations.replies")) == 1
     store.close()
 
 
@@ -240,7 +258,7 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
         env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        bot = _serve(env, port, "--workers", "0")
+        bot = _serve(env, port)
         try:
             assert slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters").ok
             wait_until(
@@ -248,17 +266,14 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
                 what="the run's root message",
             )
             children = Path(f"/proc/{bot.pid}/task/{bot.pid}/children").read_text().split()
-            assert children == [], "serve --workers 0 started a worker"
+            assert children == [], "serve --no-workers started a worker"
             (run,) = store.list_runs()
             assert run.status == RunStatus.QUEUED
-            worker = subprocess.run(
-                [sys.executable, "-m", "bot", "worker", "--until-idle", "--poll", "0.1"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
+            worker = Zygote.fork(
+                ["worker", "--until-idle", "--poll", "0.1"], env, tmp_path, tmp_path / "worker.log"
             )
-            assert worker.returncode == 0, worker.stderr
+            out, _ = worker.communicate(timeout=120)
+            assert worker.returncode == 0, out
             assert store.get_run(run.id).status == RunStatus.WAITING
         finally:
             bot.send_signal(signal.SIGTERM)

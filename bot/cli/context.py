@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bot.errors import BotError
+from bot.log_format import formatter
 from bot.settings import Settings, mask_url
 from crew_runtime.config import Config, load_config
 from crew_runtime.service import Countersign
@@ -90,15 +91,18 @@ _CHATTY = ("apscheduler", "aiohttp.access")
 
 
 @contextmanager
-def stderr_logging(level: str) -> Iterator[None]:
+def stderr_logging(settings: Settings) -> Iterator[None]:
     """Log to stderr while a command runs (worker, serve, demo), then leave logging as it was found.
+
+    At ``settings.log_level``, as text or as JSON lines (``settings.log_format``).
 
     A handler of its own rather than ``logging.basicConfig``, which does nothing when
     the root logger already has handlers (as under pytest) and cannot be undone.
     """
     root = logging.getLogger()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter(settings.log_format))
+    level = settings.log_level
     previous = root.level
     root.addHandler(handler)
     root.setLevel(level)

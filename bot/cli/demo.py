@@ -70,7 +70,7 @@ RESTARTED = (
 
 def run_demo(ctx: Context) -> int:
     config = _demo_config(ctx)
-    with stderr_logging(ctx.settings.log_level):
+    with stderr_logging(ctx.settings):
         standin, secret = _restore(ctx)
         try:
             asyncio.run(_demo(ctx, config, standin, secret))

@@ -11,7 +11,9 @@ Commands::
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
-    countersign serve [--host H] [--port P] [--socket-mode] [--workers N (0: none)]
+                       [--no-listen] [--metrics-port P [--metrics-host H]]
+    countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
+                      [--metrics-port P] [--worker-metrics-port P]
     countersign demo [--port P] [--state-dir DIR] [--fresh]   the bot and a Slack sandbox page
     countersign db upgrade
     countersign crews list
@@ -237,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument(
+        "--no-listen",
+        action="store_true",
+        help="poll only: no LISTEN connection on PostgreSQL (behind a pooler that cannot keep one)",
+    )
+    worker.add_argument(
         "--nice",
         metavar="N",
         type=_positive_int,
@@ -247,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PID",
         type=_positive_int,
         help="stop when process PID, this one's parent, dies (how serve runs its worker pool)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="serve /metrics and /healthz on this port (default 0: not served)",
+    )
+    worker.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address of --metrics-port (127.0.0.1)"
     )
     # Pipes from serve's worker pool (bot.hosting.pool.ProcessPool); not for people.
     worker.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
@@ -268,11 +285,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs its own workers execute at once (0: none, the Slack side alone)",
     )
     serve.add_argument(
+        "--no-workers",
+        dest="workers",
+        action="store_const",
+        const=0,
+        help="the Slack side alone (as --workers 0): workers run as `countersign worker`",
+    )
+    serve.add_argument(
         "--workers-in-process",
         action="store_true",
         help="run the worker pool on threads of this process instead of a child process",
     )
     serve.add_argument("--lease", metavar="SECONDS", type=_positive_seconds, default=30.0)
+    serve.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="also serve /metrics and /healthz on this port, on --host (Socket Mode has no "
+        "other; default 0: only on --port, in HTTP mode)",
+    )
+    serve.add_argument(
+        "--worker-metrics-port",
+        metavar="PORT",
+        type=_port,
+        default=0,
+        help="the worker process's own /metrics and /healthz, on --host (default 0: none)",
+    )
 
     demo = command(
         groups,

@@ -1,7 +1,8 @@
 """``countersign serve``: the bot, the dispatcher, the scheduler and a worker pool in one process.
 
-HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz``), or Socket
-Mode with ``--socket-mode`` for development without a public URL. Missing Slack
+HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz`` and ``/metrics``),
+or Socket Mode with ``--socket-mode`` for development without a public URL (``--metrics-port``
+then serves ``/healthz`` and ``/metrics``). Missing Slack
 credentials stop it at start with one line saying which and where to find them.
 """
 
@@ -32,7 +33,7 @@ def run_serve(ctx: Context) -> int:
         raise CliError(str(exc)) from None
     config = ctx.config()
     store = ctx.store()
-    with stderr_logging(ctx.settings.log_level):
+    with stderr_logging(ctx.settings):
         log.info(
             "serving: database %s, config %s, %d worker(s), %s",
             mask_url(ctx.database_url),
@@ -47,6 +48,10 @@ def run_serve(ctx: Context) -> int:
             workers=args.workers,
             lease=timedelta(seconds=args.lease),
             workers_in_process=args.workers_in_process,
+            metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
+            worker_metrics=(args.host, args.worker_metrics_port)
+            if args.worker_metrics_port
+            else None,
         )
         asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0

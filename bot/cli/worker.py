@@ -27,6 +27,7 @@ from bot.settings import mask_url
 
 if TYPE_CHECKING:
     from crew_runtime.worker import Worker
+    from storage import Store
 
 log = logging.getLogger("countersign.worker")
 
@@ -50,6 +51,8 @@ def run_worker(ctx: Context) -> int:
         settings = dataclasses.replace(settings, lease=timedelta(seconds=args.lease))
     if args.poll is not None:
         settings = dataclasses.replace(settings, poll=timedelta(seconds=args.poll))
+    if args.no_listen:
+        settings = dataclasses.replace(settings, listen=False)
 
     on_settled = _announcer(args.settled_fd) if args.settled_fd is not None else None
     worker = Worker(store, config, settings, on_settled=on_settled)
@@ -63,7 +66,9 @@ def run_worker(ctx: Context) -> int:
         stop_signals = (signal.SIGTERM,)
     if args.nice:
         os.nice(args.nice)
-    with stderr_logging(ctx.settings.log_level), _stop_on_signals(worker, stop_signals):
+    if args.metrics_port:
+        _serve_metrics(store, args.metrics_host, args.metrics_port)
+    with stderr_logging(ctx.settings), _stop_on_signals(worker, stop_signals):
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",
             worker.worker_id,
@@ -103,6 +108,14 @@ def _stop_on_signals(
         yield
     finally:
         restore()
+
+
+def _serve_metrics(store: Store, host: str, port: int) -> None:
+    """This process's counters (``crew_runtime.metrics``) on /metrics, and /healthz."""
+    from bot.hosting.metrics import Endpoints, serve_in_thread
+    from crew_runtime.metrics import REGISTRY
+
+    serve_in_thread(Endpoints(store, (REGISTRY,)), host, port)
 
 
 def _announcer(fd: int) -> Callable[[], None]:

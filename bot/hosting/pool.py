@@ -110,6 +110,7 @@ class ProcessPool:
         lease: timedelta,
         poll: timedelta,
         on_settled: Callable[[], None],
+        metrics_at: tuple[str, int] | None = None,
     ) -> None:
         self.command = [
             sys.executable,
@@ -130,6 +131,8 @@ class ProcessPool:
             "--nice",
             "10",
         ]
+        if metrics_at is not None:  # its own counters, on a port of its own
+            self.command += ["--metrics-host", metrics_at[0], "--metrics-port", str(metrics_at[1])]
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url,

@@ -14,10 +14,12 @@ import gc
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from aiohttp import ClientSession, web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -25,8 +27,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.hosting.http import SlackEndpoint
+from bot.hosting.metrics import Endpoints, listen, start_site
 from bot.hosting.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
 from bot.hosting.socket_mode import DurableSocketModeHandler
 from bot.settings import Settings, SettingsError
@@ -34,9 +38,10 @@ from bot.slack.authz import Reviewers
 from bot.slack.dispatcher import Dispatcher
 from bot.slack.intake import Intake
 from bot.slack.listeners import Listeners, sync
+from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
-from storage import InboxStore, RunStatus, Store
+from storage import InboxStore, Store
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,22 @@ class SlackSettings:
         return f"SlackSettings(api_url={self.api_url!r}, credentials=<hidden>)"
 
 
+class CountingWebClient(AsyncWebClient):
+    """Slack's Web API client, counting the calls that fail (``countersign_slack_api_errors``)
+    once its retries are spent, by method and Slack's error code."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            error = exc.response.get("error") or f"http_{exc.response.status_code}"
+            metrics.count_slack_error(api_method, str(error))
+            raise
+        except Exception as exc:  # no answer: a connection refused or dropped, a timeout
+            metrics.count_slack_error(api_method, type(exc).__name__)
+            raise
+
+
 def slack_client(settings: SlackSettings, *, retry_lost_answers: bool = True) -> AsyncWebClient:
     """A Web API client that waits out rate limits (Retry-After) and retries 5xx and dropped
     connections, unless ``retry_lost_answers`` is False.
@@ -109,7 +130,7 @@ def slack_client(settings: SlackSettings, *, retry_lost_answers: bool = True) ->
             AsyncServerErrorRetryHandler(max_retry_count=2),
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
         ]
-    return AsyncWebClient(
+    return CountingWebClient(
         token=settings.bot_token, base_url=settings.api_url, retry_handlers=handlers
     )
 
@@ -129,6 +150,8 @@ class Deployment:
         sweep_every: float = 15.0,
         workers_in_process: bool = False,
         inbox_claim: timedelta = timedelta(seconds=10),
+        metrics_at: tuple[str, int] | None = None,
+        worker_metrics: tuple[str, int] | None = None,
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
@@ -156,6 +179,7 @@ class Deployment:
                 lease=lease,
                 poll=poll,
                 on_settled=self.dispatcher.wake,
+                metrics_at=worker_metrics,
             )
         self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
         # process_before_response: a dispatch returns once its listener is done and says
@@ -170,6 +194,14 @@ class Deployment:
         self.slack = slack
         self.retention = config.retention_policy()
         self.sweep_every = sweep_every
+        # What this process counted, and the database's gauges read at each scrape.
+        self.endpoints = Endpoints(
+            store,
+            (metrics.REGISTRY, metrics.database_registry(store)),
+            extra=lambda: {"worker": self.pool.alive()},
+        )
+        self.metrics_at = metrics_at
+        self._metrics_site: web.AppRunner | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
@@ -182,19 +214,15 @@ class Deployment:
         app = web.Application()
         endpoint = SlackEndpoint(self.intake, self.slack.signing_secret)  # HTTP only
         app.router.add_post("/slack/events", endpoint.handle)
-        app.router.add_get("/healthz", self._healthz)
+        self.endpoints.add_routes(app)
         return app
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        try:
-            await sync(self.store.count_runs, RunStatus.QUEUED)
-        except Exception as exc:
-            return web.json_response({"ok": False, "database": type(exc).__name__}, status=503)
-        return web.json_response({"ok": True, "worker": self.pool.alive()})
-
     async def start_background(self) -> None:
-        """Worker threads, the dispatcher and the housekeeping jobs."""
+        """Worker threads, the dispatcher, the housekeeping jobs and the metrics port."""
         self._stop.clear()
+        if self.metrics_at is not None:
+            self._metrics_site = await start_site(self.endpoints, *self.metrics_at)
+            log.info("metrics on http://%s:%d/metrics", *self.metrics_at)
         # One pooled HTTP session for every Web API call (slack_sdk opens a new
         # connection per call otherwise). It belongs to this loop, hence made here.
         self.client.session = ClientSession()
@@ -229,6 +257,7 @@ class Deployment:
     async def _sweep(self) -> None:
         """Reminders, escalations and expiries that are due (compare-and-set: safe twice)."""
         done = await sync(self.store.sweep_reviews)
+        metrics.count_sweep(done)
         if any(done.values()):
             log.info("review sweep: %s", done)
             self.wake()
@@ -251,6 +280,9 @@ class Deployment:
         if self.client.session is not None:
             await self.client.session.close()
             self.client.session = self.dispatch_client.session = None
+        if self._metrics_site is not None:
+            await self._metrics_site.cleanup()
+            self._metrics_site = None
 
     async def serve_http(self, host: str, port: int, stop: asyncio.Event) -> None:
         # No access log: a line per request on the event loop, and nothing an operator needs.
@@ -260,7 +292,7 @@ class Deployment:
         # Everything built so far lives as long as the process: keep it out of the
         # collector's full passes, which otherwise stall the loop (and a burst of acks).
         gc.freeze()
-        await web.TCPSite(runner, host, port).start()
+        await listen(runner, host, port)
         log.info("listening on http://%s:%d/slack/events", host, port)
         await self.start_background()
         try:

@@ -57,6 +57,7 @@ from storage import (
     Store,
 )
 from storage.status import RunNote
+from storage.wakeups import OUTBOX
 
 log = logging.getLogger(__name__)
 
@@ -103,16 +104,23 @@ class Dispatcher:
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
+        """Drain the outbox until ``stop``: when woken (a commit in this process, or on
+        PostgreSQL a row written by any process) and every ``interval`` seconds anyway."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        while not stop.is_set():
-            try:
-                await self.drain()
-            except Exception:
-                log.exception("outbox dispatch failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
-            self._wake.clear()
+        wakeups = self.store.wakeups({OUTBOX: self.wake})
+        wakeups.start()
+        try:
+            while not stop.is_set():
+                try:
+                    await self.drain()
+                except Exception:
+                    log.exception("outbox dispatch failed; retrying")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                self._wake.clear()
+        finally:
+            await asyncio.to_thread(wakeups.stop)
 
     async def drain(self) -> int:
         """Send what is due; returns how many rows went out."""

@@ -21,8 +21,10 @@ The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hos
 3. Recorded: the transport acks, and the request is handled on the loop: Bolt runs its
    listener to the end (``process_before_response``), then the row is marked done. A handler
    that fails (the database went away meanwhile) leaves the row; its claim runs out and the
-   recovery sweep handles it again. Handlers are idempotent by the key (the decision or run a
-   request made is not made again by its replay).
+   recovery sweep handles it again. While a request is in hand its claim is renewed, so a slow
+   handler's request is not taken by a sweep (this process's or another replica's) and handled
+   twice. Handlers are idempotent by the key (the decision or run a request made is not made
+   again by its replay).
 
 Requests whose ack carries the answer (modal submissions, URL verification) are not recorded:
 they are handled before the ack, and what they change is committed before it.
@@ -302,6 +304,7 @@ class Intake:
         self._quiet = asyncio.Event()
         self._quiet.set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_hand: set[int] = set()  # rows being handled here, their claims renewed
         self._sweeper: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -312,14 +315,19 @@ class Intake:
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Let the requests in hand finish (bounded), then stop; what is left is in the inbox."""
+        """Let the requests in hand finish (bounded), their claims renewed meanwhile, then
+        stop; what is left is in the inbox."""
         self._stop.set()
         if self._sweeper is not None:
-            await self._sweeper
+            await self._sweeper  # it takes no more requests
+        renewing = asyncio.create_task(self._keep_renewing())
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
         for task in self._tasks:
             task.cancel()
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
         await asyncio.to_thread(self.recorder.stop)
 
     async def receive(self, request: SlackRequest) -> Receipt:
@@ -352,11 +360,18 @@ class Intake:
         return await self.app.async_dispatch(bolt_request(request.payload()))
 
     def _handle_soon(self, request: InboxRequest) -> None:
+        self._in_hand.add(request.id)
         task = asyncio.create_task(self._handle(request))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, request: InboxRequest) -> None:
+        try:
+            await self._dispatch(request)
+        finally:
+            self._in_hand.discard(request.id)
+
+    async def _dispatch(self, request: InboxRequest) -> None:
         # Acks first: in a burst, handling the first requests (Bolt's middleware and the
         # listener's own work) would hold the loop while the others wait for their ack.
         with contextlib.suppress(TimeoutError):
@@ -380,20 +395,40 @@ class Intake:
         else:  # its claim runs out and the sweep tries again
             log.warning("inbox %d: handling failed (attempt %d)", request.id, request.attempts)
 
+    def _every(self) -> float:
+        """How often claims are renewed and the sweep runs: a third of a claim."""
+        return max(self.inbox.claim.total_seconds() / 3, 0.05)
+
     async def _sweep(self) -> None:
-        """Every half claim: handle requests whose handler died (a crash after the ack)."""
-        every = max(self.inbox.claim.total_seconds() / 2, 0.05)
+        """Renew the claims of the requests in hand, then handle requests whose handler
+        died (a crash after the ack), here or in another replica; until stopped."""
         while not self._stop.is_set():
-            try:
-                stale = await asyncio.to_thread(self.inbox.claim_stale)
-            except Exception as exc:
-                log.warning("inbox: sweep failed: %s", _brief(exc))
-                stale = []
+            stale = []
+            if await self._renew():
+                try:
+                    stale = await asyncio.to_thread(self.inbox.claim_stale)
+                except Exception as exc:
+                    log.warning("inbox: sweep failed: %s", _brief(exc))
             for request in stale:
                 log.info("inbox %d: handling a request left unfinished", request.id)
                 self._handle_soon(request)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), every)
+                await asyncio.wait_for(self._stop.wait(), self._every())
+
+    async def _keep_renewing(self) -> None:
+        """Stopping: renew the claims of the requests still in hand until cancelled."""
+        while True:
+            await asyncio.sleep(self._every())
+            await self._renew()
+
+    async def _renew(self) -> bool:
+        """Renew the claims of the requests in hand; False (logged) if the database failed."""
+        try:
+            await asyncio.to_thread(self.inbox.renew, set(self._in_hand))
+        except Exception as exc:
+            log.warning("inbox: sweep failed: %s", _brief(exc))
+            return False
+        return True
 
     async def forget(self, older_than: timedelta = timedelta(hours=1)) -> int:
         """Drop requests handled long ago (Slack never replays past five minutes)."""

@@ -54,6 +54,7 @@ from bot.slack.payloads import (
     parse_submission,
 )
 from bot.slack.replies import interpret_reply
+from crew_runtime import log_fields
 from crew_runtime.arguments import coerce_fields, field_errors
 from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
@@ -441,6 +442,7 @@ class Listeners:
         run = await sync(self.store.find_run_by_thread, message.channel_id, message.thread_ts)
         if run is None:
             return
+        log_fields.RUN_ID.set(run.id)
         pending = await sync(self.store.list_reviews, run_id=run.id)
         if not pending:
             words = text.nothing_pending(run.status)
@@ -449,6 +451,7 @@ class Listeners:
             )
             return
         review = pending[0]
+        log_fields.REVIEW_ID.set(review.id)
         reply = interpret_reply(message.text, review.kind)
         if reply is None:
             await self._ephemeral_via_api(
@@ -499,11 +502,15 @@ class Listeners:
         self.wake()
 
     async def _review_and_run(self, review_id: str) -> tuple[Review, Run] | None:
+        """The review a click or a submission names, and its run; the request's log lines
+        are about them (each request is handled in a task, a context, of its own)."""
+        log_fields.REVIEW_ID.set(review_id)
         try:
             review = await sync(self.store.get_review, review_id)
             run = await sync(self.store.get_run, review.run_id)
         except NotFound:
             return None
+        log_fields.RUN_ID.set(run.id)
         return review, run
 
     async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
