@@ -15,7 +15,7 @@ printed (``EXPLAIN (ANALYZE, BUFFERS)``, writes rolled back):
 
 - a run by its thread (``find_run_by_thread``), goal p99 < 5 ms;
 - one reviewer's pending reviews (``pending_reviews``, one crew of 20), goal p99 < 50 ms;
-- ``/metrics``-style aggregates (runs by crew and status, pending reviews by crew);
+- a ``/metrics`` scrape's queries (``storage.stats.read_stats``);
 - the outbox's dispatch rate (due, claim, mark sent: rows a second, without Slack);
 - recording a decision (``decide``), and claiming a run (``claim_run``), goal p99 < 10 ms;
 - a ``countersign worker``'s RSS while the waiting runs wait (``--rss-seconds`` of samples);
@@ -61,6 +61,7 @@ from storage import (  # noqa: E402
     migrate,
 )
 from storage.retention import Retention, RetentionPolicy  # noqa: E402
+from storage.stats import read_stats  # noqa: E402
 
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CREWS = 20
@@ -174,15 +175,6 @@ INSERT INTO outbox (run_id, kind, payload, created_at, next_attempt_at, attempts
 SELECT id, 'run_note', '{}', now() at time zone 'utc', now() at time zone 'utc', 0, '{}'
 FROM runs WHERE status = 'waiting' ORDER BY id LIMIT :rows
 """
-
-AGGREGATES = {
-    "runs by crew and status": "SELECT crew, status, count(*) FROM runs GROUP BY crew, status",
-    "pending reviews by crew": (
-        "SELECT runs.crew, count(*) FROM reviews JOIN runs ON runs.id = reviews.run_id "
-        "WHERE reviews.status = 'pending' GROUP BY runs.crew"
-    ),
-    "outbox backlog": "SELECT count(*) FROM outbox WHERE sent_at IS NULL",
-}
 
 
 # ---------------------------------------------------------------------------- seeding
@@ -481,12 +473,12 @@ def main() -> None:
             lambda _i: store.list_reviews(),
             plans=False,
         )
-        for name, sql in AGGREGATES.items():
-            report.measure(
-                f"/metrics: {name}",
-                max(3, samples // 20),
-                lambda _i, sql=sql: _scalar_rows(engine, sql),
-            )
+        report.measure(
+            "/metrics scrape (read_stats: runs by crew and status, pending by crew and age, "
+            "backlogs)",
+            max(3, samples // 20),
+            lambda _i: read_stats(store),
+        )
 
         with engine.begin() as conn:
             conn.execute(text(BACKLOG), {"rows": max(10, min(2_000, runs // 100))})
@@ -555,11 +547,6 @@ def _touch(engine: Engine, run_id: str) -> None:
 def day_before() -> str:
     """Yesterday (UTC), ISO: an export of about a day of decisions."""
     return (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
-
-
-def _scalar_rows(engine: Engine, sql: str) -> list[Any]:
-    with engine.connect() as conn:
-        return list(conn.execute(text(sql)))
 
 
 def dispatch_rate(store: Store, report: Report) -> tuple[int, float]:
