@@ -36,9 +36,20 @@ def load_review(conn: Connection, review_id: str, *, lock: bool = False) -> Revi
     return to_review(row, decisions_by_review(conn, [review_id]).get(review_id))
 
 
+# Ids per query: PostgreSQL's protocol takes at most 65,535 parameters a statement, and a
+# listing of every pending review of a big deployment has more.
+_IDS_PER_QUERY = 5_000
+
+
 def decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
-    if not review_ids:
-        return {}
+    found: dict[str, Decision] = {}
+    for start in range(0, len(review_ids), _IDS_PER_QUERY):
+        chunk = review_ids[start : start + _IDS_PER_QUERY]
+        found.update(_decisions(conn, chunk))
+    return found
+
+
+def _decisions(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
     rows = conn.execute(select(decisions).where(decisions.c.review_id.in_(review_ids)))
     return {
         row.review_id: Decision(
