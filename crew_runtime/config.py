@@ -29,6 +29,12 @@ Example::
 
     [flows.onboarding]
     factory = "my_crews.onboarding:build"
+    keep_runs = "90d"                    # this crew's own retention (below)
+
+    [retention]                          # the deployment's; none of it: keep everything
+    keep_journal = "30d"                 # a finished run's journal
+    keep_runs = "1y"                     # a finished run with all its rows
+    keep_audit = "2y"                    # who decided what, after its run was pruned
 
 Keys and defaults (every key but ``factory`` is optional):
 
@@ -52,6 +58,9 @@ key                 meaning                                     default
 ``forbid_self_approval`` the run's starter may not approve      ``false``
 ``gates``           ``{tool: {approvals_required = n}}``        ``{}``
 ``tasks``           ``{task number: {approvals_required = n}}`` ``{}``
+``keep_journal``    this crew's own ``[retention]`` keys        the
+``keep_runs``                                                   deployment's
+``keep_audit``
 ==================  ==========================================  ===========
 
 A review's quorum is its gate's or its task's ``approvals_required`` when the crew sets one,
@@ -87,6 +96,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from crew_runtime.errors import CrewRuntimeError
+from storage.retention import Retention, RetentionPolicy
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -115,9 +125,10 @@ _CHANNEL_NAME_RE = re.compile(r"#?[^\sA-Z#.,@<>]{1,80}")  # Slack: lowercase, no
 _USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,}")
 _REVIEWER_ID_RE = re.compile(r"[UWS][A-Z0-9]{2,}")
 _INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used as {placeholders} in crewai
-_DURATION_RE = re.compile(r"(?:\d+[dhms])+")
-_DURATION_PART_RE = re.compile(r"(\d+)([dhms])")
-_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_DURATION_RE = re.compile(r"(?:\d+[ydhms])+")
+_DURATION_PART_RE = re.compile(r"(\d+)([ydhms])")
+_UNIT_SECONDS = {"y": 365 * 86_400, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_RETENTION_KEYS = ("keep_journal", "keep_runs", "keep_audit")
 
 _KNOWN_KEYS = (
     "factory",
@@ -131,6 +142,7 @@ _KNOWN_KEYS = (
     "approval_tools",
     "inputs",
     "optional_inputs",
+    *_RETENTION_KEYS,
     "approvals_required",
     "forbid_self_approval",
     "gates",
@@ -189,6 +201,8 @@ class CrewSpec:
             return self.tasks[task]
         return self.approvals_required
 
+    retention: Retention = field(default_factory=Retention)  # only the keys it sets
+
     @property
     def declared_inputs(self) -> tuple[str, ...]:
         """Every input the crew names; when it names none, it takes any."""
@@ -206,6 +220,21 @@ class Config:
 
     path: Path
     crews: Mapping[str, CrewSpec] = field(default_factory=lambda: MappingProxyType({}))
+    retention: Retention = field(default_factory=Retention)
+
+    def retention_policy(self) -> RetentionPolicy:
+        """The deployment's retention, and each crew's where it sets a key of its own."""
+        own = {
+            name: Retention(
+                **{
+                    key: getattr(spec.retention, key) or getattr(self.retention, key)
+                    for key in _RETENTION_KEYS
+                }
+            )
+            for name, spec in self.crews.items()
+            if spec.retention != Retention()
+        }
+        return RetentionPolicy(self.retention, own)
 
     def get(self, name: str) -> CrewSpec:
         """Return the spec called ``name``.
@@ -265,7 +294,22 @@ def load_config(
         raise ConfigError(f"{file}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: {_describe_toml_error(str(exc))}") from None
-    return Config(path=file, crews=MappingProxyType(_parse(data, _Where(file))))
+    where = _Where(file)
+    retention = data.pop("retention", {})
+    if not isinstance(retention, dict):
+        raise where.error("retention", f"expected a table [retention], got {_show(retention)}")
+    for key in retention:
+        if key not in _RETENTION_KEYS:
+            raise where.error(
+                f"retention.{key}",
+                f"unknown key{_suggest(key, _RETENTION_KEYS)}; "
+                f"known keys: {', '.join(_RETENTION_KEYS)}",
+            )
+    return Config(
+        path=file,
+        crews=MappingProxyType(_parse(data, where)),
+        retention=_retention(retention, "retention", where),
+    )
 
 
 def load_factory(spec: CrewSpec) -> Callable[[dict[str, str]], Any]:
@@ -349,7 +393,7 @@ def _parse(data: dict[str, Any], where: _Where) -> dict[str, CrewSpec]:
             raise where.error(
                 key,
                 f"unknown top-level key{_suggest(key, _SECTIONS)}; "
-                "the file holds only [crews.NAME] and [flows.NAME] tables",
+                "the file holds only [crews.NAME], [flows.NAME] and [retention] tables",
             )
     specs: dict[str, CrewSpec] = {}
     for section, kind in _SECTIONS.items():
@@ -448,7 +492,12 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         forbid_self_approval=forbid,
         gates=MappingProxyType(gates),
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
+        retention=_retention(table, key, where),
     )
+
+
+def _retention(table: dict[str, Any], key: str, where: _Where) -> Retention:
+    return Retention(**{name: _duration(table, key, name, where) for name in _RETENTION_KEYS})
 
 
 def _count(value: object, key: str, where: _Where) -> int:
@@ -508,8 +557,8 @@ def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> time
     if parsed is None:
         raise where.error(
             f"{key}.{name}",
-            f'expected a duration like "30m", got {_show(value)} (units s, m, h, d as in '
-            '"90s" or "1h30m", or a positive whole number of seconds)',
+            f'expected a duration like "30m", got {_show(value)} (units s, m, h, d, y as in '
+            '"90s", "1h30m" or "1y", or a positive whole number of seconds)',
         )
     return parsed
 

@@ -79,6 +79,15 @@ class Review:
 
 
 @dataclass(frozen=True)
+class PendingReviews:
+    """One page of pending reviews, oldest first, with their runs and how many there are."""
+
+    reviews: list[Review]
+    runs: dict[str, Run]
+    total: int
+
+
+@dataclass(frozen=True)
 class NewEntry:
     """A journal entry to write with a suspension (see :meth:`Store.suspend_run`)."""
 

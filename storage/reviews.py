@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    delete,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
@@ -18,9 +30,16 @@ from storage.errors import (
     TransitionRejected,
 )
 from storage.journal import REPLAYABLE
-from storage.records import Approval, NewDecision, Review
-from storage.rows import approvals_by_review, decisions_by_review, load_review, load_run, to_review
-from storage.schema import approvals, decisions, journal, reviews, snapshots
+from storage.records import Approval, NewDecision, PendingReviews, Review
+from storage.rows import (
+    approvals_by_review,
+    decisions_by_review,
+    load_review,
+    load_run,
+    to_review,
+    to_run,
+)
+from storage.schema import approvals, decisions, journal, reviews, runs, snapshots
 from storage.status import (
     ALLOWED_DECISIONS,
     APPROVED_BY,
@@ -61,6 +80,56 @@ class ReviewStore(StoreBase):
             found = decisions_by_review(conn, ids)
             given = approvals_by_review(conn, ids)
             return [to_review(row, found.get(row.id), given.get(row.id, ())) for row in rows]
+
+    def pending_reviews(
+        self, places: Mapping[str, Collection[str] | None], *, limit: int = 50
+    ) -> PendingReviews:
+        """The pending reviews of the runs in ``places``, oldest first, at most ``limit``.
+
+        ``places`` maps a crew to the channels whose runs count (None: any channel), as who
+        may decide says: one person's pending reviews, read by an index however many wait.
+        A pending review's run is waiting (suspending makes both; deciding the last one,
+        cancelling and reopening end both in one transaction): saying so lets the count
+        start from the crew's waiting runs (``ix_runs_crew_status``) and read everything
+        from indexes. The page is left to walk the pending reviews oldest first
+        (``ix_reviews_pending``) until it has ``limit`` of the places': told of the waiting
+        runs too, PostgreSQL misjudges how many there are and reads every pending review.
+        """
+        where = _in_places(places)
+        with self.engine.connect() as conn:
+            total = conn.execute(
+                select(func.count())
+                .select_from(reviews.join(runs, runs.c.id == reviews.c.run_id))
+                .where(
+                    reviews.c.status == ReviewStatus.PENDING,
+                    runs.c.status == RunStatus.WAITING,
+                    where,
+                )
+            ).scalar_one()
+            rows = conn.execute(
+                select(reviews)
+                .join(runs, runs.c.id == reviews.c.run_id)
+                .where(reviews.c.status == ReviewStatus.PENDING, where)
+                .order_by(reviews.c.created_at, reviews.c.id)
+                .limit(limit)
+            ).all()
+            run_ids = sorted({row.run_id for row in rows})
+            found = {
+                row.id: to_run(row)
+                for row in conn.execute(select(runs).where(runs.c.id.in_(run_ids)))
+            }
+            return PendingReviews([to_review(row, None) for row in rows], found, int(total))
+
+    def pending_channels(self, crews: Collection[str]) -> set[tuple[str, str | None]]:
+        """The (crew, channel) pairs of ``crews``' runs that wait for a review."""
+        with self.engine.connect() as conn:
+            pairs = conn.execute(
+                select(runs.c.crew, runs.c.channel)
+                .distinct()
+                .join(reviews, reviews.c.run_id == runs.c.id)
+                .where(reviews.c.status == ReviewStatus.PENDING, runs.c.crew.in_(list(crews)))
+            ).all()
+            return {(crew, channel) for crew, channel in pairs}
 
     def decide(
         self, review_id: str, decision: NewDecision, *, approvals_required: int = 1
@@ -286,6 +355,17 @@ class ReviewStore(StoreBase):
             move_run(conn, run.id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
             self._enqueue(conn, run.id, OutboxKind.TASK_REOPENED, new_review_id)
             return load_review(conn, new_review_id)
+
+
+def _in_places(places: Mapping[str, Collection[str] | None]) -> ColumnElement[bool]:
+    anywhere = [crew for crew, channels in places.items() if channels is None]
+    clauses: list[ColumnElement[bool]] = []
+    if anywhere:
+        clauses.append(runs.c.crew.in_(anywhere))
+    for crew, channels in places.items():
+        if channels:
+            clauses.append(and_(runs.c.crew == crew, runs.c.channel.in_(list(channels))))
+    return or_(false(), *clauses)
 
 
 def _made_by(review: Review, request_key: str | None) -> bool:

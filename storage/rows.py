@@ -41,10 +41,10 @@ def load_review(conn: Connection, review_id: str, *, lock: bool = False) -> Revi
 def approvals_by_review(conn: Connection, review_ids: list[str]) -> dict[str, tuple[Approval, ...]]:
     """Each review's approvals, in the order they were given."""
     found: dict[str, list[Approval]] = {}
-    if review_ids:
+    for start in range(0, len(review_ids), _IDS_PER_QUERY):
         rows = conn.execute(
             select(approvals)
-            .where(approvals.c.review_id.in_(review_ids))
+            .where(approvals.c.review_id.in_(review_ids[start : start + _IDS_PER_QUERY]))
             .order_by(approvals.c.created_at, approvals.c.id)
         )
         for row in rows:
@@ -60,9 +60,20 @@ def approvals_by_review(conn: Connection, review_ids: list[str]) -> dict[str, tu
     return {review_id: tuple(given) for review_id, given in found.items()}
 
 
+# Ids per query: PostgreSQL's protocol takes at most 65,535 parameters a statement, and a
+# listing of every pending review of a big deployment has more.
+_IDS_PER_QUERY = 5_000
+
+
 def decisions_by_review(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
-    if not review_ids:
-        return {}
+    found: dict[str, Decision] = {}
+    for start in range(0, len(review_ids), _IDS_PER_QUERY):
+        chunk = review_ids[start : start + _IDS_PER_QUERY]
+        found.update(_decisions(conn, chunk))
+    return found
+
+
+def _decisions(conn: Connection, review_ids: list[str]) -> dict[str, Decision]:
     rows = conn.execute(select(decisions).where(decisions.c.review_id.in_(review_ids)))
     return {
         row.review_id: Decision(

@@ -223,6 +223,8 @@ class RunStore(StoreBase):
             )
             if not finished:
                 raise LeaseLost(run_id, token)
+            # Nothing resumes a finished run from where it paused (a revise cuts the journal).
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return load_run(conn, run_id)
 
@@ -249,6 +251,7 @@ class RunStore(StoreBase):
                 reviews.c.run_id == run_id,
                 decided_at=now,
             )
+            conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
             return load_run(conn, run_id)
 

@@ -54,6 +54,9 @@ runs = Table(
     Column("updated_at", DateTime, nullable=False),
     Index("ix_runs_status_updated", "status", "updated_at"),
     Index("ix_runs_thread", "channel", "thread_ts"),
+    # A crew's runs by status, with their ids (read from the index alone): whose reviews a
+    # person may decide, counts by crew and status.
+    Index("ix_runs_crew_status", "crew", "status", "id"),
 )
 
 reviews = Table(
@@ -78,6 +81,21 @@ reviews = Table(
     Column("expires_at", DateTime),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
+    # The pending reviews, oldest first, without sorting every review that waits; and by run,
+    # to count a crew's from its waiting runs.
+    Index(
+        "ix_reviews_pending",
+        "created_at",
+        "id",
+        sqlite_where=Column("status") == "pending",
+        postgresql_where=Column("status") == "pending",
+    ),
+    Index(
+        "ix_reviews_pending_run",
+        "run_id",
+        sqlite_where=Column("status") == "pending",
+        postgresql_where=Column("status") == "pending",
+    ),
     # One live review per pause point; superseded ones stay for the audit trail.
     Index(
         "uq_reviews_point",
@@ -113,6 +131,28 @@ decisions = Table(
     Column("request_key", String(200)),
     Column("created_at", DateTime, nullable=False),
     Index("ix_decisions_run", "run_id"),
+    Index("ix_decisions_created", "created_at"),
+)
+
+# Who decided what, when, kept when retention prunes the run (storage.retention): copied from
+# the run's rows in the transaction that deletes them. No foreign key: it outlives the run.
+audit = Table(
+    "audit",
+    metadata,
+    Column("review_id", String(32), primary_key=True),
+    Column("run_id", String(32), nullable=False),
+    Column("crew", String(100), nullable=False),
+    Column("review_kind", String(16), nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("decided_by", String(PERSON_LENGTH), nullable=False),
+    Column("decided_at", DateTime, nullable=False),
+    Column("feedback", Text),
+    Column("proposed_args", JSON),
+    Column("approved_args", JSON),
+    Column("executed_args", JSON),
+    Column("channel", String(64)),
+    Column("thread_ts", String(32)),
+    Index("ix_audit_decided", "decided_at"),
 )
 
 # Approvals of a review that needs several (a crew's ``approvals_required``): one row per
@@ -180,6 +220,13 @@ outbox = Table(
     Column("claimed_until", DateTime),
     Index("ix_outbox_due", "sent_at", "next_attempt_at"),
     Index("ix_outbox_run", "run_id", "sent_at"),
+    # The unsent rows in order, however many were sent before them.
+    Index(
+        "ix_outbox_unsent",
+        "id",
+        sqlite_where=Column("sent_at").is_(None),
+        postgresql_where=Column("sent_at").is_(None),
+    ),
 )
 
 # Slack's requests, written before they are acked and handled after (storage.inbox): a crash

@@ -3,7 +3,8 @@
 One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
-the journal (``storage.journal``), the outbox (``storage.outbox``).
+the journal (``storage.journal``), the outbox (``storage.outbox``), retention
+(``storage.retention``) and the audit trail (``storage.audit``).
 """
 
 from __future__ import annotations
@@ -11,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from storage import migrate
+from storage.audit import AuditStore
 from storage.base import Clock, utc_now
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
+from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
 from storage.wakeups import Wakeups
 
 
-class Store(RunStore, ReviewStore, JournalStore, OutboxStore):
+class Store(RunStore, ReviewStore, JournalStore, OutboxStore, RetentionStore, AuditStore):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 
     @classmethod

@@ -7,11 +7,15 @@ checked is that every script the README's `make bench` runs starts, measures and
 from __future__ import annotations
 
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import PG_BASE, pg_required
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,3 +86,35 @@ def test_the_benchmark_runs_at_a_small_size(script: str) -> None:
     )
     assert done.returncode == 0, f"{script}:\n{done.stdout}\n{done.stderr}"
     assert expected in done.stdout, f"{script} printed no figures:\n{done.stdout}"
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_runs_at_a_small_size() -> None:
+    """bench/scale.py (a million runs, minutes: not part of `make bench`) seeds, measures
+    every operation through the Store, prints their plans, and drops its schema. Without its
+    worker (which imports CrewAI: seconds), so that the test takes a few."""
+    pg_required()
+    schema = f"bench_scale_{secrets.token_hex(4)}"
+    done = subprocess.run(
+        [
+            *(sys.executable, "bench/scale.py", "--runs", "300", "--samples", "5"),
+            *("--rss-seconds", "0", "--database-url", PG_BASE, "--schema", schema),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    for figure in ("run by its thread", "pending reviews", "claim a run", "rows/s", "peak RSS"):
+        assert figure in done.stdout, f"no {figure!r} figure:\n{done.stdout}"
+    assert "Index Scan" in done.stdout, f"no plans printed:\n{done.stdout}"
+    engine = create_engine(PG_BASE)
+    try:
+        with engine.connect() as conn:
+            left = conn.execute(
+                text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert left == 0, "the benchmark left its schema behind"

@@ -23,6 +23,7 @@ from crew_runtime.config import (
     load_factory,
     parse_duration,
 )
+from storage.retention import Retention
 
 FULL = """
 [crews.blog]
@@ -121,13 +122,13 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
     [
         (
             "[settings]\nx = 1",
-            "settings: unknown top-level key; the file holds only [crews.NAME] "
-            "and [flows.NAME] tables",
+            "settings: unknown top-level key; the file holds only [crews.NAME], "
+            "[flows.NAME] and [retention] tables",
         ),
         (
             "[crew.blog]\nfactory = 'a:b'",
             'crew: unknown top-level key (did you mean "crews"?); '
-            "the file holds only [crews.NAME] and [flows.NAME] tables",
+            "the file holds only [crews.NAME], [flows.NAME] and [retention] tables",
         ),
         ("crews = 1", "crews: expected tables like [crews.NAME], got 1"),
         ("[crews]\nblog = 'a:b'", 'crews.blog: expected a table [crews.blog], got "a:b"'),
@@ -159,8 +160,9 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[crews.blog]\nfactory = 'a:b'\nreviewer = ['U0123ABC']",
             'crews.blog.reviewer: unknown key (did you mean "reviewers"?); known keys: factory, '
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
-            "escalate_to, approval_tools, inputs, optional_inputs, approvals_required, "
-            "forbid_self_approval, gates, tasks",
+            "escalate_to, approval_tools, inputs, optional_inputs, "
+            "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
+            "gates, tasks",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -210,7 +212,8 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[flows.intake]\nfactory = 'a:b'\nbogus = 1",
             "flows.intake.bogus: unknown key; known keys: factory, description, channel, "
             "reviewers, remind_after, escalate_after, expire_after, escalate_to, approval_tools, "
-            "inputs, optional_inputs, approvals_required, forbid_self_approval, gates, tasks",
+            "inputs, optional_inputs, keep_journal, keep_runs, keep_audit, approvals_required, "
+            "forbid_self_approval, gates, tasks",
         ),
     ],
 )
@@ -238,7 +241,7 @@ def test_bad_durations_are_refused(tmp_path: Path, value: str, shown: str) -> No
 
     assert message == (
         f'crews.writer.remind_after: expected a duration like "30m", got {shown} (units s, m, '
-        'h, d as in "90s" or "1h30m", or a positive whole number of seconds)'
+        'h, d, y as in "90s", "1h30m" or "1y", or a positive whole number of seconds)'
     )
 
 
@@ -250,6 +253,7 @@ def test_bad_durations_are_refused(tmp_path: Path, value: str, shown: str) -> No
         ("2h", timedelta(hours=2)),
         ("1d", timedelta(days=1)),
         ("1h30m", timedelta(minutes=90)),
+        ("1y", timedelta(days=365)),
         (45, timedelta(seconds=45)),
         (" 5m ", timedelta(minutes=5)),
         ("2x", None),
@@ -435,3 +439,41 @@ def test_load_config_does_not_import_factories(tmp_path: Path) -> None:
 
     assert isinstance(config, Config)
     assert "cs_test_never_imported" not in sys.modules
+
+
+def test_retention_is_the_deployments_with_each_crews_own_keys(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            "[retention]\nkeep_journal = '30d'\nkeep_runs = '1y'\n\n"
+            "[crews.blog]\nfactory = 'a:b'\nkeep_runs = '12h'\n\n"
+            "[crews.news]\nfactory = 'a:b'\n",
+        )
+    )
+
+    policy = config.retention_policy()
+
+    month, year = timedelta(days=30), timedelta(days=365)
+    assert policy.default == Retention(keep_journal=month, keep_runs=year)
+    assert dict(policy.crews) == {
+        "blog": Retention(keep_journal=month, keep_runs=timedelta(hours=12))
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "[retention]\nkeep_runs = 'forever'",
+            'retention.keep_runs: expected a duration like "30m", got "forever"',
+        ),
+        ("[retention]\nkeep_logs = '1d'", "retention.keep_logs: unknown key"),
+        ("retention = '1y'", 'retention: expected a table [retention], got "1y"'),
+        (
+            "[crews.blog]\nfactory = 'a:b'\nkeep_journal = 0",
+            'crews.blog.keep_journal: expected a duration like "30m", got 0',
+        ),
+    ],
+)
+def test_bad_retention_is_refused_naming_the_key(tmp_path: Path, text: str, expected: str) -> None:
+    assert error_for(tmp_path, text).startswith(expected)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,12 @@ def test_the_command_line_section_runs_as_written(session: Session) -> None:
     assert runs["writer:otters"]["status"] == "rejected"
     sent = effects(session.tmp / "sent-emails.jsonl")
     assert [e["subject"] for e in sent] == ["Otter tours, this spring"]
+    today = datetime.now(UTC).date()
+    since, until = str(today - timedelta(days=1)), str(today + timedelta(days=1))
+    exported = session.run(f"countersign audit export --since {since} --until {until}")
+    records = [json.loads(line) for line in exported.splitlines()]
+    edit = next(r for r in records if r["review_kind"] == "tool_approval")
+    assert edit["executed_args"]["subject"] == "Otter tours, this spring"
 
 
 @pytest.mark.slow

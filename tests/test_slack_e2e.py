@@ -751,3 +751,22 @@ def test_what_people_and_the_model_wrote_is_escaped_once_everywhere(
             assert shown in said
         assert "&amp;amp;" not in said, said
         assert "&amp;lt;" not in said
+
+
+@ON_SQLITE
+def test_pending_lists_the_reviews_each_person_may_decide(setup: tuple[Config, Store]) -> None:
+    """Writer's reviewers are Alice and Bob; research names none, so anyone in its channel."""
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
+        slack.slash_command(BOB, CHANNEL, "/crew", 'run research topic="sea otters"')
+        wait_until(lambda: len(store.list_reviews()) == 2 or None, what="both runs to wait")
+        for user, expected in ((ALICE, "2 reviews waiting"), (MALLORY, "1 review waiting")):
+            before = len(slack.ephemerals(user))
+            slack.slash_command(user, CHANNEL, "/crew", "pending")
+            told = wait_until(
+                lambda u=user, n=before: slack.ephemerals(u)[n:], what=f"{user}'s pending list"
+            )
+            assert told[0].text == expected
+        [research] = [r for r in store.list_reviews() if r.kind == "question"]
+        assert research.id in json.dumps(told[0].blocks)

@@ -228,6 +228,21 @@ def test_a_cut_of_the_journal_drops_the_snapshot(store: Store) -> None:
     assert store.load_snapshot(run_id) is None
 
 
+@pytest.mark.parametrize("end", ["finished", "cancelled"])
+def test_a_run_that_ends_keeps_no_snapshot(store: Store, end: str) -> None:
+    run_id, token = _claimed(store)
+    store.append_journal(run_id, token, stream="task0:W", kind="llm", seq=0, payload={})
+    (review,) = store.suspend_run(run_id, token, [_ask(0)], snapshot=Snapshot(0, {}))
+    if end == "cancelled":
+        store.cancel_run(run_id, by="U1")
+    else:
+        store.decide(review.id, NewDecision(DecisionKind.APPROVE, "U1"))
+        claim = store.claim_run("w2", timedelta(seconds=30))
+        assert claim is not None and claim.lease_token is not None
+        store.finish_run(run_id, claim.lease_token, RunStatus.SUCCEEDED, output="done")
+    assert store.load_snapshot(run_id) is None
+
+
 @pytest.mark.slow
 def test_a_worker_killed_after_a_resume_leaves_a_snapshot_that_still_fits(bench: Bench) -> None:
     bench.add_crews(LONG_LOOP)

@@ -33,6 +33,7 @@ from storage import (
     Store,
 )
 from storage.inbox import InboxStore, NewRequest
+from storage.rows import decisions_by_review
 from storage.schema import metadata
 from storage.status import RunNote
 
@@ -517,3 +518,16 @@ def test_a_flows_pause_is_saved_with_its_suspension_or_not_at_all(store: Store) 
         entry.payload,
     )
     assert review.journal_pos > journaled.pos
+
+
+def test_decisions_of_more_reviews_than_a_statement_takes_parameters(store: Store) -> None:
+    """PostgreSQL takes 65,535 parameters a statement: listing every pending review of a big
+    deployment (``countersign reviews list``) asks for the decisions of more."""
+    _, review_id = _waiting_review(store)
+    store.decide(review_id, NewDecision(DecisionKind.APPROVE, "alice"))
+    ids = [f"rev_{n:012x}" for n in range(70_000)] + [review_id]
+
+    with store.engine.connect() as conn:
+        found = decisions_by_review(conn, ids)
+
+    assert list(found) == [review_id]

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.cli import admin as c
+from bot.cli import retention
 from bot.cli.context import Context
 from bot.cli.demo import STATE_DIR, run_demo
 from bot.cli.render import iso
@@ -353,6 +354,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     db = group("db", "the database schema")
     command(db, "upgrade", c.db_upgrade, "apply pending migrations; prints the revision")
+
+    prune = command(
+        groups,
+        "prune",
+        retention.prune,
+        "delete what the configuration's retention no longer keeps",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="print what would be deleted; delete nothing"
+    )
+    prune.add_argument("--json", action="store_true", help="print JSON")
+
+    audit = group("audit", "the audit trail: who decided what, when")
+    export = command(
+        audit, "export", retention.audit_export, "one record per decision, oldest first"
+    )
+    export.add_argument("--since", metavar="DATE", required=True, help="ISO date, UTC, from")
+    export.add_argument("--until", metavar="DATE", required=True, help="ISO date, UTC, before")
+    export.add_argument("--crew", metavar="NAME", help="only this crew's runs")
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument(
+        "--workspace",
+        metavar="URL",
+        help="e.g. https://acme.slack.com, for the threads' permalinks "
+        "(default: what Slack's auth.test says for $SLACK_BOT_TOKEN)",
+    )
 
     crews = group("crews", "the configured crews")
     command(crews, "list", c.crews_list, "crews and flows in the configuration")

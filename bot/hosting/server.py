@@ -13,7 +13,7 @@ import asyncio
 import gc
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import ClientSession, web
@@ -192,6 +192,7 @@ class Deployment:
         self.listeners.register(self.app)
         self.intake = Intake(self.app, InboxStore(store, claim=inbox_claim))
         self.slack = slack
+        self.retention = config.retention_policy()
         self.sweep_every = sweep_every
         # What this process counted, and the database's gauges read at each scrape.
         self.endpoints = Endpoints(
@@ -238,6 +239,15 @@ class Deployment:
         self._scheduler.add_job(
             self._checkpoint, "interval", seconds=5, max_instances=1, coalesce=True
         )
+        # Daily, and once as serve starts: a deployment restarted every day still prunes.
+        self._scheduler.add_job(
+            self._prune,
+            "interval",
+            days=1,
+            next_run_time=datetime.now(UTC),
+            max_instances=1,
+            coalesce=True,
+        )
         self._scheduler.start()
 
     async def _checkpoint(self) -> None:
@@ -251,6 +261,12 @@ class Deployment:
         if any(done.values()):
             log.info("review sweep: %s", done)
             self.wake()
+
+    async def _prune(self) -> None:
+        """What retention no longer keeps, deleted in small batches (``countersign prune``)."""
+        pruned = await sync(self.store.prune, self.retention)
+        if pruned:
+            log.info("pruned: %s", {crew: dict(tables) for crew, tables in pruned.items()})
 
     async def stop_background(self) -> None:
         self._stop.set()

@@ -450,12 +450,19 @@ def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) 
     return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
-def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:
-    """``/crew pending``: what waits for a decision, oldest first, with where to find it."""
-    if not reviews:
+def pending_message(
+    reviews: list[Review], runs: dict[str, Run], total: int | None = None
+) -> Message:
+    """``/crew pending``: what waits for a decision, oldest first, with where to find it.
+
+    ``total``: how many wait, when ``reviews`` are only the first of them.
+    """
+    count = len(reviews) if total is None else total
+    if not count:
         return Message(t.NO_PENDING, [section(t.NO_PENDING)])
-    blocks = [section(t.pending_title(len(reviews)))]
-    for review in sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]:
+    blocks = [section(t.pending_title(count))]
+    listed = sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]
+    for review in listed:
         run = runs.get(review.run_id)
         crew = f"*{escape(run.crew)}* · " if run else ""
         where = f" {t.in_channel(review.channel)}" if review.channel else ""
@@ -464,9 +471,9 @@ def pending_message(reviews: list[Review], runs: dict[str, Run]) -> Message:
             f"{slack_date(review.created_at)}\n>{truncate(' '.join(review.prompt.split()), 200)}"
         )
         blocks.append(section(line))
-    if len(reviews) > MAX_LISTED:
-        blocks.append(context(t.more_not_shown(len(reviews) - MAX_LISTED)))
-    return Message(t.pending_title(len(reviews)).strip("*"), blocks)
+    if count > len(listed):
+        blocks.append(context(t.more_not_shown(count - len(listed))))
+    return Message(t.pending_title(count).strip("*"), blocks)
 
 
 def crews_message(crews: list[tuple[str, str]]) -> Message:

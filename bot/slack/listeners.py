@@ -213,16 +213,21 @@ class Listeners:
             return _words(text.CHECK_FAILED)
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
-        pending = await sync(self.store.list_reviews)
-        runs: dict[str, Run] = {}
-        mine: list[Review] = []
-        for review in pending:
-            if review.run_id not in runs:
-                runs[review.run_id] = await sync(self.store.get_run, review.run_id)
-            run = runs[review.run_id]
-            if await self._may_act(user_id, run):
-                mine.append(review)
-        return blocks.pending_message(mine, runs)
+        """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
+        they review, and for a crew naming no reviewers the channels they are in."""
+        places: dict[str, set[str] | None] = {}
+        open_crews = {s.name: s for s in self.config.crews.values() if not s.reviewers}
+        for spec in self.config.crews.values():
+            if spec.reviewers and await self.reviewers.may_decide(user_id, spec, None):
+                places[spec.name] = None
+        if open_crews:
+            channels: dict[str, set[str]] = {}
+            for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
+                if channel and await self.reviewers.may_decide(user_id, open_crews[crew], channel):
+                    channels.setdefault(crew, set()).add(channel)
+            places.update(channels)
+        found = await sync(self.store.pending_reviews, places, limit=blocks.MAX_LISTED)
+        return blocks.pending_message(found.reviews, found.runs, found.total)
 
     # ------------------------------------------------------------ buttons
 

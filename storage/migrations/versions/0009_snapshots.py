@@ -1,7 +1,7 @@
 """Snapshots of suspended runs, read by a resume instead of replaying the whole journal.
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0006"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,157 @@
+"""The audit trail: one record per decision, whether its run is still here or was pruned.
+
+A live run's records are read from its rows (the decision, its review, the run, and for a
+gated tool call the journal's record of the call as it ran); retention copies them into the
+``audit`` table in the transaction that deletes those rows (:func:`copy_audit`), so a pruned
+run keeps its trail until ``keep_audit`` prunes that too. Deciding writes nothing extra: the
+rows a decision already commits are the record.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, insert, select
+
+from storage.base import StoreBase
+from storage.schema import audit, decisions, journal, reviews, runs
+from storage.status import DecisionKind, ReviewKind
+
+# Rows fetched at a time from a server-side cursor: an export holds this many, not all.
+_STREAM_BATCH = 1_000
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """Who decided what, when, on which run; for a gated tool call, its arguments as the
+    model proposed them, as the reviewer approved them, and as the tool was called."""
+
+    run_id: str
+    crew: str
+    review_id: str
+    review_kind: str
+    decision: str
+    decided_by: str
+    decided_at: datetime
+    feedback: str | None
+    proposed_args: dict[str, Any] | None
+    approved_args: dict[str, Any] | None
+    executed_args: dict[str, Any] | None
+    channel: str | None
+    thread_ts: str | None
+
+
+def _live_query() -> Select[Any]:
+    """The records of the decisions still in ``decisions`` and not yet copied to ``audit``."""
+    tool_call = and_(
+        reviews.c.kind == ReviewKind.TOOL_APPROVAL,
+        journal.c.run_id == reviews.c.run_id,
+        journal.c.stream == reviews.c.stream,
+        journal.c.kind == "tool",
+        journal.c.seq == reviews.c.seq,
+    )
+    copied = select(audit.c.review_id).where(audit.c.review_id == decisions.c.review_id)
+    return (
+        select(
+            runs.c.id.label("run_id"),
+            runs.c.crew,
+            reviews.c.id.label("review_id"),
+            reviews.c.kind.label("review_kind"),
+            reviews.c.details.label("review_details"),
+            decisions.c.kind.label("decision"),
+            decisions.c.decided_by,
+            decisions.c.created_at.label("decided_at"),
+            decisions.c.text.label("feedback"),
+            journal.c.payload.label("executed"),
+            runs.c.channel,
+            runs.c.thread_ts,
+        )
+        .select_from(
+            decisions.join(reviews, reviews.c.id == decisions.c.review_id)
+            .join(runs, runs.c.id == decisions.c.run_id)
+            .outerjoin(journal, tool_call)
+        )
+        .where(~copied.exists())
+    )
+
+
+def _live_record(row: Any) -> AuditRecord:
+    proposed = executed = approved = None
+    feedback = row.feedback
+    if row.review_kind == ReviewKind.TOOL_APPROVAL:
+        details = row.review_details or {}
+        proposed = details.get("args") if isinstance(details.get("args"), dict) else None
+        if row.decision == DecisionKind.APPROVE:
+            approved = proposed
+        elif row.decision == DecisionKind.EDIT and row.feedback:
+            approved = json.loads(row.feedback)
+            feedback = None  # the edit is the approved arguments, not words
+        payload = row.executed or {}
+        executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
+    return AuditRecord(
+        run_id=row.run_id,
+        crew=row.crew,
+        review_id=row.review_id,
+        review_kind=row.review_kind,
+        decision=row.decision,
+        decided_by=row.decided_by,
+        decided_at=row.decided_at,
+        feedback=feedback,
+        proposed_args=proposed,
+        approved_args=approved,
+        executed_args=executed,
+        channel=row.channel,
+        thread_ts=row.thread_ts,
+    )
+
+
+def _kept_record(row: Any) -> AuditRecord:
+    return AuditRecord(**{name: getattr(row, name) for name in AuditRecord.__dataclass_fields__})
+
+
+def copy_audit(conn: Connection, run_ids: Collection[str], *, since: datetime | None) -> int:
+    """Copy the records of ``run_ids``' decisions (made at ``since`` or later; None: all)
+    into ``audit``, before their rows are deleted in the same transaction."""
+    query = _live_query().where(decisions.c.run_id.in_(list(run_ids)))
+    if since is not None:
+        query = query.where(decisions.c.created_at >= since)
+    records = [_live_record(row) for row in conn.execute(query)]
+    if records:
+        conn.execute(insert(audit), [record.__dict__ for record in records])
+    return len(records)
+
+
+class AuditStore(StoreBase):
+    """The audit trail, read in time order in constant memory."""
+
+    def audit_records(
+        self, *, since: datetime, until: datetime, crew: str | None = None
+    ) -> Iterator[AuditRecord]:
+        """Every decision made in ``[since, until)`` (of ``crew``'s runs), oldest first.
+
+        Two server-side cursors, the live decisions and the kept records of pruned runs,
+        merged by time: memory stays the same whatever the size of the range.
+        """
+        live = _live_query().where(decisions.c.created_at >= since, decisions.c.created_at < until)
+        kept = select(audit).where(audit.c.decided_at >= since, audit.c.decided_at < until)
+        if crew is not None:
+            live = live.where(runs.c.crew == crew)
+            kept = kept.where(audit.c.crew == crew)
+        live = live.order_by(decisions.c.created_at, decisions.c.review_id)
+        kept = kept.order_by(audit.c.decided_at, audit.c.review_id)
+        with self.engine.connect() as live_conn, self.engine.connect() as kept_conn:
+            streams = (
+                (_live_record(row) for row in _streamed(live_conn, live)),
+                (_kept_record(row) for row in _streamed(kept_conn, kept)),
+            )
+            yield from heapq.merge(*streams, key=lambda r: (r.decided_at, r.review_id))
+
+
+def _streamed(conn: Connection, query: Select[Any]) -> Iterator[Any]:
+    result = conn.execution_options(stream_results=True, yield_per=_STREAM_BATCH).execute(query)
+    yield from result

@@ -1,0 +1,190 @@
+"""Retention: how long finished runs, their journals and the audit trail are kept.
+
+Only finished runs (succeeded, failed, rejected, cancelled: statuses no transition leaves) are
+ever pruned, aged by their last change; every delete says so in its own ``WHERE``, so a run
+that is queued, running or waiting loses no row. A run is deleted whole only once every
+message announcing it was delivered. Deletes go in batches of a few hundred runs,
+each batch one transaction: pruning a million rows holds no lock for long and never builds a
+giant transaction. Before a batch deletes a run's decisions or journal, it copies their
+audit records (``storage.audit.copy_audit``) in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, delete, select, true, tuple_
+
+from storage.audit import copy_audit
+from storage.base import StoreBase
+from storage.schema import audit, decisions, journal, outbox, reviews, runs
+from storage.status import FINAL_RUN_STATUSES
+
+BATCH = 500
+"""Runs (or audit records) deleted per transaction."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long to keep each kind of row; None keeps it for ever."""
+
+    keep_journal: timedelta | None = None
+    keep_runs: timedelta | None = None
+    keep_audit: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """The deployment's retention, and the crews that have their own."""
+
+    default: Retention = Retention()
+    crews: Mapping[str, Retention] = field(default_factory=dict)
+
+    def scopes(self) -> Iterator[tuple[Retention, ColumnElement[bool], Any]]:
+        """Each crew with its own retention, then the rest: (retention, runs' crew
+        condition, audit's crew condition)."""
+        for crew, retention in self.crews.items():
+            yield retention, runs.c.crew == crew, audit.c.crew == crew
+        others = list(self.crews)
+        yield (
+            self.default,
+            runs.c.crew.not_in(others) if others else true(),
+            audit.c.crew.not_in(others) if others else true(),
+        )
+
+
+Pruned = dict[str, Counter[str]]
+"""Rows deleted (or that would be): crew -> table -> count."""
+
+
+class RetentionStore(StoreBase):
+    """Prune what retention no longer keeps."""
+
+    def prune(
+        self, policy: RetentionPolicy, *, dry_run: bool = False, batch: int = BATCH
+    ) -> Pruned:
+        """Delete the finished runs, journals and audit records older than ``policy`` keeps.
+
+        ``dry_run`` does every batch and rolls it back: what it reports is what a real
+        prune would have deleted then, and nothing changes. A batch that fails (the
+        database went away) is rolled back whole; the batches before it stay done.
+        """
+        now = self.clock()
+        pruned: Pruned = {}
+        for retention, crew_is, audit_crew_is in policy.scopes():
+            audit_since = now - retention.keep_audit if retention.keep_audit else None
+            if retention.keep_runs is not None:
+                for ids in self._old_runs(crew_is, now - retention.keep_runs, batch):
+                    self._batch(pruned, dry_run, ids, audit_since, whole=True)
+            if retention.keep_journal is not None:
+                cutoff = now - retention.keep_journal
+                with_journal = select(journal.c.run_id).where(journal.c.run_id == runs.c.id)
+                for ids in self._old_runs(crew_is & with_journal.exists(), cutoff, batch):
+                    self._batch(pruned, dry_run, ids, audit_since, whole=False)
+            if audit_since is not None:
+                self._prune_audit(pruned, dry_run, audit_crew_is, audit_since, batch)
+        return pruned
+
+    def _old_runs(
+        self, where: ColumnElement[bool], before: datetime, batch: int
+    ) -> Iterator[dict[str, str]]:
+        """Finished runs last changed before ``before``, ``batch`` at a time: id -> crew."""
+        after: tuple[datetime, str] | None = None
+        while True:
+            query = (
+                select(runs.c.id, runs.c.crew, runs.c.updated_at)
+                .where(_finished(), runs.c.updated_at < before, where)
+                .order_by(runs.c.updated_at, runs.c.id)
+                .limit(batch)
+            )
+            if after is not None:
+                query = query.where(tuple_(runs.c.updated_at, runs.c.id) > tuple_(*after))
+            with self.engine.connect() as conn:
+                rows = conn.execute(query).all()
+            if not rows:
+                return
+            after = (rows[-1].updated_at, rows[-1].id)
+            yield {row.id: row.crew for row in rows}
+
+    def _batch(
+        self,
+        pruned: Pruned,
+        dry_run: bool,
+        crews: dict[str, str],
+        audit_since: datetime | None,
+        *,
+        whole: bool,
+    ) -> None:
+        """Copy the audit records of the runs ``crews`` and delete their journal (and, if
+        ``whole``, the runs with every row of theirs), in one transaction."""
+        with self._tx() as conn:
+            ids = _prunable(conn, list(crews), whole=whole)
+            copy_audit(conn, ids, since=audit_since)
+            tables = (journal, outbox, decisions, reviews, runs) if whole else (journal,)
+            for table in tables:
+                where = (
+                    table.c.id.in_(ids) & _finished() if table is runs else table.c.run_id.in_(ids)
+                )
+                for crew, count in _deleted(conn, table, where, crews).items():
+                    pruned.setdefault(crew, Counter())[table.name] += count
+            _end(conn, dry_run)
+
+    def _prune_audit(
+        self, pruned: Pruned, dry_run: bool, crew_is: Any, before: datetime, batch: int
+    ) -> None:
+        """Delete the kept audit records decided before ``before``, ``batch`` at a time."""
+        after: tuple[datetime, str] | None = None
+        while True:
+            query = (
+                select(audit.c.review_id, audit.c.crew, audit.c.decided_at)
+                .where(crew_is, audit.c.decided_at < before)
+                .order_by(audit.c.decided_at, audit.c.review_id)
+                .limit(batch)
+            )
+            if after is not None:
+                query = query.where(tuple_(audit.c.decided_at, audit.c.review_id) > tuple_(*after))
+            with self._tx() as conn:
+                rows = conn.execute(query).all()
+                ids = [row.review_id for row in rows]
+                conn.execute(delete(audit).where(audit.c.review_id.in_(ids)))
+                _end(conn, dry_run)
+            if not rows:
+                return
+            after = (rows[-1].decided_at, rows[-1].review_id)
+            for row in rows:
+                pruned.setdefault(row.crew, Counter())["audit"] += 1
+
+
+def _end(conn: Connection, dry_run: bool) -> None:
+    """A dry run's batch is rolled back once counted; a real one commits as it closes."""
+    transaction = conn.get_transaction()
+    if dry_run and transaction is not None:
+        transaction.rollback()
+
+
+def _finished() -> ColumnElement[bool]:
+    return runs.c.status.in_(sorted(FINAL_RUN_STATUSES))
+
+
+def _prunable(conn: Connection, ids: list[str], *, whole: bool) -> list[str]:
+    """The runs of ``ids`` that are finished, their rows locked for the transaction; to be
+    deleted ``whole``, also with every message announcing them delivered (a run whose end
+    Slack has not been told yet waits for the dispatcher)."""
+    query = select(runs.c.id).where(runs.c.id.in_(ids), _finished())
+    if whole:
+        unsent = select(outbox.c.id).where(outbox.c.run_id == runs.c.id, outbox.c.sent_at.is_(None))
+        query = query.where(~unsent.exists())
+    return list(conn.execute(query.with_for_update()).scalars())
+
+
+def _deleted(
+    conn: Connection, table: Any, where: ColumnElement[bool], crews: dict[str, str]
+) -> Counter[str]:
+    """Delete ``table``'s rows ``where`` says; how many per crew (``crews``: run -> crew)."""
+    column = table.c.id if table is runs else table.c.run_id
+    gone = conn.execute(delete(table).where(where).returning(column)).scalars()
+    return Counter(crews[run_id] for run_id in gone)

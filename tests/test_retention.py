@@ -1,0 +1,226 @@
+"""Retention and the audit trail on real SQLite and PostgreSQL: what a prune deletes, what it
+never touches, and the decisions an audit export still lists once their run is gone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+
+from storage import (
+    DecisionKind,
+    NewDecision,
+    NewReview,
+    ReviewKind,
+    RunNotFound,
+    RunStatus,
+    Store,
+    ToolApprovalDetails,
+)
+from storage.audit import AuditRecord
+from storage.retention import Retention, RetentionPolicy
+from tests.test_storage import FakeClock
+
+PROPOSED = {"to": "ana@example.com", "subject": "Otters"}
+APPROVED = {"to": "ana@example.com", "subject": "Otter tours"}
+LEASE = timedelta(minutes=5)
+DAY = timedelta(days=1)
+YEAR = Retention(keep_runs=timedelta(days=365))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
+    opened = Store.open(db_url, clock=clock)
+    yield opened
+    opened.close()
+
+
+def waiting_run(store: Store, crew: str = "outreach") -> tuple[str, str]:
+    """A run waiting for the approval of a gated ``send_email`` call: (run, review)."""
+    run = store.create_run(crew, {"topic": "otters"}, channel="C0REVIEWS")
+    claimed = store.claim_run("w1", LEASE)
+    assert claimed is not None and claimed.lease_token
+    ask = NewReview(
+        kind=ReviewKind.TOOL_APPROVAL,
+        stream="task0:Writer",
+        seq=0,
+        prompt="send_email(...)",
+        details=ToolApprovalDetails(tool="send_email", args=PROPOSED),
+    )
+    [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
+    return run.id, review.id
+
+
+def deliver(store: Store) -> None:
+    """Mark every due outbox message sent, as the dispatcher would once Slack took it."""
+    while due := store.due_outbox():
+        for message in due:
+            assert store.claim_outbox(message.id, "test", LEASE) is not None
+            assert store.mark_sent(message.id, "test")
+
+
+def finished_run(store: Store, crew: str = "outreach", *, delivered: bool = True) -> str:
+    """A run whose gated call a reviewer edited, that ran with the edit and succeeded (and,
+    if ``delivered``, whose messages all reached Slack)."""
+    run_id, review_id = waiting_run(store, crew)
+    store.decide(review_id, NewDecision(DecisionKind.EDIT, "U0ANA", text=json.dumps(APPROVED)))
+    claimed = store.claim_run("w1", LEASE)
+    assert claimed is not None and claimed.id == run_id and claimed.lease_token
+    payload = {"tool": "send_email", "args": APPROVED, "result": "sent"}
+    store.append_journal(
+        run_id, claimed.lease_token, stream="task0:Writer", kind="tool", seq=0, payload=payload
+    )
+    store.finish_run(run_id, claimed.lease_token, RunStatus.SUCCEEDED, output="sent")
+    if delivered:
+        deliver(store)
+    return run_id
+
+
+def export(store: Store, clock: FakeClock) -> list[AuditRecord]:
+    return list(store.audit_records(since=datetime(2000, 1, 1), until=clock.now + DAY))
+
+
+def test_a_dry_run_reports_and_changes_nothing(store: Store, clock: FakeClock) -> None:
+    old = finished_run(store)
+    clock.advance(days=400)
+    before = export(store, clock)
+
+    pruned = store.prune(RetentionPolicy(YEAR), dry_run=True)
+
+    counts = pruned.pop("outreach")
+    assert pruned == {}
+    assert {t: counts[t] for t in ("runs", "reviews", "decisions", "journal")} == dict.fromkeys(
+        ("runs", "reviews", "decisions", "journal"), 1
+    )
+    assert counts["outbox"] >= 3  # the run started, its review opened, decided, the run ended
+    assert store.get_run(old).status == RunStatus.SUCCEEDED
+    assert len(store.load_journal(old)) == 1
+    assert export(store, clock) == before
+    assert store.prune(RetentionPolicy(YEAR), dry_run=True) == {"outreach": counts}
+
+
+def test_only_old_finished_runs_are_pruned_and_their_audit_survives(
+    store: Store, clock: FakeClock
+) -> None:
+    old = finished_run(store)
+    old_waiting, old_review = waiting_run(store)
+    clock.advance(days=400)
+    recent = finished_run(store)
+
+    pruned = store.prune(RetentionPolicy(YEAR), batch=1)
+
+    assert pruned["outreach"]["runs"] == 1
+    with pytest.raises(RunNotFound):
+        store.get_run(old)
+    assert store.get_run(old_waiting).status == RunStatus.WAITING
+    assert [r.id for r in store.list_reviews(run_id=old_waiting)] == [old_review]
+    assert store.get_run(recent).status == RunStatus.SUCCEEDED
+    records = export(store, clock)
+    assert [r.run_id for r in records] == [old, recent]
+    first = records[0]
+    assert (first.crew, first.review_kind, first.decision, first.decided_by) == (
+        "outreach",
+        "tool_approval",
+        "edit",
+        "U0ANA",
+    )
+    assert (first.proposed_args, first.approved_args, first.executed_args) == (
+        PROPOSED,
+        APPROVED,
+        APPROVED,
+    )
+    assert (first.channel, first.feedback) == ("C0REVIEWS", None)
+    assert records[0] == export(store, clock)[0], "a pruned run's record reads the same again"
+    assert store.prune(RetentionPolicy(YEAR)) == {}
+
+
+def test_a_run_is_pruned_only_once_slack_was_told_it_ended(store: Store, clock: FakeClock) -> None:
+    run_id = finished_run(store, delivered=False)
+    clock.advance(days=400)
+
+    assert store.prune(RetentionPolicy(YEAR)) == {}
+    assert store.get_run(run_id).status == RunStatus.SUCCEEDED
+    deliver(store)
+    assert store.prune(RetentionPolicy(YEAR))["outreach"]["runs"] == 1
+
+
+def test_a_pruned_journal_keeps_the_run_and_what_the_tool_was_called_with(
+    store: Store, clock: FakeClock
+) -> None:
+    run_id = finished_run(store)
+    live = export(store, clock)
+    clock.advance(days=40)
+
+    pruned = store.prune(RetentionPolicy(Retention(keep_journal=timedelta(days=30))))
+
+    assert pruned == {"outreach": {"journal": 1}}
+    assert store.load_journal(run_id) == []
+    assert store.get_run(run_id).status == RunStatus.SUCCEEDED
+    assert export(store, clock) == live
+
+
+def test_audit_records_are_pruned_after_their_own_time(store: Store, clock: FakeClock) -> None:
+    finished_run(store)
+    clock.advance(days=400)
+    kept = finished_run(store)
+    clock.advance(days=2)
+    policy = RetentionPolicy(Retention(keep_runs=DAY, keep_audit=timedelta(days=365)))
+
+    pruned = store.prune(policy)
+
+    assert pruned["outreach"]["runs"] == 2
+    assert [r.run_id for r in export(store, clock)] == [kept]
+    clock.advance(days=400)
+    assert store.prune(policy) == {"outreach": {"audit": 1}}
+    assert export(store, clock) == []
+
+
+def test_a_crews_own_retention_and_the_export_filters(store: Store, clock: FakeClock) -> None:
+    blog = finished_run(store, "blog")
+    news = finished_run(store, "news")
+    clock.advance(hours=13)
+    policy = RetentionPolicy(Retention(), {"blog": Retention(keep_runs=timedelta(hours=12))})
+
+    assert set(store.prune(policy)) == {"blog"}
+
+    assert store.get_run(news).crew == "news"
+    since, until = datetime(2000, 1, 1), clock.now
+    assert [r.run_id for r in store.audit_records(since=since, until=until, crew="blog")] == [blog]
+    assert [r.run_id for r in store.audit_records(since=since, until=until, crew="news")] == [news]
+    assert list(store.audit_records(since=clock.now, until=clock.now + DAY)) == []
+
+
+def test_one_persons_pending_reviews_by_crew_and_channel(store: Store, clock: FakeClock) -> None:
+    """pending_reviews: oldest first, only the places asked, the total beyond the limit."""
+    made = {}
+    for crew, channel in (("blog", "C1"), ("blog", "C2"), ("news", "C1"), ("blog", "C1")):
+        run = store.create_run(crew, {}, channel=channel)
+        claimed = store.claim_run("w1", LEASE)
+        assert claimed is not None and claimed.id == run.id and claimed.lease_token
+        ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="draft")
+        [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
+        made[review.id] = (crew, channel)
+        clock.advance(minutes=1)
+    first_id, second_id, _news, decided = list(made)
+    store.decide(decided, NewDecision(DecisionKind.APPROVE, "U0ANA"))
+
+    blog = store.pending_reviews({"blog": None})
+    assert [r.id for r in blog.reviews] == [first_id, second_id]
+    assert blog.total == 2 and {r.crew for r in blog.runs.values()} == {"blog"}
+    first = store.pending_reviews({"blog": None, "news": {"C1"}}, limit=1)
+    assert ([r.id for r in first.reviews], first.total) == ([first_id], 3)
+    in_c1 = store.pending_reviews({"blog": {"C1"}, "news": {"C2"}})
+    assert [r.id for r in in_c1.reviews] == [first_id]
+    assert store.pending_reviews({}).total == 0
+    assert store.pending_channels(["blog", "news"]) == {
+        ("blog", "C1"),
+        ("blog", "C2"),
+        ("news", "C1"),
+    }
