@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 from crew_runtime.config import ConfigError, CrewSpec, load_config
 from crew_runtime.offline.drafts import parse_draft
@@ -26,7 +27,11 @@ from storage import (
     RunStatus,
     Store,
 )
+from storage.retention import Retention, RetentionPolicy
+from storage.schema import approvals
 from tests.test_cli import Cli, assert_refused
+from tests.test_retention import deliver, waiting_run
+from tests.test_storage import FakeClock
 
 
 def _waiting_review(store: Store) -> tuple[str, str]:
@@ -337,3 +342,30 @@ def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
     assert spec.approvals_for(tool="send_email") == 3
     assert spec.approvals_for(task=1) == 1 and spec.approvals_for(task=2) == 2
     assert _load(tmp_path, alone).forbid_self_approval
+
+
+def test_a_pruned_run_takes_its_approvals_with_it_and_its_audit_names_the_last_approver(
+    db_url: str,
+) -> None:
+    clock = FakeClock()
+    store = Store.open(db_url, clock=clock)
+    try:
+        run_id, review_id = waiting_run(store)
+        store.decide(review_id, _approve("U0ANA"), approvals_required=2)
+        store.decide(review_id, _approve("U0BEN"), approvals_required=2)
+        claimed = store.claim_run("w1", timedelta(minutes=5))
+        assert claimed is not None and claimed.lease_token
+        store.finish_run(run_id, claimed.lease_token, RunStatus.SUCCEEDED, output="sent")
+        deliver(store)
+        clock.advance(days=400)
+        assert store.prune(RetentionPolicy(Retention(keep_runs=timedelta(days=365))))
+        with store.engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(approvals)).scalar_one() == 0
+        (record,) = store.audit_records(since=datetime(2000, 1, 1), until=clock.now)
+        assert (record.review_id, record.decision, record.decided_by) == (
+            review_id,
+            "approve",
+            "U0BEN",
+        )
+    finally:
+        store.close()
