@@ -35,7 +35,8 @@ from typing import Any
 from crewai.hooks.dispatch import InterceptionPoint, register_scoped
 from crewai.tools.tool_failure import ToolFailure
 
-from crew_runtime.context import RunContext, ToolSlot
+from crew_runtime.calls import ToolSlot
+from crew_runtime.context import RunContext
 from crew_runtime.gates import Gate
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun

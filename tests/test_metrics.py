@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from slack_sdk.errors import SlackApiError
 from sqlalchemy.engine import make_url
 
 from bot.cli.main import main
@@ -157,19 +158,30 @@ def test_a_decision_is_timed_once_even_when_its_request_is_replayed(
     store.close()
 
 
-def test_failed_slack_calls_are_counted_by_method_and_error() -> None:
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ({"status": 200, "error": "channel_not_found"}, "channel_not_found"),
+        # a 5xx page is not JSON: no error code, the status says what went wrong
+        ({"status": 500, "times": 20}, "http_500"),
+    ],
+)
+def test_failed_slack_calls_are_counted_by_method_and_error(
+    fault: dict[str, Any], error: str
+) -> None:
     standin = new_standin()
     with StandInThread(standin) as slack:
         settings = SlackSettings(
             bot_token=standin.bot_token, signing_secret="s", app_token=None, api_url=slack.api_url
         )
-        labels = {"method": "chat.postMessage", "error": "channel_not_found"}
+        labels = {"method": "chat.postMessage", "error": error}
         before = counted("countersign_slack_api_errors_total", **labels)
+        slack.fail_next("chat.postMessage", **fault)
 
         async def post() -> None:
             client = slack_client(settings)
-            with pytest.raises(Exception, match="channel_not_found"):
-                await client.chat_postMessage(channel="C0NOSUCH", text="hello")
+            with pytest.raises(SlackApiError):
+                await client.chat_postMessage(channel=CHANNEL, text="hello")
 
         asyncio.run(post())
     assert counted("countersign_slack_api_errors_total", **labels) == before + 1

@@ -108,8 +108,10 @@ class CountingWebClient(AsyncWebClient):
         try:
             return await super().api_call(api_method, **kwargs)
         except SlackApiError as exc:
-            error = exc.response.get("error") or f"http_{exc.response.status_code}"
-            metrics.count_slack_error(api_method, str(error))
+            # A body that is not JSON (an HTTP 5xx page) has no error code: its status says it.
+            data = exc.response.data
+            error = data.get("error") if isinstance(data, dict) else None
+            metrics.count_slack_error(api_method, str(error or f"http_{exc.response.status_code}"))
             raise
         except Exception as exc:  # no answer: a connection refused or dropped, a timeout
             metrics.count_slack_error(api_method, type(exc).__name__)
