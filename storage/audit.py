@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Select, and_, insert, select
 
 from storage.base import StoreBase
 from storage.schema import audit, decisions, journal, reviews, runs
-from storage.status import DecisionKind, ReviewKind
+from storage.status import APPROVED_BY, DecisionKind, ReviewKind
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
 _STREAM_BATCH = 1_000
@@ -29,7 +29,8 @@ _STREAM_BATCH = 1_000
 @dataclass(frozen=True)
 class AuditRecord:
     """Who decided what, when, on which run; for a gated tool call, its arguments as the
-    model proposed them, as the reviewer approved them, and as the tool was called."""
+    model proposed them, as the reviewer approved them, and as the tool was called; for a
+    review that needed several approvals, who had approved it (``approved_by``)."""
 
     run_id: str
     crew: str
@@ -39,6 +40,7 @@ class AuditRecord:
     decided_by: str
     decided_at: datetime
     feedback: str | None
+    approved_by: list[str] | None
     proposed_args: dict[str, Any] | None
     approved_args: dict[str, Any] | None
     executed_args: dict[str, Any] | None
@@ -67,6 +69,7 @@ def _live_query() -> Select[Any]:
             decisions.c.decided_by,
             decisions.c.created_at.label("decided_at"),
             decisions.c.text.label("feedback"),
+            decisions.c.details.label("decision_details"),
             journal.c.payload.label("executed"),
             runs.c.channel,
             runs.c.thread_ts,
@@ -93,6 +96,7 @@ def _live_record(row: Any) -> AuditRecord:
             feedback = None  # the edit is the approved arguments, not words
         payload = row.executed or {}
         executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
+    approvers = (row.decision_details or {}).get(APPROVED_BY)
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -102,6 +106,7 @@ def _live_record(row: Any) -> AuditRecord:
         decided_by=row.decided_by,
         decided_at=row.decided_at,
         feedback=feedback,
+        approved_by=list(approvers) if isinstance(approvers, list) else None,
         proposed_args=proposed,
         approved_args=approved,
         executed_args=executed,

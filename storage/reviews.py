@@ -169,6 +169,9 @@ class ReviewStore(StoreBase):
                         return load_review(conn, review_id)
                     by = [a.decided_by for a in given]
                     decision = replace(decision, details={**decision.details, APPROVED_BY: by})
+                elif review.approvals:  # rejected or sent back after some approved
+                    by = [a.decided_by for a in review.approvals]
+                    decision = replace(decision, details={**decision.details, APPROVED_BY: by})
                 self._record(conn, review, decision, now)
                 return load_review(conn, review_id)
         except IntegrityError:

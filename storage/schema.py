@@ -147,6 +147,7 @@ audit = Table(
     Column("decided_by", String(PERSON_LENGTH), nullable=False),
     Column("decided_at", DateTime, nullable=False),
     Column("feedback", Text),
+    Column("approved_by", JSON),
     Column("proposed_args", JSON),
     Column("approved_args", JSON),
     Column("executed_args", JSON),

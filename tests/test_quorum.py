@@ -109,7 +109,10 @@ def test_a_rejection_or_changes_by_anyone_decides_at_once(
     decided = store.decide(review_id, NewDecision(kind, "U_BEN", text), approvals_required=3)
     assert decided.status == ReviewStatus.DECIDED
     assert decided.decision is not None and decided.decision.kind == kind
-    assert [a.decided_by for a in decided.approvals] == ["U_ANA"]  # kept for the audit
+    assert [a.decided_by for a in decided.approvals] == ["U_ANA"]
+    # the audit trail says who had approved before it was decided otherwise
+    (record,) = store.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1))
+    assert (record.decision, record.decided_by, record.approved_by) == (kind, "U_BEN", ["U_ANA"])
     assert store.get_run(run_id).status == RunStatus.QUEUED
     with pytest.raises(AlreadyDecided):
         store.decide(review_id, _approve("U_CAL"), approvals_required=3)
@@ -344,7 +347,7 @@ def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
     assert _load(tmp_path, alone).forbid_self_approval
 
 
-def test_a_pruned_run_takes_its_approvals_with_it_and_its_audit_names_the_last_approver(
+def test_a_pruned_run_takes_its_approvals_with_it_and_its_audit_names_the_approvers(
     db_url: str,
 ) -> None:
     clock = FakeClock()
@@ -362,10 +365,11 @@ def test_a_pruned_run_takes_its_approvals_with_it_and_its_audit_names_the_last_a
         with store.engine.connect() as conn:
             assert conn.execute(select(func.count()).select_from(approvals)).scalar_one() == 0
         (record,) = store.audit_records(since=datetime(2000, 1, 1), until=clock.now)
-        assert (record.review_id, record.decision, record.decided_by) == (
+        assert (record.review_id, record.decision, record.decided_by, record.approved_by) == (
             review_id,
             "approve",
             "U0BEN",
+            ["U0ANA", "U0BEN"],
         )
     finally:
         store.close()

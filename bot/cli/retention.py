@@ -30,6 +30,7 @@ FIELDS = (
     "decided_at",
     "decision",
     "feedback",
+    "approved_by",
     "proposed_args",
     "approved_args",
     "executed_args",
@@ -110,7 +111,8 @@ def permalink(workspace: str | None, channel: str | None, ts: str | None) -> str
 def write_records(
     records: Iterator[AuditRecord], fmt: str, workspace: str | None, out: TextIO
 ) -> None:
-    """Write each record as it comes: a JSON line, or a CSV row (arguments as JSON)."""
+    """Write each record as it comes: a JSON line, or a CSV row (arguments and approvers as
+    JSON)."""
     writer = csv.DictWriter(out, fieldnames=FIELDS) if fmt == "csv" else None
     if writer is not None:
         writer.writeheader()
@@ -120,7 +122,7 @@ def write_records(
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
         else:
             writer.writerow(
-                {k: json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()}
+                {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()}
             )
 
 
@@ -134,6 +136,7 @@ def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
         "decided_at": record.decided_at.isoformat() + "Z",
         "decision": record.decision,
         "feedback": record.feedback,
+        "approved_by": record.approved_by,
         "proposed_args": record.proposed_args,
         "approved_args": record.approved_args,
         "executed_args": record.executed_args,

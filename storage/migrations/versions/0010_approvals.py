@@ -1,4 +1,5 @@
-"""Approvals of reviews that need several reviewers' yes, one row per reviewer.
+"""Approvals of reviews that need several reviewers' yes, one row per reviewer; the audit
+trail's record of who had approved.
 
 Revision ID: 0010
 Revises: 0009
@@ -39,8 +40,11 @@ def upgrade() -> None:
         sa.UniqueConstraint("review_id", "decided_by", name="uq_approvals_reviewer"),
     )
     op.create_index("ix_approvals_run", "approvals", ["run_id"])
+    # The audit trail names who had approved a review that needed several approvals.
+    op.add_column("audit", sa.Column("approved_by", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("audit", "approved_by")
     op.drop_index("ix_approvals_run", table_name="approvals")
     op.drop_table("approvals")
