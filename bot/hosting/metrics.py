@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from aiohttp import web
 
 from bot.errors import BotError
-from bot.slack.listeners import sync
+from bot.slack.handlers import sync
 from crew_runtime.metrics import CONTENT_TYPE, Registry, exposition
 from storage import Store
 from storage.stats import ping

@@ -36,8 +36,9 @@ from bot.hosting.socket_mode import DurableSocketModeHandler
 from bot.settings import Settings, SettingsError
 from bot.slack.authz import Reviewers
 from bot.slack.dispatcher import Dispatcher
+from bot.slack.handlers import sync
 from bot.slack.intake import Intake
-from bot.slack.listeners import Listeners, sync
+from bot.slack.listeners import Listeners
 from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign

@@ -42,7 +42,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
 from bot.slack import blocks
-from bot.slack.listeners import api_error, sync
+from bot.slack.handlers import api_error, sync
 from crew_runtime.config import Config, UnknownCrewError
 from crew_runtime.service import approvals_required, still_expected
 from storage import (

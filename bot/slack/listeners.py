@@ -1,4 +1,5 @@
-"""Slack's entry points: the ``/crew`` command, buttons, modals and thread replies.
+"""Slack's entry points: review buttons and modals, the revise button and modal, replies in
+a run's thread, and (from :class:`bot.slack.slash.SlashCommands`) the ``/crew`` command.
 
 Each listener acks first (Slack gives 3 s; modals need the trigger id right away),
 parses the payload with a pure function, checks who is asking, calls one runtime
@@ -11,29 +12,16 @@ again after a crash changes nothing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import blocks, modals, text
-from bot.slack.authz import CheckFailed, Reviewers
-from bot.slack.commands import (
-    USAGE,
-    CancelCommand,
-    CommandError,
-    HelpCommand,
-    ListCommand,
-    PendingCommand,
-    RunCommand,
-    StatusCommand,
-    parse_command,
-)
+from bot.slack import modals, text
+from bot.slack.handlers import api_error, sync
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import (
     BUTTON_PATTERN,
@@ -50,36 +38,28 @@ from bot.slack.payloads import (
     parse_message_event,
     parse_revise_click,
     parse_revise_submission,
-    parse_slash,
     parse_submission,
 )
 from bot.slack.replies import interpret_reply
+from bot.slack.slash import SlashCommands
 from crew_runtime import log_fields
 from crew_runtime.arguments import coerce_fields, field_errors
-from crew_runtime.config import ConfigError, CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
 from crew_runtime.outputs import parse_edited_output
-from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
-    AlreadyFinal,
     DecisionKind,
     NotFound,
     Review,
     ReviewKind,
     ReviewStatus,
     Run,
-    RunNotFound,
-    RunStatus,
     StorageError,
     TaskReviewDetails,
     ToolApprovalDetails,
 )
 
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 # A person's reply comes plain, "also sent to the channel" (thread_broadcast), or with a
 # file attached (file_share, a screenshot say): each decides like any reply.
@@ -89,22 +69,9 @@ _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 _ERRORS_LIMIT = 600
 
 
-async def sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """The one boundary between the event loop and synchronous storage/runtime code."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-class Listeners:
-    """The bot's listeners, bound to one runtime service."""
-
-    def __init__(
-        self, service: Countersign, reviewers: Reviewers, wake: Callable[[], None]
-    ) -> None:
-        self.service = service
-        self.store = service.store
-        self.config = service.config
-        self.reviewers = reviewers
-        self.wake = wake
+class Listeners(SlashCommands):
+    """The bot's listeners: ``/crew`` (:class:`SlashCommands`), review buttons and modals,
+    the revise button and modal, and replies in a run's thread."""
 
     def register(self, app: AsyncApp) -> None:
         app.command("/crew")(self.on_command)
@@ -114,120 +81,6 @@ class Listeners:
         app.view(callback_id(REVISE))(self.on_revise_submission)
         app.event("message")(self.on_message)
         app.event("app_mention")(self.on_message)
-
-    # ------------------------------------------------------------ /crew
-
-    async def on_command(
-        self,
-        ack: AsyncAck,
-        body: dict[str, Any],
-        respond: AsyncRespond,
-        context: AsyncBoltContext,
-    ) -> None:
-        # The transport acked once the command was recorded (bot.slack.intake); every answer
-        # goes by response_url, as an ephemeral message.
-        await ack()
-        await respond(**_ephemeral(await self._answer(body, context.get(REQUEST_KEY))))
-
-    async def _answer(self, body: dict[str, Any], request_key: str | None) -> blocks.Message:
-        try:
-            slash = parse_slash(body)
-            command = parse_command(slash.text)
-        except CommandError as exc:
-            return _words(exc.message)
-        except PayloadError as exc:
-            return _words(text.refusal(exc))
-        if isinstance(command, HelpCommand):
-            return _words(USAGE)
-        if isinstance(command, ListCommand):
-            return blocks.crews_message(
-                [(s.name, s.description) for s in self.config.crews.values()]
-            )
-        if isinstance(command, RunCommand):
-            return _words(
-                await self._start(command, slash.user_id, slash.channel_id, body, request_key)
-            )
-        return await self._lookup(command, slash.user_id, slash.channel_id)
-
-    async def _start(
-        self,
-        command: RunCommand,
-        user_id: str,
-        channel_id: str,
-        body: dict[str, Any],
-        request_key: str | None,
-    ) -> str:
-        try:
-            spec = self.config.get(command.crew)
-        except UnknownCrewError:
-            return text.unknown_crew(command.crew, sorted(self.config.crews))
-        if spec.channel and spec.channel.lstrip("#") not in (
-            channel_id,
-            str(body.get("channel_name", "")),
-        ):
-            return text.wrong_channel(spec.name, spec.channel)
-        try:
-            run = await sync(
-                self.service.start_run,
-                command.crew,
-                command.inputs,
-                started_by=user_id,
-                channel=channel_id,
-                request_key=request_key,
-            )
-        except (UsageError, ConfigError) as exc:
-            log.warning("run of %s refused: %s", command.crew, exc)
-            return text.refusal(exc)
-        log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
-        self.wake()
-        return text.starting(spec.name)
-
-    async def _lookup(
-        self,
-        command: StatusCommand | CancelCommand | PendingCommand,
-        user_id: str,
-        channel_id: str,
-    ) -> blocks.Message:
-        try:
-            if isinstance(command, StatusCommand):
-                run = await sync(self.store.get_run, command.run_id)
-                if not await self._may_see(user_id, channel_id, run):
-                    raise RunNotFound(command.run_id)  # the answer to an id that never was
-                reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
-                # The button only for someone who may use it.
-                revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
-                return blocks.status_message(run, reviews, revisable=revisable)
-            if isinstance(command, CancelCommand):
-                run = await sync(self.store.get_run, command.run_id)
-                if not await self._may_act(user_id, run):
-                    return _words(text.NOT_A_REVIEWER)
-                run = await sync(self.service.cancel, run.id, by=user_id)
-                self.wake()
-                return _words(text.cancelled(run.id, user_id))
-            return await self._pending_for(user_id)
-        except NotFound as exc:
-            return _words(text.not_found(exc))
-        except AlreadyFinal as exc:
-            return _words(text.already_final(exc.run_id, exc.status))
-        except CheckFailed:
-            return _words(text.CHECK_FAILED)
-
-    async def _pending_for(self, user_id: str) -> blocks.Message:
-        """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
-        they review, and for a crew naming no reviewers the channels they are in."""
-        places: dict[str, set[str] | None] = {}
-        open_crews = {s.name: s for s in self.config.crews.values() if not s.reviewers}
-        for spec in self.config.crews.values():
-            if spec.reviewers and await self.reviewers.may_decide(user_id, spec, None):
-                places[spec.name] = None
-        if open_crews:
-            channels: dict[str, set[str]] = {}
-            for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
-                if channel and await self.reviewers.may_decide(user_id, open_crews[crew], channel):
-                    channels.setdefault(crew, set()).add(channel)
-            places.update(channels)
-        found = await sync(self.store.pending_reviews, places, limit=blocks.MAX_LISTED)
-        return blocks.pending_message(found.reviews, found.runs, found.total)
 
     # ------------------------------------------------------------ buttons
 
@@ -378,15 +231,6 @@ class Listeners:
         channel = click.channel_id or run.channel
         return modals.revise_modal(run.id, tasks, channel, click.message_ts)
 
-    async def _revisable(self, run: Run) -> list[tuple[int, str]]:
-        if run.status is not RunStatus.WAITING:
-            return []
-        try:
-            return await sync(self.service.revisable_tasks, run.id)
-        except (UsageError, StorageError) as exc:
-            log.warning("revisable tasks of %s: %s", run.id, exc)
-            return []
-
     async def on_revise_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             submission = parse_revise_submission(body)
@@ -505,51 +349,6 @@ class Listeners:
             counted = text.approval_counted(len(recorded.approvals), required)
             await self._ephemeral_via_api(channel, user_id, counted)
 
-    async def _review_and_run(self, review_id: str) -> tuple[Review, Run] | None:
-        """The review a click or a submission names, and its run; the request's log lines
-        are about them (each request is handled in a task, a context, of its own)."""
-        log_fields.REVIEW_ID.set(review_id)
-        try:
-            review = await sync(self.store.get_review, review_id)
-            run = await sync(self.store.get_run, review.run_id)
-        except NotFound:
-            return None
-        log_fields.RUN_ID.set(run.id)
-        return review, run
-
-    async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
-        """A run's inputs and reviews are shown in its channel, and elsewhere only to
-        whoever started it and to its reviewers."""
-        if channel_id == run.channel or user_id == run.started_by:
-            return True
-        return await self._may_act(user_id, run)
-
-    async def _refusal(self, user_id: str, run: Run) -> str | None:
-        """Why ``user_id`` may not act on ``run``, in words for them; None when they may."""
-        try:
-            return None if await self._may_act(user_id, run) else text.NOT_A_REVIEWER
-        except CheckFailed:
-            return text.CHECK_FAILED
-
-    async def _may_act(self, user_id: str, run: Run) -> bool:
-        try:
-            spec: CrewSpec = self.config.get(run.crew)
-        except UnknownCrewError:
-            return False
-        return await self.reviewers.may_decide(user_id, spec, run.channel)
-
-    async def _ephemeral_via_api(
-        self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None
-    ) -> None:
-        if channel is None:
-            return
-        try:
-            await self.reviewers.client.chat_postEphemeral(
-                channel=channel, user=user_id, text=words, thread_ts=thread_ts
-            )
-        except SlackApiError as exc:
-            log.warning("could not tell %s: %s", user_id, api_error(exc))
-
 
 def _on_its_message(click: ButtonClick, review: Review, run: Run) -> bool:
     """Whether a click was made on its review's own message: a click elsewhere carrying the
@@ -595,19 +394,3 @@ def _output_problems(review: Review, words: str) -> str | None:
     except ValueError as exc:
         return str(exc)[:_ERRORS_LIMIT]
     return None
-
-
-def _words(words: str) -> blocks.Message:
-    return blocks.Message(text=words, blocks=[])
-
-
-def _ephemeral(message: blocks.Message) -> dict[str, Any]:
-    if message.blocks:
-        return {"response_type": "ephemeral", "text": message.text, "blocks": message.blocks}
-    return {"response_type": "ephemeral", "text": message.text}
-
-
-def api_error(exc: SlackApiError) -> str:
-    data = exc.response.data
-    error = data.get("error") if isinstance(data, dict) else None
-    return str(error or f"HTTP {exc.response.status_code}")

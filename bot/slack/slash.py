@@ -1,0 +1,153 @@
+"""The ``/crew`` command: list the crews, start a run, a run's status, cancel it, one's
+pending reviews. Every answer is ephemeral and goes by ``response_url``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
+
+from bot.slack import blocks, text
+from bot.slack.authz import CheckFailed
+from bot.slack.commands import (
+    USAGE,
+    CancelCommand,
+    CommandError,
+    HelpCommand,
+    ListCommand,
+    PendingCommand,
+    RunCommand,
+    StatusCommand,
+    parse_command,
+)
+from bot.slack.handlers import Handlers, sync, words
+from bot.slack.intake import REQUEST_KEY
+from bot.slack.payloads import PayloadError, parse_slash
+from crew_runtime.config import ConfigError, UnknownCrewError
+from crew_runtime.errors import UsageError
+from storage import AlreadyFinal, NotFound, RunNotFound
+
+log = logging.getLogger(__name__)
+
+
+class SlashCommands(Handlers):
+    """``/crew`` and its subcommands (``bot.slack.commands`` parses them)."""
+
+    async def on_command(
+        self,
+        ack: AsyncAck,
+        body: dict[str, Any],
+        respond: AsyncRespond,
+        context: AsyncBoltContext,
+    ) -> None:
+        # The transport acked once the command was recorded (bot.slack.intake); every answer
+        # goes by response_url, as an ephemeral message.
+        await ack()
+        await respond(**_ephemeral(await self._answer(body, context.get(REQUEST_KEY))))
+
+    async def _answer(self, body: dict[str, Any], request_key: str | None) -> blocks.Message:
+        try:
+            slash = parse_slash(body)
+            command = parse_command(slash.text)
+        except CommandError as exc:
+            return words(exc.message)
+        except PayloadError as exc:
+            return words(text.refusal(exc))
+        if isinstance(command, HelpCommand):
+            return words(USAGE)
+        if isinstance(command, ListCommand):
+            return blocks.crews_message(
+                [(s.name, s.description) for s in self.config.crews.values()]
+            )
+        if isinstance(command, RunCommand):
+            return words(
+                await self._start(command, slash.user_id, slash.channel_id, body, request_key)
+            )
+        return await self._lookup(command, slash.user_id, slash.channel_id)
+
+    async def _start(
+        self,
+        command: RunCommand,
+        user_id: str,
+        channel_id: str,
+        body: dict[str, Any],
+        request_key: str | None,
+    ) -> str:
+        try:
+            spec = self.config.get(command.crew)
+        except UnknownCrewError:
+            return text.unknown_crew(command.crew, sorted(self.config.crews))
+        if spec.channel and spec.channel.lstrip("#") not in (
+            channel_id,
+            str(body.get("channel_name", "")),
+        ):
+            return text.wrong_channel(spec.name, spec.channel)
+        try:
+            run = await sync(
+                self.service.start_run,
+                command.crew,
+                command.inputs,
+                started_by=user_id,
+                channel=channel_id,
+                request_key=request_key,
+            )
+        except (UsageError, ConfigError) as exc:
+            log.warning("run of %s refused: %s", command.crew, exc)
+            return text.refusal(exc)
+        log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
+        self.wake()
+        return text.starting(spec.name)
+
+    async def _lookup(
+        self,
+        command: StatusCommand | CancelCommand | PendingCommand,
+        user_id: str,
+        channel_id: str,
+    ) -> blocks.Message:
+        try:
+            if isinstance(command, StatusCommand):
+                run = await sync(self.store.get_run, command.run_id)
+                if not await self._may_see(user_id, channel_id, run):
+                    raise RunNotFound(command.run_id)  # the answer to an id that never was
+                reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
+                # The button only for someone who may use it.
+                revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
+                return blocks.status_message(run, reviews, revisable=revisable)
+            if isinstance(command, CancelCommand):
+                run = await sync(self.store.get_run, command.run_id)
+                if not await self._may_act(user_id, run):
+                    return words(text.NOT_A_REVIEWER)
+                run = await sync(self.service.cancel, run.id, by=user_id)
+                self.wake()
+                return words(text.cancelled(run.id, user_id))
+            return await self._pending_for(user_id)
+        except NotFound as exc:
+            return words(text.not_found(exc))
+        except AlreadyFinal as exc:
+            return words(text.already_final(exc.run_id, exc.status))
+        except CheckFailed:
+            return words(text.CHECK_FAILED)
+
+    async def _pending_for(self, user_id: str) -> blocks.Message:
+        """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
+        they review, and for a crew naming no reviewers the channels they are in."""
+        places: dict[str, set[str] | None] = {}
+        open_crews = {s.name: s for s in self.config.crews.values() if not s.reviewers}
+        for spec in self.config.crews.values():
+            if spec.reviewers and await self.reviewers.may_decide(user_id, spec, None):
+                places[spec.name] = None
+        if open_crews:
+            channels: dict[str, set[str]] = {}
+            for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
+                if channel and await self.reviewers.may_decide(user_id, open_crews[crew], channel):
+                    channels.setdefault(crew, set()).add(channel)
+            places.update(channels)
+        found = await sync(self.store.pending_reviews, places, limit=blocks.MAX_LISTED)
+        return blocks.pending_message(found.reviews, found.runs, found.total)
+
+
+def _ephemeral(message: blocks.Message) -> dict[str, Any]:
+    if message.blocks:
+        return {"response_type": "ephemeral", "text": message.text, "blocks": message.blocks}
+    return {"response_type": "ephemeral", "text": message.text}
