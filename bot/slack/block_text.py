@@ -17,7 +17,7 @@ from bot.slack.payloads import REVISE
 from crew_runtime import streams
 from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
+from storage.status import DEADLINE, DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 # --- statuses and decisions ---------------------------------------------------------------
 
@@ -75,6 +75,8 @@ def decision_line(decision: Decision, *, text_limit: int = 0) -> str:
     """``✅ Approved by <@U1>`` and, with ``text_limit``, ``: the feedback`` (escaped, cut)."""
     if decision.kind is DecisionKind.EXPIRE:
         line = "⌛ Expired: nobody answered in time"
+    elif decision.decided_by == DEADLINE:
+        line = "⌛ Approved by its deadline: nobody answered in time"
     else:
         line = f"{_DECISION_HEAD[decision.kind]} {user_ref(decision.decided_by)}"
     if text_limit and decision.text and decision.kind is not DecisionKind.EDIT:
