@@ -16,6 +16,7 @@ Example::
     escalate_to = ["U0LEAD0001"]         # user ids
     expire_after = "1d"
     on_expire = "reject"                 # or "approve", or "keep_waiting" (no expiry)
+    remind_by = "thread"                 # or "dm": reminders and escalations as DMs
     approval_tools = ["send_email"]      # tool calls that need a human's approval
     inputs = ["topic"]                   # required inputs: /crew run blog topic="..."
     optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
@@ -55,6 +56,8 @@ key                 meaning                                     default
 ``on_expire``       what ``expire_after`` does: ``"reject"``,   ``"reject"``
                     ``"approve"`` (decided by ``deadline``) or
                     ``"keep_waiting"`` (no expiry)
+``remind_by``       ``"thread"``, or ``"dm"``: reminders and    ``"thread"``
+                    escalations as DMs to each person named
 ``escalate_to``     user ids to escalate to                     ``[]``
 ``approval_tools``  names of tools whose calls need approval    ``[]``
 ``inputs``          names of inputs a run must be given         ``[]``
@@ -63,7 +66,8 @@ key                 meaning                                     default
                     needs (any rejection or changes decide it)
 ``forbid_self_approval`` the run's starter may not approve      ``false``
 ``gates``           ``{tool: {approvals_required, remind_after, ``{}``
-                    escalate_after, expire_after, on_expire}}``
+                    escalate_after, expire_after, on_expire,
+                    remind_by}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
 ``keep_journal``    this crew's own ``[retention]`` keys        the
 ``keep_runs``                                                   deployment's
@@ -129,6 +133,8 @@ CONFIG_ENV_VAR = "COUNTERSIGN_CONFIG"
 DEFAULT_CONFIG_NAME = "countersign.toml"
 
 Kind = Literal["crew", "flow"]
+RemindBy = Literal["thread", "dm"]  # where reminders and escalations go
+_REMIND_BY: tuple[RemindBy, ...] = ("thread", "dm")
 _SECTIONS: Mapping[str, Kind] = {"crews": "crew", "flows": "flow"}
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -154,6 +160,7 @@ _KNOWN_KEYS = (
     "escalate_after",
     "expire_after",
     "on_expire",
+    "remind_by",
     "escalate_to",
     "approval_tools",
     "inputs",
@@ -164,7 +171,7 @@ _KNOWN_KEYS = (
     "gates",
     "tasks",
 )
-_DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire")
+_DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
 # What a [crews.NAME.gates.TOOL] or .tasks.N table sets.
 _RULE_KEYS = ("approvals_required", *_DEADLINE_KEYS)
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
@@ -195,6 +202,7 @@ class Deadlines:
     escalate_after: timedelta | None = None
     expire_after: timedelta | None = None
     on_expire: OnExpire | None = None
+    remind_by: RemindBy | None = None
 
     def over(self, base: Deadlines) -> Deadlines:
         """These, each key left out taken from ``base``; ``keep_waiting`` drops the expiry.
@@ -210,6 +218,7 @@ class Deadlines:
             escalate_after=self.escalate_after or base.escalate_after,
             expire_after=None if on_expire is OnExpire.KEEP_WAITING else expire_after,
             on_expire=on_expire,
+            remind_by=self.remind_by or base.remind_by or "thread",
         )
 
 
@@ -239,6 +248,7 @@ class CrewSpec:
     gates: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     tasks: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
     on_expire: OnExpire = OnExpire.REJECT
+    remind_by: RemindBy = "thread"
     gate_deadlines: Mapping[str, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
     task_deadlines: Mapping[int, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -256,6 +266,7 @@ class CrewSpec:
             escalate_after=self.escalate_after,
             expire_after=self.expire_after,
             on_expire=self.on_expire,
+            remind_by=self.remind_by,
         )
         return own.over(crew)
 
@@ -568,6 +579,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         escalate_after=crew_deadlines.escalate_after,
         expire_after=crew_deadlines.expire_after,
         on_expire=crew_deadlines.on_expire or OnExpire.REJECT,
+        remind_by=crew_deadlines.remind_by or "thread",
         escalate_to=_strings(
             table, key, "escalate_to", _USER_ID_RE, 'a Slack user id ("U…", "W…")', where
         ),
@@ -644,7 +656,11 @@ def _deadlines(
             f"{key}.on_expire",
             f'expected "reject", "approve" or "keep_waiting", got {_show(on_expire)}',
         )
+    remind_by = table.get("remind_by")
+    if remind_by is not None and remind_by not in _REMIND_BY:
+        raise where.error(f"{key}.remind_by", f'expected "thread" or "dm", got {_show(remind_by)}')
     own = Deadlines(
+        remind_by=remind_by,
         remind_after=_duration(table, key, "remind_after", where),
         escalate_after=_duration(table, key, "escalate_after", where),
         expire_after=_duration(table, key, "expire_after", where),

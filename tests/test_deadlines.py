@@ -1,4 +1,5 @@
-"""Deadlines per gate and per task (``expire_after``, ``on_expire``, reminders, escalation):
+"""Deadlines per gate and per task (``expire_after``, ``on_expire``, reminders, escalation,
+``remind_by``):
 the configuration's rules (their errors are tested in tests/test_quorum.py), storage's sweep
 on SQLite and PostgreSQL (two sweeps racing), runs through the CLI with the real CrewAI loop
 on the scripted model, and one through Slack (the stand-in)."""
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from bot.sandbox import StandInThread
 from bot.slack import text
 from crew_runtime.config import CrewSpec, load_config
 from storage import (
@@ -36,7 +40,16 @@ from storage import (
 from storage.schema import decisions
 from tests.crews import effects
 from tests.harness import ON_SQLITE
-from tests.slack_harness import ALICE, CHANNEL, buttons, slack_and_bot, text_of, wait_until
+from tests.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    MALLORY,
+    buttons,
+    slack_and_bot,
+    text_of,
+    wait_until,
+)
 from tests.test_cli import Cli
 from tests.test_storage import FakeClock
 
@@ -185,6 +198,7 @@ on_expire = "approve"
 [crews.deal.gates.pay]
 on_expire = "keep_waiting"
 remind_after = "5m"
+remind_by = "dm"
 
 [crews.deal.tasks.2]
 approvals_required = 1
@@ -210,6 +224,7 @@ def test_the_most_specific_deadline_wins_key_by_key(tmp_path: Path) -> None:
     pay = spec.deadlines_for(tool="pay")
     assert _hours(pay.remind_after) == 5 / 60
     assert (pay.expire_after, pay.on_expire) == (None, OnExpire.KEEP_WAITING)
+    assert (pay.remind_by, email.remind_by) == ("dm", "thread")
     second = spec.deadlines_for(task=2)
     assert (_hours(second.escalate_after), _hours(second.expire_after)) == (1, 24)
     assert second.on_expire == OnExpire.REJECT
@@ -243,6 +258,7 @@ def test_the_readme_example_of_the_deadlines_is_valid_and_means_what_it_says(
     assert spec.deadlines_for(tool="search").on_expire == OnExpire.REJECT
     review = spec.deadlines_for(task=2)
     assert (review.expire_after, review.on_expire) == (None, OnExpire.KEEP_WAITING)
+    assert (review.remind_by, email.remind_by) == ("dm", "thread")
 
 
 # --- runs through the CLI, on the real CrewAI loop -------------------------------------------
@@ -343,6 +359,28 @@ def test_who_clicks_after_the_deadline_approved_is_told_so() -> None:
 
 # --- through Slack (the stand-in) -------------------------------------------------------------
 
+
+@contextmanager
+def _run_in_slack(
+    tmp_path: Path, db_url: str, config: str, command: str, groups: dict[str, list[str]]
+) -> Iterator[tuple[StandInThread, Store, Json]]:
+    """The bot and the stand-in with ``config``; Alice has typed ``/crew command``: the
+    stand-in, the store and the run's root message."""
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    store = Store.open(db_url)
+    with slack_and_bot(load_config(path), store) as (slack, _bot):
+        for group, members in groups.items():
+            slack.add_usergroup(group, members)
+        slack.slash_command(ALICE, CHANNEL, "/crew", command)
+        root = wait_until(
+            lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+            what="the run's root message",
+        )
+        yield slack, store, root
+    store.close()
+
+
 SLACK_CONFIG = f"""
 [crews.payments]
 factory = "tests.crews:payments"
@@ -360,15 +398,8 @@ on_expire = "approve"
 def test_a_deadline_approves_a_gated_call_in_slack_and_the_thread_says_so(
     tmp_path: Path, db_url: str
 ) -> None:
-    path = tmp_path / "countersign.toml"
-    path.write_text(SLACK_CONFIG)
-    store = Store.open(db_url)
-    with slack_and_bot(load_config(path), store) as (slack, _bot):
-        slack.slash_command(ALICE, CHANNEL, "/crew", "run payments amount=1500")
-        root = wait_until(
-            lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-            what="the run's root message",
-        )
+    command = "run payments amount=1500"
+    with _run_in_slack(tmp_path, db_url, SLACK_CONFIG, command, {}) as (slack, store, root):
         run = wait_until(
             lambda: next((r for r in store.list_runs() if r.status == RunStatus.SUCCEEDED), None),
             what="the run to succeed once the deadline approved its payment",
@@ -385,4 +416,42 @@ def test_a_deadline_approves_a_gated_call_in_slack_and_the_thread_says_so(
 
         shown = wait_until(approved_by_deadline, what="the review marked approved by its deadline")
         assert "nobody answered in time" in text_of(shown)
-    store.close()
+
+
+NUDGED = f"""
+[crews.nudged]
+factory = "tests.crews:payments"
+reviewers = ["{ALICE}", "S0PAYERS"]
+remind_after = "1h"
+remind_by = "dm"
+escalate_to = ["{MALLORY}"]
+
+[crews.nudged.gates.pay]
+remind_after = "1s"
+escalate_after = "2s"
+"""
+
+
+@pytest.mark.slow
+@ON_SQLITE
+def test_reminders_and_escalations_go_as_dms_to_each_person_once(
+    tmp_path: Path, db_url: str
+) -> None:
+    groups = {"S0PAYERS": [ALICE, BOB]}
+    command = "run nudged amount=1500"
+    with _run_in_slack(tmp_path, db_url, NUDGED, command, groups) as (slack, store, root):
+        escalated = wait_until(
+            lambda: slack.direct_messages(MALLORY), what="the escalation in Mallory's DM"
+        )
+        reminded = {person: slack.direct_messages(person) for person in (ALICE, BOB)}
+        (review,) = store.list_reviews()
+        assert review.remind_at is None and review.escalate_at is None  # both were sent
+        # Nothing was said in the thread: the people were told where they read.
+        assert not [m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)]
+    (escalation,) = escalated
+    assert text_of(escalation).startswith("🚨 A tool approval of a `nudged` run has waited")
+    assert f"thread_ts={root['ts']}" in text_of(escalation)  # a link to the review
+    for person, said in reminded.items():
+        assert [text_of(m).split(" <")[0] for m in said] == [
+            "⏰ A tool approval of a `nudged` run is still waiting for your decision."
+        ], person

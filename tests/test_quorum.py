@@ -302,7 +302,7 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             "[crews.deal.gates.pay]\napproval_required = 2",
             "crews.deal.gates.pay.approval_required: unknown key (did you mean "
             '"approvals_required"?); known keys: approvals_required, remind_after, '
-            "escalate_after, expire_after, on_expire",
+            "escalate_after, expire_after, on_expire, remind_by",
         ),
         (
             "[crews.deal.tasks.first]\napprovals_required = 2",
@@ -320,6 +320,10 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             "lists 1 people",
         ),
         # The deadlines a gate's or a task's table sets (tests/test_deadlines.py)
+        (
+            'remind_by = "email"',
+            'crews.deal.remind_by: expected "thread" or "dm", got "email"',
+        ),
         (
             'expire_after = "1h"\non_expire = "accept"',
             'crews.deal.on_expire: expected "reject", "approve" or "keep_waiting", got "accept"',
@@ -354,12 +358,12 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             "[crews.deal.gates.pay]\nescalate_to = []",
             'crews.deal.gates.pay.escalate_to: unknown key (did you mean "escalate_after"?); '
             "known keys: approvals_required, remind_after, escalate_after, expire_after, "
-            "on_expire",
+            "on_expire, remind_by",
         ),
         (
             "[crews.deal.gates.pay]",
             "crews.deal.gates.pay: empty; set one of approvals_required, remind_after, "
-            "escalate_after, expire_after, on_expire",
+            "escalate_after, expire_after, on_expire, remind_by",
         ),
     ],
 )

@@ -276,6 +276,16 @@ def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
     )
 
 
+def dm_nudge(review: Review, crew: str, escalated: bool, link: str | None) -> str:
+    """A reminder (or an escalation) sent as a DM (``remind_by = "dm"``): what waits, and where."""
+    what = f"{REVIEW_NOUN[review.kind].capitalize()} of a {code(crew)} run"
+    if escalated:
+        line = f"🚨 {what} has waited past its escalation time; please decide or pass it on."
+    else:
+        line = f"⏰ {what} is still waiting for your decision."
+    return f"{line} <{link}|Open its thread>" if link else line
+
+
 def task_reopened(review: Review) -> str:
     """Said in the thread when a reviewer sends an approved task back to its agent."""
     decision = review.decision
