@@ -15,14 +15,18 @@ Example::
     escalate_after = "2h"
     escalate_to = ["U0LEAD0001"]         # user ids
     expire_after = "1d"
+    on_expire = "reject"                 # or "approve", or "keep_waiting" (no expiry)
+    remind_by = "thread"                 # or "dm": reminders and escalations as DMs
     approval_tools = ["send_email"]      # tool calls that need a human's approval
     inputs = ["topic"]                   # required inputs: /crew run blog topic="..."
     optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
     approvals_required = 2               # distinct reviewers who must approve each review
     forbid_self_approval = true          # who started a run may not approve its reviews
 
-    [crews.blog.gates.send_email]        # a gated tool's calls: their own quorum
+    [crews.blog.gates.send_email]        # a gated tool's calls: their own quorum and deadlines
     approvals_required = 3
+    expire_after = "4h"
+    on_expire = "approve"
 
     [crews.blog.tasks.2]                 # the second task's reviews (tasks count from 1)
     approvals_required = 1
@@ -49,6 +53,11 @@ key                 meaning                                     default
 ``remind_after``    remind the reviewers after this long        none
 ``escalate_after``  escalate to ``escalate_to`` after this long none
 ``expire_after``    expire the review after this long           none
+``on_expire``       what ``expire_after`` does: ``"reject"``,   ``"reject"``
+                    ``"approve"`` (decided by ``deadline``) or
+                    ``"keep_waiting"`` (no expiry)
+``remind_by``       ``"thread"``, or ``"dm"``: reminders and    ``"thread"``
+                    escalations as DMs to each person named
 ``escalate_to``     user ids to escalate to                     ``[]``
 ``approval_tools``  names of tools whose calls need approval    ``[]``
 ``inputs``          names of inputs a run must be given         ``[]``
@@ -56,15 +65,20 @@ key                 meaning                                     default
 ``approvals_required`` distinct reviewers' approvals a review   ``1``
                     needs (any rejection or changes decide it)
 ``forbid_self_approval`` the run's starter may not approve      ``false``
-``gates``           ``{tool: {approvals_required = n}}``        ``{}``
-``tasks``           ``{task number: {approvals_required = n}}`` ``{}``
+``gates``           ``{tool: {approvals_required, remind_after, ``{}``
+                    escalate_after, expire_after, on_expire,
+                    remind_by}}``
+``tasks``           ``{task number: {the same keys}}``         ``{}``
 ``keep_journal``    this crew's own ``[retention]`` keys        the
 ``keep_runs``                                                   deployment's
 ``keep_audit``
 ==================  ==========================================  ===========
 
 A review's quorum is its gate's or its task's ``approvals_required`` when the crew sets one,
-else the crew's. With ``reviewers`` listing only users, a quorum above their number is an
+else the crew's; so is each of its deadline keys (:meth:`CrewSpec.deadlines_for`), key by key.
+An ``on_expire`` that cannot act (``"approve"``/``"reject"`` with no ``expire_after``, or
+``"keep_waiting"`` beside an ``expire_after`` of the same table) is an error. With
+``reviewers`` listing only users, a quorum above their number is an
 error (nobody could reach it).
 
 A crew that names inputs (either key) takes no others: a run given an input it does not
@@ -95,8 +109,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from crew_runtime import streams
 from crew_runtime.errors import CrewRuntimeError
+from storage.details import ReviewDetails, ToolApprovalDetails
 from storage.retention import Retention, RetentionPolicy
+from storage.status import OnExpire, ReviewKind
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -104,16 +121,20 @@ __all__ = [
     "Config",
     "ConfigError",
     "CrewSpec",
+    "Deadlines",
     "UnknownCrewError",
     "load_config",
     "load_factory",
     "parse_duration",
+    "rule_of",
 ]
 
 CONFIG_ENV_VAR = "COUNTERSIGN_CONFIG"
 DEFAULT_CONFIG_NAME = "countersign.toml"
 
 Kind = Literal["crew", "flow"]
+RemindBy = Literal["thread", "dm"]  # where reminders and escalations go
+_REMIND_BY: tuple[RemindBy, ...] = ("thread", "dm")
 _SECTIONS: Mapping[str, Kind] = {"crews": "crew", "flows": "flow"}
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -138,6 +159,8 @@ _KNOWN_KEYS = (
     "remind_after",
     "escalate_after",
     "expire_after",
+    "on_expire",
+    "remind_by",
     "escalate_to",
     "approval_tools",
     "inputs",
@@ -148,7 +171,9 @@ _KNOWN_KEYS = (
     "gates",
     "tasks",
 )
-_RULE_KEYS = ("approvals_required",)  # what a [crews.NAME.gates.TOOL] or .tasks.N table sets
+_DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
+# What a [crews.NAME.gates.TOOL] or .tasks.N table sets.
+_RULE_KEYS = ("approvals_required", *_DEADLINE_KEYS)
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
 
 
@@ -164,6 +189,37 @@ class UnknownCrewError(ConfigError):
         super().__init__(f'{path}: no crew or flow named "{name}" (known: {listed})')
         self.name = name
         self.known = known
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deadlines:
+    """How long a review may wait and what then: the crew's keys, or a gate's or a task's.
+
+    In a gate's or a task's table a key left out is None (the crew's applies); the crew's
+    own, and what :meth:`CrewSpec.deadlines_for` returns, say None for "never"."""
+
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    expire_after: timedelta | None = None
+    on_expire: OnExpire | None = None
+    remind_by: RemindBy | None = None
+
+    def over(self, base: Deadlines) -> Deadlines:
+        """These, each key left out taken from ``base``; ``keep_waiting`` drops the expiry.
+        An ``expire_after`` of their own is a deadline even where ``base`` keeps waiting
+        (its expiry then rejects, unless they say otherwise)."""
+        inherited = base.on_expire
+        if self.expire_after is not None and inherited is OnExpire.KEEP_WAITING:
+            inherited = None
+        on_expire = self.on_expire or inherited or OnExpire.REJECT
+        expire_after = self.expire_after or base.expire_after
+        return Deadlines(
+            remind_after=self.remind_after or base.remind_after,
+            escalate_after=self.escalate_after or base.escalate_after,
+            expire_after=None if on_expire is OnExpire.KEEP_WAITING else expire_after,
+            on_expire=on_expire,
+            remind_by=self.remind_by or base.remind_by or "thread",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +247,28 @@ class CrewSpec:
     forbid_self_approval: bool = False
     gates: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     tasks: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    on_expire: OnExpire = OnExpire.REJECT
+    remind_by: RemindBy = "thread"
+    gate_deadlines: Mapping[str, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
+    task_deadlines: Mapping[int, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
+
+    def deadlines_for(self, *, tool: str | None = None, task: int | None = None) -> Deadlines:
+        """When a review of the gated ``tool``'s call, or of task number ``task`` (from 1), is
+        reminded, escalated and expired, and what its expiry does: each key its gate's or its
+        task's where that sets it, else the crew's."""
+        own = Deadlines()
+        if tool is not None and tool in self.gate_deadlines:
+            own = self.gate_deadlines[tool]
+        elif task is not None and task in self.task_deadlines:
+            own = self.task_deadlines[task]
+        crew = Deadlines(
+            remind_after=self.remind_after,
+            escalate_after=self.escalate_after,
+            expire_after=self.expire_after,
+            on_expire=self.on_expire,
+            remind_by=self.remind_by,
+        )
+        return own.over(crew)
 
     def approvals_for(self, *, tool: str | None = None, task: int | None = None) -> int:
         """How many distinct reviewers must approve a review of the gated ``tool``'s call,
@@ -212,6 +290,17 @@ class CrewSpec:
     def key(self) -> str:
         """The table's dotted key in the file, e.g. ``crews.blog``, used in error messages."""
         return f"{self.kind}s.{self.name}"
+
+
+def rule_of(
+    kind: ReviewKind, stream: str, details: ReviewDetails | None
+) -> tuple[str | None, int | None]:
+    """Whose rule a review follows: its gated tool's (a tool call's review) or its task's,
+    numbered from 1 (a task review), as ``(tool, task)`` for :meth:`CrewSpec.approvals_for`
+    and :meth:`CrewSpec.deadlines_for`."""
+    tool = details.tool if isinstance(details, ToolApprovalDetails) else None
+    index = streams.task_index(stream) if kind == ReviewKind.TASK_REVIEW else None
+    return tool, None if index is None else index + 1
 
 
 @dataclass(frozen=True)
@@ -451,9 +540,11 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         where,
     )
     approvals = _count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
-    gates = _rules(table, key, "gates", where)
-    tasks = _rules(table, key, "tasks", where)
-    for task in tasks:
+    gate_rules = _rules(table, key, "gates", where)
+    task_rules = _rules(table, key, "tasks", where)
+    gates = _quorums(gate_rules, f"{key}.gates", where)
+    tasks = _quorums(task_rules, f"{key}.tasks", where)
+    for task in task_rules:
         if not _TASK_NUMBER_RE.fullmatch(task):
             raise where.error(
                 f"{key}.tasks.{task}",
@@ -463,6 +554,15 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
     for section, rules in (("gates", gates), ("tasks", tasks)):
         for which, needed in rules.items():
             _reachable(reviewers, f"{key}.{section}.{which}", "approvals_required", needed, where)
+    crew_deadlines = _deadlines(table, key, where)
+    gate_deadlines = {
+        tool: _deadlines(rule, f"{key}.gates.{tool}", where, crew_deadlines)
+        for tool, rule in gate_rules.items()
+    }
+    task_deadlines = {
+        int(task): _deadlines(rule, f"{key}.tasks.{task}", where, crew_deadlines)
+        for task, rule in task_rules.items()
+    }
     forbid = table.get("forbid_self_approval", False)
     if not isinstance(forbid, bool):
         raise where.error(
@@ -475,9 +575,11 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         description=_string(table.get("description", ""), f"{key}.description", where),
         channel=channel,
         reviewers=reviewers,
-        remind_after=_duration(table, key, "remind_after", where),
-        escalate_after=_duration(table, key, "escalate_after", where),
-        expire_after=_duration(table, key, "expire_after", where),
+        remind_after=crew_deadlines.remind_after,
+        escalate_after=crew_deadlines.escalate_after,
+        expire_after=crew_deadlines.expire_after,
+        on_expire=crew_deadlines.on_expire or OnExpire.REJECT,
+        remind_by=crew_deadlines.remind_by or "thread",
         escalate_to=_strings(
             table, key, "escalate_to", _USER_ID_RE, 'a Slack user id ("U…", "W…")', where
         ),
@@ -492,6 +594,8 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         forbid_self_approval=forbid,
         gates=MappingProxyType(gates),
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
+        gate_deadlines=MappingProxyType(gate_deadlines),
+        task_deadlines=MappingProxyType(task_deadlines),
         retention=_retention(table, key, where),
     )
 
@@ -508,14 +612,14 @@ def _count(value: object, key: str, where: _Where) -> int:
     return value
 
 
-def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[str, int]:
-    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's): each one's approvals_required."""
+def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[str, dict[str, Any]]:
+    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's), each setting known keys."""
     rules = table.get(name, {})
     if not isinstance(rules, dict):
         raise where.error(
             f"{key}.{name}", f"expected tables like [{key}.{name}.NAME], got {_show(rules)}"
         )
-    found: dict[str, int] = {}
+    found: dict[str, dict[str, Any]] = {}
     for which, rule in rules.items():
         rule_key = f"{key}.{name}.{which}"
         if not isinstance(rule, dict):
@@ -526,12 +630,56 @@ def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[st
                     f"{rule_key}.{k}",
                     f"unknown key{_suggest(k, _RULE_KEYS)}; known keys: {', '.join(_RULE_KEYS)}",
                 )
-        if "approvals_required" not in rule:
-            raise where.error(
-                f"{rule_key}.approvals_required", "missing; the table sets nothing else"
-            )
-        found[which] = _count(rule["approvals_required"], f"{rule_key}.approvals_required", where)
+        if not rule:
+            raise where.error(rule_key, f"empty; set one of {', '.join(_RULE_KEYS)}")
+        found[which] = rule
     return found
+
+
+def _quorums(rules: dict[str, dict[str, Any]], key: str, where: _Where) -> dict[str, int]:
+    """The approvals_required of the ``rules`` that set one."""
+    return {
+        which: _count(rule["approvals_required"], f"{key}.{which}.approvals_required", where)
+        for which, rule in rules.items()
+        if "approvals_required" in rule
+    }
+
+
+def _deadlines(
+    table: dict[str, Any], key: str, where: _Where, crew: Deadlines | None = None
+) -> Deadlines:
+    """The deadline keys ``table`` sets; with ``crew`` (a gate's or a task's table), checked
+    as they combine with the crew's."""
+    on_expire = table.get("on_expire")
+    if on_expire is not None and on_expire not in tuple(OnExpire):
+        raise where.error(
+            f"{key}.on_expire",
+            f'expected "reject", "approve" or "keep_waiting", got {_show(on_expire)}',
+        )
+    remind_by = table.get("remind_by")
+    if remind_by is not None and remind_by not in _REMIND_BY:
+        raise where.error(f"{key}.remind_by", f'expected "thread" or "dm", got {_show(remind_by)}')
+    own = Deadlines(
+        remind_by=remind_by,
+        remind_after=_duration(table, key, "remind_after", where),
+        escalate_after=_duration(table, key, "escalate_after", where),
+        expire_after=_duration(table, key, "expire_after", where),
+        on_expire=None if on_expire is None else OnExpire(on_expire),
+    )
+    if own.on_expire is OnExpire.KEEP_WAITING and own.expire_after is not None:
+        raise where.error(
+            f"{key}.expire_after",
+            'a review that keeps waiting (on_expire = "keep_waiting") never expires; '
+            "remove one of the two",
+        )
+    if own.on_expire in (OnExpire.REJECT, OnExpire.APPROVE):
+        effective = own.over(crew or Deadlines())
+        if effective.expire_after is None:
+            raise where.error(
+                f"{key}.on_expire",
+                f'"{own.on_expire}" needs a deadline: set expire_after here or for the crew',
+            )
+    return own
 
 
 def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, where: _Where) -> None:

@@ -25,13 +25,14 @@ from pydantic import BaseModel
 
 from crew_runtime import streams
 from crew_runtime.calls import CallKey, ToolBatch, ToolSlot, Turn
-from crew_runtime.config import CrewSpec
+from crew_runtime.config import CrewSpec, rule_of
 from crew_runtime.gates import Gate
 from crew_runtime.lease import RECHECK_EVERY, LeaseHolder
 from crew_runtime.signals import PauseRun, RunRejected, RunSignal
 from storage import (
     JournalEntry,
     NewReview,
+    OnExpire,
     Review,
     ReviewKind,
     ReviewStatus,
@@ -388,18 +389,21 @@ class RunContext(LeaseHolder):
             return self._reviews.get((kind, stream, seq))
 
     def ask(self, review: NewReview) -> None:
-        """Queue a review to open when the run suspends, with the crew's due times.
+        """Queue a review to open when the run suspends, with its due times (its gate's or
+        its task's, else the crew's).
 
         Once kickoff() is over the reviews to open are taken; one asked later (by a
         parallel task still stopping) is asked again by the next execution.
         """
         now = self.store.clock()
-        spec = self.spec
+        tool, task = rule_of(review.kind, review.stream, review.details)
+        due = self.spec.deadlines_for(tool=tool, task=task)
         review = replace(
             review,
-            remind_at=now + spec.remind_after if spec.remind_after else None,
-            escalate_at=now + spec.escalate_after if spec.escalate_after else None,
-            expires_at=now + spec.expire_after if spec.expire_after else None,
+            remind_at=now + due.remind_after if due.remind_after else None,
+            escalate_at=now + due.escalate_after if due.escalate_after else None,
+            expires_at=now + due.expire_after if due.expire_after else None,
+            on_expire=due.on_expire or OnExpire.REJECT,
         )
         with self._lock:
             if not self._closed:

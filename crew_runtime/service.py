@@ -13,7 +13,7 @@ from typing import Any
 
 from crew_runtime import metrics, streams
 from crew_runtime.arguments import parse_edited_args
-from crew_runtime.config import Config, CrewSpec
+from crew_runtime.config import Config, CrewSpec, rule_of
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
@@ -303,10 +303,8 @@ def _edited(review: Review) -> str:
 def approvals_required(spec: CrewSpec, review: Review) -> int:
     """How many distinct reviewers must approve ``review``: its gated tool's or its task's
     rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
-    details = review.details
-    tool = details.tool if isinstance(details, ToolApprovalDetails) else None
-    index = _task_index(review)
-    return spec.approvals_for(tool=tool, task=None if index is None else index + 1)
+    tool, task = rule_of(review.kind, review.stream, review.details)
+    return spec.approvals_for(tool=tool, task=task)
 
 
 def still_expected(spec: CrewSpec, review: Review, started_by: str | None) -> tuple[str, ...]:

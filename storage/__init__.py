@@ -51,8 +51,10 @@ from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
     APPROVED_BY,
+    DEADLINE,
     HUMAN_DECISIONS,
     DecisionKind,
+    OnExpire,
     OutboxKind,
     ReviewKind,
     ReviewStatus,
@@ -63,6 +65,7 @@ from storage.store import Store
 __all__ = [
     "ALLOWED_DECISIONS",
     "APPROVED_BY",
+    "DEADLINE",
     "DEFAULT_URL",
     "HUMAN_DECISIONS",
     "PERSON_LENGTH",
@@ -87,6 +90,7 @@ __all__ = [
     "NewReview",
     "NotFound",
     "NotWaiting",
+    "OnExpire",
     "OutboxClaimLost",
     "OutboxKind",
     "OutboxMessage",

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.details import ReviewDetails
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+from storage.status import DecisionKind, OnExpire, ReviewKind, ReviewStatus, RunStatus
 
 JSON = dict[str, Any]
 
@@ -132,6 +132,7 @@ class NewReview:
     remind_at: datetime | None = None
     escalate_at: datetime | None = None
     expires_at: datetime | None = None
+    on_expire: OnExpire = OnExpire.REJECT  # what expires_at does
 
     def __post_init__(self) -> None:
         if self.details is not None and self.details.kind is not self.kind:

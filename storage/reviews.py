@@ -43,8 +43,11 @@ from storage.schema import approvals, decisions, journal, reviews, runs, snapsho
 from storage.status import (
     ALLOWED_DECISIONS,
     APPROVED_BY,
+    DEADLINE,
     DecisionKind,
+    OnExpire,
     OutboxKind,
+    ReviewKind,
     ReviewStatus,
     RunStatus,
 )
@@ -254,7 +257,9 @@ class ReviewStore(StoreBase):
         """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
 
         Each due time is cleared with a compare-and-set on its old value before it is
-        announced, and expiry is a decision like any other (first one wins).
+        announced, and expiry is a decision like any other (first one wins): an expiry by
+        ``expired_by``, or, where the review's rule says ``on_expire = "approve"``, an
+        approval by :data:`DEADLINE` (counted under ``expired`` too).
         """
         now = self.clock()
         counts = {"reminded": 0, "escalated": 0, "expired": 0}
@@ -282,14 +287,13 @@ class ReviewStore(StoreBase):
                         counts[name] += 1
         with self.engine.connect() as conn:
             expiring = conn.execute(
-                select(reviews.c.id).where(
+                select(reviews.c.id, reviews.c.kind, reviews.c.on_expire).where(
                     reviews.c.status == ReviewStatus.PENDING, reviews.c.expires_at <= now
                 )
-            ).scalars()
-            expiring_ids = list(expiring)
-        for review_id in expiring_ids:
+            ).all()
+        for review_id, kind, on_expire in expiring:
             try:
-                self.decide(review_id, NewDecision(DecisionKind.EXPIRE, expired_by))
+                self.decide(review_id, _at_deadline(ReviewKind(kind), on_expire, expired_by))
                 counts["expired"] += 1
             except AlreadyDecided:
                 pass
@@ -369,6 +373,15 @@ def _in_places(places: Mapping[str, Collection[str] | None]) -> ColumnElement[bo
         if channels:
             clauses.append(and_(runs.c.crew == crew, runs.c.channel.in_(list(channels))))
     return or_(false(), *clauses)
+
+
+def _at_deadline(kind: ReviewKind, on_expire: str | None, expired_by: str) -> NewDecision:
+    """The decision a review's deadline makes: an approval by :data:`DEADLINE` where its rule
+    says ``on_expire = "approve"`` and the review can be approved (a question cannot), else
+    an expiry by ``expired_by``."""
+    if on_expire == OnExpire.APPROVE and DecisionKind.APPROVE in ALLOWED_DECISIONS[kind]:
+        return NewDecision(DecisionKind.APPROVE, DEADLINE)
+    return NewDecision(DecisionKind.EXPIRE, expired_by)
 
 
 def _made_by(review: Review, request_key: str | None) -> bool:

@@ -335,6 +335,7 @@ class RunStore(StoreBase):
                         remind_at=ask.remind_at,
                         escalate_at=ask.escalate_at,
                         expires_at=ask.expires_at,
+                        on_expire=ask.on_expire if ask.expires_at else None,
                     )
                 )
                 self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)

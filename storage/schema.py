@@ -79,6 +79,8 @@ reviews = Table(
     Column("remind_at", DateTime),
     Column("escalate_at", DateTime),
     Column("expires_at", DateTime),
+    # What expires_at does (OnExpire): "approve", else (NULL, "reject") the review expires.
+    Column("on_expire", String(16)),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
     # The pending reviews, oldest first, without sorting every review that waits; and by run,

@@ -131,6 +131,17 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 }
 
 
+class OnExpire(StrEnum):
+    """What a review's deadline (``expire_after``) does when nobody decided in time."""
+
+    REJECT = "reject"  # expire it: the run goes on as rejected (a question: "no answer")
+    APPROVE = "approve"  # approve it, recorded as decided by DEADLINE (questions expire)
+    KEEP_WAITING = "keep_waiting"  # no deadline: reminders and escalation, never an expiry
+
+
+DEADLINE = "deadline"
+"""Who decided a review that its deadline approved (``on_expire = "approve"``): no person."""
+
 APPROVED_BY = "approved_by"
 """A decision's details key: who approved a review that needed several approvals, in order
 (the last of them made the decision)."""

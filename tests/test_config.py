@@ -160,7 +160,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "[crews.blog]\nfactory = 'a:b'\nreviewer = ['U0123ABC']",
             'crews.blog.reviewer: unknown key (did you mean "reviewers"?); known keys: factory, '
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
-            "escalate_to, approval_tools, inputs, optional_inputs, "
+            "on_expire, remind_by, escalate_to, approval_tools, inputs, optional_inputs, "
             "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
             "gates, tasks",
         ),
@@ -211,9 +211,10 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
         (
             "[flows.intake]\nfactory = 'a:b'\nbogus = 1",
             "flows.intake.bogus: unknown key; known keys: factory, description, channel, "
-            "reviewers, remind_after, escalate_after, expire_after, escalate_to, approval_tools, "
-            "inputs, optional_inputs, keep_journal, keep_runs, keep_audit, approvals_required, "
-            "forbid_self_approval, gates, tasks",
+            "reviewers, remind_after, escalate_after, expire_after, on_expire, remind_by, "
+            "escalate_to, "
+            "approval_tools, inputs, optional_inputs, keep_journal, keep_runs, keep_audit, "
+            "approvals_required, forbid_self_approval, gates, tasks",
         ),
     ],
 )

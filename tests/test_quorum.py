@@ -301,11 +301,8 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
         (
             "[crews.deal.gates.pay]\napproval_required = 2",
             "crews.deal.gates.pay.approval_required: unknown key (did you mean "
-            '"approvals_required"?); known keys: approvals_required',
-        ),
-        (
-            "[crews.deal.gates.pay]",
-            "crews.deal.gates.pay.approvals_required: missing; the table sets nothing else",
+            '"approvals_required"?); known keys: approvals_required, remind_after, '
+            "escalate_after, expire_after, on_expire, remind_by",
         ),
         (
             "[crews.deal.tasks.first]\napprovals_required = 2",
@@ -321,6 +318,52 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             'reviewers = ["U0ANA"]\n[crews.deal.tasks.1]\napprovals_required = 2',
             "crews.deal.tasks.1.approvals_required: 2 approvals can never be given: reviewers "
             "lists 1 people",
+        ),
+        # The deadlines a gate's or a task's table sets (tests/test_deadlines.py)
+        (
+            'remind_by = "email"',
+            'crews.deal.remind_by: expected "thread" or "dm", got "email"',
+        ),
+        (
+            'expire_after = "1h"\non_expire = "accept"',
+            'crews.deal.on_expire: expected "reject", "approve" or "keep_waiting", got "accept"',
+        ),
+        (
+            'expire_after = "1h"\non_expire = "keep_waiting"',
+            'crews.deal.expire_after: a review that keeps waiting (on_expire = "keep_waiting") '
+            "never expires; remove one of the two",
+        ),
+        (
+            'on_expire = "approve"',
+            'crews.deal.on_expire: "approve" needs a deadline: set expire_after here or for '
+            "the crew",
+        ),
+        (
+            '[crews.deal.gates.pay]\non_expire = "reject"',
+            'crews.deal.gates.pay.on_expire: "reject" needs a deadline: set expire_after here '
+            "or for the crew",
+        ),
+        (
+            '[crews.deal.tasks.1]\nexpire_after = "soon"',
+            'crews.deal.tasks.1.expire_after: expected a duration like "30m", got "soon" '
+            '(units s, m, h, d, y as in "90s", "1h30m" or "1y", or a positive whole number '
+            "of seconds)",
+        ),
+        (
+            '[crews.deal.tasks.1]\nexpire_after = "1h"\non_expire = "keep_waiting"',
+            "crews.deal.tasks.1.expire_after: a review that keeps waiting (on_expire = "
+            '"keep_waiting") never expires; remove one of the two',
+        ),
+        (
+            "[crews.deal.gates.pay]\nescalate_to = []",
+            'crews.deal.gates.pay.escalate_to: unknown key (did you mean "escalate_after"?); '
+            "known keys: approvals_required, remind_after, escalate_after, expire_after, "
+            "on_expire, remind_by",
+        ),
+        (
+            "[crews.deal.gates.pay]",
+            "crews.deal.gates.pay: empty; set one of approvals_required, remind_after, "
+            "escalate_after, expire_after, on_expire, remind_by",
         ),
     ],
 )

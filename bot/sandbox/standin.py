@@ -309,6 +309,17 @@ class SlackStandIn(PersonSide):
     def thread(self, channel: str, ts: str) -> list[Json]:
         return self.workspace.thread(channel, ts)
 
+    def direct_messages(self, user: str) -> list[Json]:
+        """What the bot said in its DM with ``user``, oldest first (none: no DM yet)."""
+        return next(
+            (
+                self.messages(c.id)
+                for c in self.workspace.channels.values()
+                if c.is_im and user in c.members
+            ),
+            [],
+        )
+
     def latest_message(self, channel: str) -> Json | None:
         found = self.messages(channel)
         return found[-1] if found else None

@@ -164,6 +164,9 @@ class StandInThread:
     def thread(self, channel: str, ts: str) -> list[Json]:
         return self._query(lambda: self.standin.thread(channel, ts))
 
+    def direct_messages(self, user: str) -> list[Json]:
+        return self._query(lambda: self.standin.direct_messages(user))
+
     def latest_message(self, channel: str) -> Json | None:
         return self._query(lambda: self.standin.latest_message(channel))
 

@@ -6,7 +6,8 @@ The HTTP layer (auth, fault injection, recording) stays in ``server.py``, so the
 each method can be read in one place and called from tests without a socket.
 
 Methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.postEphemeral,
-chat.getPermalink, conversations.info, conversations.members, conversations.history,
+chat.getPermalink, conversations.info, conversations.members, conversations.open (a DM with
+one person, as Slack's ``users=U…``), conversations.history,
 conversations.replies, users.info, usergroups.users.list, views.open, views.update,
 views.push, files.getUploadURLExternal, files.completeUploadExternal, files.info,
 apps.connections.open.
@@ -203,6 +204,22 @@ class WebApi:
         }
         return {"channel": info}
 
+    def conversation_open(self, params: Mapping[str, Any]) -> Json:
+        """The DM with the one person ``users`` names, the same one each time. A group DM
+        (several users) is not something the bot opens: refused as Slack refuses bad
+        arguments, not made."""
+        users = params.get("users")
+        if params.get("channel") or not isinstance(users, str) or not users.strip():
+            raise SlackApiFailure("users_list_not_supplied")
+        ids = [u.strip() for u in users.split(",")]
+        if len(ids) != 1:
+            raise SlackApiFailure("invalid_arguments", ["the sandbox opens one person's DM"])
+        person = self.ws.user(ids[0])
+        if person.id == self.ws.bot_user_id:
+            raise SlackApiFailure("cannot_dm_bot")
+        dm = self.ws.channel(person.id)
+        return {"channel": {"id": dm.id, "is_im": True, "user": person.id}}
+
     def conversation_members(self, params: Mapping[str, Any]) -> Json:
         channel = self.ws.channel(params.get("channel"))
         return {"members": sorted(channel.members), "response_metadata": {"next_cursor": ""}}
@@ -398,6 +415,7 @@ METHODS: dict[str, Callable[[WebApi, Mapping[str, Any]], Json]] = {
     "chat.getPermalink": WebApi.permalink,
     "conversations.info": WebApi.conversation_info,
     "conversations.members": WebApi.conversation_members,
+    "conversations.open": WebApi.conversation_open,
     "conversations.history": WebApi.history,
     "conversations.replies": WebApi.replies,
     "users.info": WebApi.user_info,

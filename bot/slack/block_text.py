@@ -17,7 +17,7 @@ from bot.slack.payloads import REVISE
 from crew_runtime import streams
 from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
+from storage.status import DEADLINE, DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
 
 # --- statuses and decisions ---------------------------------------------------------------
 
@@ -75,6 +75,8 @@ def decision_line(decision: Decision, *, text_limit: int = 0) -> str:
     """``✅ Approved by <@U1>`` and, with ``text_limit``, ``: the feedback`` (escaped, cut)."""
     if decision.kind is DecisionKind.EXPIRE:
         line = "⌛ Expired: nobody answered in time"
+    elif decision.decided_by == DEADLINE:
+        line = "⌛ Approved by its deadline: nobody answered in time"
     else:
         line = f"{_DECISION_HEAD[decision.kind]} {user_ref(decision.decided_by)}"
     if text_limit and decision.text and decision.kind is not DecisionKind.EDIT:
@@ -272,6 +274,16 @@ def escalation(review: Review, escalate_to: tuple[str, ...]) -> str:
         f"🚨 {who}: {REVIEW_NOUN[review.kind]} in this thread has waited past its escalation "
         "time; please decide or pass it on."
     )
+
+
+def dm_nudge(review: Review, crew: str, escalated: bool, link: str | None) -> str:
+    """A reminder (or an escalation) sent as a DM (``remind_by = "dm"``): what waits, and where."""
+    what = f"{REVIEW_NOUN[review.kind].capitalize()} of a {code(crew)} run"
+    if escalated:
+        line = f"🚨 {what} has waited past its escalation time; please decide or pass it on."
+    else:
+        line = f"⏰ {what} is still waiting for your decision."
+    return f"{line} <{link}|Open its thread>" if link else line
 
 
 def task_reopened(review: Review) -> str:

@@ -511,6 +511,13 @@ def escalation_message(review: Review, escalate_to: tuple[str, ...]) -> Message:
     return Message(words, [section(words)])
 
 
+def dm_nudge_message(review: Review, crew: str, escalated: bool, link: str | None) -> Message:
+    """Sent to one reviewer's DM when a review has waited ``remind_after`` or
+    ``escalate_after`` and its rule says ``remind_by = "dm"``."""
+    words = t.dm_nudge(review, crew, escalated, link)
+    return Message(words, [section(words)])
+
+
 def reopened_message(review: Review) -> Message:
     """Said in the run's thread when an approved task is sent back to its agent."""
     words = t.task_reopened(review)

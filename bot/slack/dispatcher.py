@@ -43,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.handlers import api_error, sync
-from crew_runtime.config import Config, UnknownCrewError
+from crew_runtime.config import Config, UnknownCrewError, rule_of
 from crew_runtime.service import approvals_required, still_expected
 from storage import (
     Decision,
@@ -210,7 +210,11 @@ class Dispatcher:
         ):
             review = await sync(self.store.get_review, message.review_id)
             if review.status == ReviewStatus.PENDING:
-                await steps.post_all(thread, [self._nudge(kind, review, run)])
+                people = await self._dm_people(kind, review, run)
+                if people:
+                    await self._nudge_by_dm(steps, kind, review, run, people)
+                else:
+                    await steps.post_all(thread, [self._nudge(kind, review, run)])
             await steps.sent()
         elif kind == OutboxKind.TASK_REOPENED and message.review_id:
             reopened = await sync(self.store.get_review, message.review_id)
@@ -317,6 +321,46 @@ class Dispatcher:
         if kind == OutboxKind.REVIEW_ESCALATED:
             return blocks.escalation_message(review, spec.escalate_to or spec.reviewers)
         return blocks.reminder_message(review, spec.reviewers)
+
+    async def _dm_people(self, kind: OutboxKind, review: Review, run: Run) -> list[str]:
+        """Who gets a reminder or an escalation as a DM: nobody unless the review's rule
+        says ``remind_by = "dm"`` and names people (a crew open to its channel is reminded
+        in the thread); user groups' members, each person once."""
+        spec = self.config.crews.get(run.crew)
+        if spec is None:
+            return []
+        tool, task = rule_of(review.kind, review.stream, review.details)
+        if spec.deadlines_for(tool=tool, task=task).remind_by != "dm":
+            return []
+        named = still_expected(spec, review, run.started_by)
+        if kind == OutboxKind.REVIEW_ESCALATED:
+            named = spec.escalate_to or named
+        people: list[str] = []
+        for ref in named:
+            members = [ref] if not ref.startswith("S") else await self._group(ref)
+            people.extend(p for p in members if p not in people)
+        return people
+
+    async def _group(self, group_id: str) -> list[str]:
+        response = await self.client.usergroups_users_list(usergroup=group_id)
+        return [str(user) for user in response.get("users") or []]
+
+    async def _nudge_by_dm(
+        self, steps: _Steps, kind: OutboxKind, review: Review, run: Run, people: list[str]
+    ) -> None:
+        """The reminder or escalation to each of ``people``, in their DM, each once."""
+        link = None
+        if review.channel is not None and review.message_ts is not None:
+            found = await self.client.chat_getPermalink(
+                channel=review.channel, message_ts=review.message_ts
+            )
+            link = str(found["permalink"])
+        escalated = kind == OutboxKind.REVIEW_ESCALATED
+        nudge = blocks.dm_nudge_message(review, run.crew, escalated, link)
+        for person in people:
+            opened = await self.client.conversations_open(users=person)
+            dm = str(opened["channel"]["id"])
+            await steps.post(f"dm:{person}", _Thread(dm, None), nudge)
 
     def _description(self, run: Run) -> str:
         try:

@@ -40,7 +40,7 @@ from storage.errors import (
     UnstorableValue,
 )
 from storage.records import Decision, Review
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+from storage.status import DEADLINE, DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 # --- /crew usage --------------------------------------------------------------------------
 
@@ -189,6 +189,8 @@ def _decided_by(by: str, kind: str | None, at: datetime | None) -> str:
     when = f" at {slack_date(at)}" if at else ""
     if kind == DecisionKind.EXPIRE.value:
         return f"This review already expired{when}: nobody answered in time."
+    if by == DEADLINE:
+        return f"This review was already approved by its deadline{when}: nobody answered in time."
     what = _DECIDED.get(kind or "", "decided")
     return f"This review was already {what} by {user_ref(by)}{when}."
 

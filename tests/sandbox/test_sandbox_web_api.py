@@ -484,3 +484,24 @@ def test_a_fault_can_pick_the_calls_it_fails() -> None:
         assert [c.error for c in slack.calls("chat.postMessage")] == [None, "fatal_error", None]
 
     run(scenario)
+
+
+def test_conversations_open_gives_one_persons_dm_and_checks_who() -> None:
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        opened = (await web.conversations_open(users=ALICE))["channel"]
+        assert (await web.conversations_open(users=ALICE))["channel"]["id"] == opened["id"]
+        await web.chat_postMessage(channel=opened["id"], text="a reminder")
+        assert [m["text"] for m in slack.messages(opened["id"])] == ["a reminder"]
+        assert (await web.conversations_info(channel=opened["id"]))["channel"]["is_im"]
+        assert (await error_of(web.conversations_open(users="U0NOBODY")))[
+            "error"
+        ] == "user_not_found"
+        assert (await error_of(web.conversations_open(users=f"{ALICE},{BOB}")))[
+            "error"
+        ] == "invalid_arguments"
+        assert (await error_of(web.conversations_open(users=" ")))[
+            "error"
+        ] == "users_list_not_supplied"
+        assert (await error_of(web.conversations_open(users="UBOT")))["error"] == "cannot_dm_bot"
+
+    run(scenario)
