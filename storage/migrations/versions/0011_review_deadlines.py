@@ -1,6 +1,6 @@
 """What a review's deadline does: expire it (as before) or approve it (``on_expire``).
 
-Revision ID: 0012
+Revision ID: 0011
 Revises: 0010 (the lead re-chains it after 0011 at merge)
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
+revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
