@@ -18,6 +18,7 @@ from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
+    ReviewerInputRefused,
     SelfApproval,
     TextRefused,
     UsageError,
@@ -65,7 +66,8 @@ class Countersign:
 
         Raises:
             UnknownCrewError: no crew of that name in the configuration.
-            UsageError: a required input is missing, or holds text that cannot be stored.
+            UsageError: a required input is missing, or holds text that cannot be stored;
+                (``ReviewerInputRefused``) the crew's reviewer input is not a Slack user id.
         """
         spec = self.config.get(crew)
         unknown = [name for name in inputs if name not in spec.declared_inputs]
@@ -76,6 +78,7 @@ class Countersign:
             raise InputsRefused(crew, missing=missing)
         for name, value in inputs.items():
             _storable(f"the input {name!r}", name + value)
+        _reviewer_input(spec, inputs)
         _person("who starts the run (--by)", started_by or "")
         return self.store.create_run(
             crew,
@@ -264,6 +267,13 @@ def _person(what: str, name: str) -> None:
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
         raise TextRefused(what, f"is longer than {PERSON_LENGTH} characters")
+
+
+def _reviewer_input(spec: CrewSpec, inputs: dict[str, str]) -> None:
+    """The input naming a run's reviewer holds one Slack user id (``U…``/``W…``)."""
+    name = spec.reviewers_from_input
+    if name is not None and spec.reviewers_of(inputs) != (inputs.get(name),):
+        raise ReviewerInputRefused(spec.name, name, inputs.get(name, ""))
 
 
 def _inputs_taken(spec: CrewSpec) -> str:

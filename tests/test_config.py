@@ -162,6 +162,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
             "escalate_to, approval_tools, inputs, optional_inputs, "
             "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
+            "reviewers_from_input, "
             "gates, tasks",
         ),
         (
@@ -213,7 +214,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "flows.intake.bogus: unknown key; known keys: factory, description, channel, "
             "reviewers, remind_after, escalate_after, expire_after, escalate_to, approval_tools, "
             "inputs, optional_inputs, keep_journal, keep_runs, keep_audit, approvals_required, "
-            "forbid_self_approval, gates, tasks",
+            "forbid_self_approval, reviewers_from_input, gates, tasks",
         ),
     ],
 )

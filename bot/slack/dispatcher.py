@@ -43,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.handlers import api_error, sync
-from crew_runtime.config import Config, UnknownCrewError
+from crew_runtime.config import NOBODY, Config, UnknownCrewError
 from crew_runtime.service import approvals_required, still_expected
 from storage import (
     Decision,
@@ -314,9 +314,10 @@ class Dispatcher:
             spec = self.config.get(run.crew)
         except UnknownCrewError:
             return blocks.reminder_message(review, ())
+        reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
-            return blocks.escalation_message(review, spec.escalate_to or spec.reviewers)
-        return blocks.reminder_message(review, spec.reviewers)
+            return blocks.escalation_message(review, spec.escalate_to or reviewers)
+        return blocks.reminder_message(review, reviewers)
 
     def _description(self, run: Run) -> str:
         try:
