@@ -80,6 +80,7 @@ def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(
         [run] = store.list_runs()
         assert run.inputs == {"topic": "otters", "approver": BOB}
         root = root_of(slack)
+        assert f"*approver*: <@{BOB}>" in text_of(root)  # Slack shows the name, pings Bob
         outline = review_with_buttons(slack, root["ts"])
 
         # Alice started it and is in the channel, but Bob is its reviewer.

@@ -52,6 +52,7 @@ from storage import (
     OutboxKind,
     OutboxMessage,
     Review,
+    ReviewKind,
     ReviewStatus,
     Run,
     RunStatus,
@@ -246,7 +247,7 @@ class Dispatcher:
         if run.thread_ts is not None:
             await steps.sent()
             return
-        root = blocks.run_root(run, self._description(run))
+        root = self._root_message(run)
         posted = await steps.post("root", _Thread(channel, None), root)
         await steps.sent(thread=(run.id, posted.channel, posted.ts))
 
@@ -292,7 +293,7 @@ class Dispatcher:
         if fresh.channel is None or fresh.thread_ts is None:
             return
         pending = await sync(self.store.list_reviews, run_id=fresh.id)
-        root = blocks.run_root(fresh, self._description(fresh), [r.kind for r in pending])
+        root = self._root_message(fresh, [r.kind for r in pending])
         await self.client.chat_update(
             channel=fresh.channel, ts=fresh.thread_ts, text=root.text, blocks=root.blocks
         )
@@ -319,11 +320,15 @@ class Dispatcher:
             return blocks.escalation_message(review, spec.escalate_to or reviewers)
         return blocks.reminder_message(review, reviewers)
 
-    def _description(self, run: Run) -> str:
-        try:
-            return self.config.get(run.crew).description
-        except UnknownCrewError:
-            return ""
+    def _root_message(self, run: Run, waiting_on: list[ReviewKind] | None = None) -> blocks.Message:
+        """The run's root message, with its crew's description and its reviewer's mention."""
+        spec = self.config.crews.get(run.crew)
+        return blocks.run_root(
+            run,
+            "" if spec is None else spec.description,
+            waiting_on or (),
+            reviewer_input=None if spec is None else spec.reviewers_from_input,
+        )
 
 
 class _Thread(NamedTuple):
