@@ -92,6 +92,10 @@ def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(
         assert store.list_reviews(run_id=run.id)[0].decision is None
         assert _answer(slack, MALLORY, "pending").startswith("Nothing is waiting")
         assert _answer(slack, BOB, "pending") == "1 review waiting"
+        before = len(slack.ephemerals(BOB))
+        slack.slash_command(BOB, CHANNEL, "/crew", f"status {run.id}")
+        status = wait_until(lambda: slack.ephemerals(BOB)[before:], what="Bob's /crew status")
+        assert f"*approver*: <@{BOB}>" in str(status[0].blocks)
         reminder = wait_until(
             lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)), 0),
             what="a reminder",

@@ -439,14 +439,21 @@ def _review_line(review: Review) -> str:
     return f"• {t.REVIEW_NOUN[review.kind]} {code(review.id)}: {status}"
 
 
-def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) -> Message:
+def status_message(
+    run: Run,
+    reviews: list[Review],
+    *,
+    revisable: bool = False,
+    reviewer_input: str | None = None,
+) -> Message:
     """``/crew status``: the run, its inputs, its reviews and how each ended.
 
-    With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
+    With ``revisable`` (the run waits and has approved tasks), a button to re-open one;
+    ``reviewer_input`` names the input shown as a mention (as in ``run_root``).
     """
     waiting_on = [r.kind for r in reviews if r.status is ReviewStatus.PENDING]
     head = f"{t.run_title(run.crew, run.status, waiting_on)} · {t.run_label(run.id)}"
-    blocks = [section(head), *_inputs(run.inputs)]
+    blocks = [section(head), *_inputs(run.inputs, reviewer_input)]
     blocks.append(context(t.started_by(run.started_by, run.created_at)))
     if run.error:
         blocks.append(section(truncate(run.error, 1000)))

@@ -126,7 +126,13 @@ class SlashCommands(Handlers):
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
                 # The button only for someone who may use it.
                 revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
-                return blocks.status_message(run, reviews, revisable=revisable)
+                spec = self.config.crews.get(run.crew)
+                return blocks.status_message(
+                    run,
+                    reviews,
+                    revisable=revisable,
+                    reviewer_input=None if spec is None else spec.reviewers_from_input,
+                )
             if isinstance(command, CancelCommand):
                 run = await sync(self.store.get_run, command.run_id)
                 if not await self._may_act(user_id, run):
