@@ -23,6 +23,11 @@ Example::
     approvals_required = 2               # distinct reviewers who must approve each review
     forbid_self_approval = true          # who started a run may not approve its reviews
 
+    [crews.deal]
+    factory = "my_crews.deal:build"
+    inputs = ["customer", "approver"]
+    reviewers_from_input = "approver"     # /crew run deal approver=@dana: Dana reviews that run
+
     [crews.blog.gates.send_email]        # a gated tool's calls: their own quorum and deadlines
     approvals_required = 3
     expire_after = "4h"
@@ -65,6 +70,8 @@ key                 meaning                                     default
 ``approvals_required`` distinct reviewers' approvals a review   ``1``
                     needs (any rejection or changes decide it)
 ``forbid_self_approval`` the run's starter may not approve      ``false``
+``reviewers_from_input`` the input (one of ``inputs``) naming   none
+                    the run's one reviewer, a Slack user
 ``gates``           ``{tool: {approvals_required, remind_after, ``{}``
                     escalate_after, expire_after, on_expire,
                     remind_by}}``
@@ -80,6 +87,10 @@ An ``on_expire`` that cannot act (``"approve"``/``"reject"`` with no ``expire_af
 ``"keep_waiting"`` beside an ``expire_after`` of the same table) is an error. With
 ``reviewers`` listing only users, a quorum above their number is an
 error (nobody could reach it).
+
+With ``reviewers_from_input``, each run names its own reviewer: the input holds a Slack user
+id (``/crew run`` takes a mention), and that person alone decides the run's reviews and is
+the one reminded. It cannot be combined with ``reviewers``, and every quorum stays 1.
 
 A crew that names inputs (either key) takes no others: a run given an input it does not
 name is refused with the names it takes. A crew that names none takes any.
@@ -118,6 +129,7 @@ from storage.status import OnExpire, ReviewKind
 __all__ = [
     "CONFIG_ENV_VAR",
     "DEFAULT_CONFIG_NAME",
+    "NOBODY",
     "Config",
     "ConfigError",
     "CrewSpec",
@@ -144,6 +156,7 @@ _FACTORY_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Z
 _CHANNEL_ID_RE = re.compile(r"[CGD][A-Z0-9]{2,}")
 _CHANNEL_NAME_RE = re.compile(r"#?[^\sA-Z#.,@<>]{1,80}")  # Slack: lowercase, no spaces/periods
 _USER_ID_RE = re.compile(r"[UW][A-Z0-9]{2,}")
+NOBODY = "-"  # a reviewer no Slack id matches: the run's reviews wait for no one
 _REVIEWER_ID_RE = re.compile(r"[UWS][A-Z0-9]{2,}")
 _INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used as {placeholders} in crewai
 _DURATION_RE = re.compile(r"(?:\d+[ydhms])+")
@@ -168,6 +181,7 @@ _KNOWN_KEYS = (
     *_RETENTION_KEYS,
     "approvals_required",
     "forbid_self_approval",
+    "reviewers_from_input",
     "gates",
     "tasks",
 )
@@ -251,6 +265,7 @@ class CrewSpec:
     remind_by: RemindBy = "thread"
     gate_deadlines: Mapping[str, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
     task_deadlines: Mapping[int, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
+    reviewers_from_input: str | None = None
 
     def deadlines_for(self, *, tool: str | None = None, task: int | None = None) -> Deadlines:
         """When a review of the gated ``tool``'s call, or of task number ``task`` (from 1), is
@@ -269,6 +284,16 @@ class CrewSpec:
             remind_by=self.remind_by,
         )
         return own.over(crew)
+
+    def reviewers_of(self, inputs: Mapping[str, str]) -> tuple[str, ...]:
+        """Who may decide a run given ``inputs``: the person its reviewer input names when
+        the crew takes its reviewers from one, else the crew's ``reviewers`` (empty: anyone
+        in the run's channel)."""
+        if self.reviewers_from_input is None:
+            return self.reviewers
+        person = inputs.get(self.reviewers_from_input, "")
+        # A run without the input (started before the crew took one) stays closed to all.
+        return (person,) if _USER_ID_RE.fullmatch(person) else (NOBODY,)
 
     def approvals_for(self, *, tool: str | None = None, task: int | None = None) -> int:
         """How many distinct reviewers must approve a review of the gated ``tool``'s call,
@@ -592,12 +617,37 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         ),
         approvals_required=approvals,
         forbid_self_approval=forbid,
+        reviewers_from_input=_reviewer_input(table, key, reviewers, where),
         gates=MappingProxyType(gates),
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
         gate_deadlines=MappingProxyType(gate_deadlines),
         task_deadlines=MappingProxyType(task_deadlines),
         retention=_retention(table, key, where),
     )
+
+
+def _reviewer_input(
+    table: dict[str, Any], key: str, reviewers: tuple[str, ...], where: _Where
+) -> str | None:
+    """``reviewers_from_input``: a required input's name, with no ``reviewers`` list beside
+    it and no quorum above the one person it names."""
+    if "reviewers_from_input" not in table:
+        return None
+    name_key = f"{key}.reviewers_from_input"
+    name = _string(table["reviewers_from_input"], name_key, where)
+    required = table.get("inputs", [])
+    if not isinstance(required, list) or name not in required:
+        raise where.error(name_key, f"{_show(name)} must be one of the crew's inputs = [...]")
+    if reviewers:
+        raise where.error(name_key, "cannot be combined with reviewers: each run names its own")
+    quorums = [table.get("approvals_required", 1)] + [
+        rule.get("approvals_required", 1)
+        for section in ("gates", "tasks")
+        for rule in table.get(section, {}).values()
+    ]
+    if any(needed != 1 for needed in quorums):
+        raise where.error(name_key, "names one reviewer, so every approvals_required must be 1")
+    return name
 
 
 def _retention(table: dict[str, Any], key: str, where: _Where) -> Retention:

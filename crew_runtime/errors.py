@@ -4,6 +4,7 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     CrewRuntimeError
     ├── UsageError            bad input from a person (CLI or Slack): say it, change nothing
     │   ├── InputsRefused     inputs a crew lacks, or does not take
+    │   ├── ReviewerInputRefused  a run's reviewer input that is not a Slack user id
     │   ├── TextRefused       text that cannot be stored (a NUL, a lone surrogate, too long)
     │   ├── EditRefused       an edit that does not fit the arguments' or output's schema
     │   ├── NothingToReopen   a task with no approved review to send back
@@ -26,6 +27,7 @@ __all__ = [
     "EditRefused",
     "InputsRefused",
     "NothingToReopen",
+    "ReviewerInputRefused",
     "SelfApproval",
     "TextRefused",
     "UsageError",
@@ -38,6 +40,17 @@ class CrewRuntimeError(CountersignError):
 
 class UsageError(CrewRuntimeError):
     """A person asked for something that cannot be done; the message says why."""
+
+
+class ReviewerInputRefused(UsageError):
+    """The input a crew takes its run's reviewer from does not hold a Slack user id."""
+
+    def __init__(self, crew: str, name: str, value: str) -> None:
+        super().__init__(
+            f"crew {crew!r} takes its reviewer from the input {name!r}: give a Slack user id "
+            f"like {name}=U012ABCDEF (in Slack, {name}=@someone), not {value!r}"
+        )
+        self.crew, self.name, self.value = crew, name, value
 
 
 class InputsRefused(UsageError):

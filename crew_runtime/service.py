@@ -13,11 +13,12 @@ from typing import Any
 
 from crew_runtime import metrics, streams
 from crew_runtime.arguments import parse_edited_args
-from crew_runtime.config import Config, CrewSpec, rule_of
+from crew_runtime.config import NOBODY, Config, CrewSpec, rule_of
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
+    ReviewerInputRefused,
     SelfApproval,
     TextRefused,
     UsageError,
@@ -65,7 +66,8 @@ class Countersign:
 
         Raises:
             UnknownCrewError: no crew of that name in the configuration.
-            UsageError: a required input is missing, or holds text that cannot be stored.
+            UsageError: a required input is missing, or holds text that cannot be stored;
+                (``ReviewerInputRefused``) the crew's reviewer input is not a Slack user id.
         """
         spec = self.config.get(crew)
         unknown = [name for name in inputs if name not in spec.declared_inputs]
@@ -76,6 +78,7 @@ class Countersign:
             raise InputsRefused(crew, missing=missing)
         for name, value in inputs.items():
             _storable(f"the input {name!r}", name + value)
+        _reviewer_input(spec, inputs)
         _person("who starts the run (--by)", started_by or "")
         return self.store.create_run(
             crew,
@@ -266,6 +269,13 @@ def _person(what: str, name: str) -> None:
         raise TextRefused(what, f"is longer than {PERSON_LENGTH} characters")
 
 
+def _reviewer_input(spec: CrewSpec, inputs: dict[str, str]) -> None:
+    """The input naming a run's reviewer holds one Slack user id (``U…``/``W…``)."""
+    name = spec.reviewers_from_input
+    if name is not None and spec.reviewers_of(inputs) != (inputs.get(name),):
+        raise ReviewerInputRefused(spec.name, name, inputs.get(name, ""))
+
+
 def _inputs_taken(spec: CrewSpec) -> str:
     """``topic, to (required) and tone (optional)``: the inputs a crew names."""
     groups = [(spec.required_inputs, "required"), (spec.optional_inputs, "optional")]
@@ -307,13 +317,15 @@ def approvals_required(spec: CrewSpec, review: Review) -> int:
     return spec.approvals_for(tool=tool, task=task)
 
 
-def still_expected(spec: CrewSpec, review: Review, started_by: str | None) -> tuple[str, ...]:
-    """The crew's reviewers (users and groups) whose approval ``review`` may still get: not
-    those who approved, nor who started the run where the crew forbids it. Empty when the
-    crew lists nobody (anyone in the channel may approve)."""
+def still_expected(spec: CrewSpec, review: Review, run: Run) -> tuple[str, ...]:
+    """The run's reviewers (users and groups: the crew's, or the one its reviewer input
+    names) whose approval ``review`` may still get: not those who approved, nor who started
+    the run where the crew forbids it. Empty when nobody is named (anyone in the channel may
+    approve)."""
     approved = {a.decided_by for a in review.approvals}
-    barred = {started_by} if spec.forbid_self_approval else set()
-    return tuple(r for r in spec.reviewers if r not in approved and r not in barred)
+    barred = {run.started_by} if spec.forbid_self_approval else set()
+    named = (r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
+    return tuple(r for r in named if r not in approved and r not in barred)
 
 
 def _task_index(review: Review) -> int | None:

@@ -23,6 +23,7 @@ CountersignError
 ├── CrewRuntimeError                       (crew_runtime.errors)
 │   ├── UsageError                         bad input from a person: say it, change nothing
 │   │   ├── InputsRefused                  inputs a crew lacks, or does not take
+│   │   ├── ReviewerInputRefused           a run's reviewer input that is not a user id
 │   │   ├── TextRefused                    text that cannot be stored
 │   │   ├── EditRefused                    an edit that does not fit its schema
 │   │   ├── NothingToReopen                a task with no approved review to send back

@@ -85,12 +85,18 @@ class ReviewStore(StoreBase):
             return [to_review(row, found.get(row.id), given.get(row.id, ())) for row in rows]
 
     def pending_reviews(
-        self, places: Mapping[str, Collection[str] | None], *, limit: int = 50
+        self,
+        places: Mapping[str, Collection[str] | None],
+        *,
+        named: Mapping[str, tuple[str, str]] | None = None,
+        limit: int = 50,
     ) -> PendingReviews:
         """The pending reviews of the runs in ``places``, oldest first, at most ``limit``.
 
         ``places`` maps a crew to the channels whose runs count (None: any channel), as who
         may decide says: one person's pending reviews, read by an index however many wait.
+        ``named`` maps a crew whose runs each name their reviewer to ``(input, value)``: its
+        runs count whose input holds that value (the person asking).
         A pending review's run is waiting (suspending makes both; deciding the last one,
         cancelling and reopening end both in one transaction): saying so lets the count
         start from the crew's waiting runs (``ix_runs_crew_status``) and read everything
@@ -98,7 +104,7 @@ class ReviewStore(StoreBase):
         (``ix_reviews_pending``) until it has ``limit`` of the places': told of the waiting
         runs too, PostgreSQL misjudges how many there are and reads every pending review.
         """
-        where = _in_places(places)
+        where = _in_places(places, named or {})
         with self.engine.connect() as conn:
             total = conn.execute(
                 select(func.count())
@@ -364,7 +370,9 @@ class ReviewStore(StoreBase):
             return load_review(conn, new_review_id)
 
 
-def _in_places(places: Mapping[str, Collection[str] | None]) -> ColumnElement[bool]:
+def _in_places(
+    places: Mapping[str, Collection[str] | None], named: Mapping[str, tuple[str, str]]
+) -> ColumnElement[bool]:
     anywhere = [crew for crew, channels in places.items() if channels is None]
     clauses: list[ColumnElement[bool]] = []
     if anywhere:
@@ -372,6 +380,8 @@ def _in_places(places: Mapping[str, Collection[str] | None]) -> ColumnElement[bo
     for crew, channels in places.items():
         if channels:
             clauses.append(and_(runs.c.crew == crew, runs.c.channel.in_(list(channels))))
+    for crew, (name, value) in named.items():
+        clauses.append(and_(runs.c.crew == crew, runs.c.inputs[name].as_string() == value))
     return or_(false(), *clauses)
 
 

@@ -16,11 +16,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.hosting.server import Deployment, SlackSettings
 from bot.sandbox import SlackStandIn, StandInThread
-from crew_runtime.config import Config
+from crew_runtime.config import Config, load_config
 from storage import Store
 
 SECRET = "e2e-signing-secret"
@@ -137,6 +138,19 @@ def slack_and_bot(
             if socket_mode:
                 slack.wait_for_socket(timeout=30)
             yield slack, bot
+
+
+@contextmanager
+def configured(tmp_path: Path, db_url: str, config: str) -> Iterator[tuple[Config, Store]]:
+    """The configuration ``config`` loaded from a file in ``tmp_path``, and a store on
+    ``db_url``, closed afterwards."""
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    store = Store.open(db_url)
+    try:
+        yield load_config(path), store
+    finally:
+        store.close()
 
 
 def wait_until(predicate: Callable[[], T | None], timeout: float = 120.0, what: str = "") -> T:

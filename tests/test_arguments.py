@@ -180,7 +180,9 @@ AGREEMENT: dict[str, tuple[dict[str, Any], str, str, bool]] = {
 
 
 class _EveryoneReviews:
-    async def may_decide(self, user_id: str, spec: CrewSpec, channel_id: str | None) -> bool:
+    async def may_decide(
+        self, user_id: str, reviewers: tuple[str, ...], channel_id: str | None
+    ) -> bool:
         return True
 
     async def name_of(self, user_id: str) -> str | None:

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.sandbox.payloads import escape_command
+from bot.sandbox.workspace import Workspace
 from bot.slack import commands, mrkdwn, text
 from bot.slack.commands import (
     USAGE,
@@ -164,3 +166,52 @@ def test_rendered_run_commands_parse_back(crew: str, inputs: dict[str, str]) -> 
     command = RunCommand(crew, inputs)
     # Slack escapes & < > in what it sends; the parser undoes that.
     assert parse_command(escape(format_run(command))) == command
+
+
+@pytest.mark.parametrize(
+    ("sent", "inputs", "mentions"),
+    [
+        ("run deal approver=<@U0DANA01|dana>", {"approver": "@dana"}, {"approver": "U0DANA01"}),
+        ('run deal approver="<@U0DANA01|dana>"', {"approver": "@dana"}, {"approver": "U0DANA01"}),
+        ("run deal a=<@U0DANA01>", {"a": "@U0DANA01"}, {"a": "U0DANA01"}),
+        ("run deal a=x<@U0DANA01|dana>", {"a": "x@dana"}, {}),
+        ("run deal a=&lt;@U0DANA01&gt;", {"a": "<@U0DANA01>"}, {}),
+        ("run deal c=<#C0GENERAL|general>", {"c": "#general"}, {}),
+        ("run deal u=<https://x.io/?a=1&amp;b=2>", {"u": "https://x.io/?a=1&b=2"}, {}),
+        ("run deal u=<http://x.io|x.io>", {"u": "x.io"}, {}),
+        ("run deal h=<!here> s=<!subteam^S0TEAM01|@team>", {"h": "@here", "s": "@team"}, {}),
+        (
+            '  run  deal  q="hi <@U0BEN001|ben>" a=<@U0ANA001|ana> ',
+            {"q": "hi @ben", "a": "@ana"},
+            {"a": "U0ANA001"},
+        ),
+    ],
+)
+def test_slack_markup_reads_back_as_typed_and_keeps_whole_mentions(
+    sent: str, inputs: dict[str, str], mentions: dict[str, str]
+) -> None:
+    """With should_escape, Slack sends mentions, channels and links as markup: the inputs read
+    as the person typed them, and a value that is one mention keeps the user's id. A typed
+    ``<@U…>`` arrives escaped and stays text, so nobody can forge a mention."""
+    assert parse_command(sent) == RunCommand("deal", inputs, mentions)
+
+
+TYPED_WORDS = st.lists(
+    st.sampled_from(["@dana", "@nobody", "#general", "https://x.io/a?b=1&c=2", "a<b>&c", "x"]),
+    min_size=1,
+    max_size=3,
+).map(" ".join)
+
+
+@FAST
+@given(st.dictionaries(KEYS, TYPED_WORDS, max_size=4))
+def test_what_the_standin_sends_reads_back_as_typed(inputs: dict[str, str]) -> None:
+    """What a person types, sent as Slack sends it (the stand-in's escaping), parses to the
+    same inputs; a value that is only ``@dana`` also names Dana's id."""
+    ws = Workspace(team_id="T1", bot_user_id="UBOT", bot_id="B1", app_id="A1", clock=lambda: 0)
+    ws.add_user("U0DANA01", "dana")
+    ws.add_channel("C0GENERAL", "general", ["U0DANA01"])
+    typed = format_run(RunCommand("deal", inputs))
+    parsed = parse_command(escape_command(ws, typed, should_escape=True))
+    dana = {key: "U0DANA01" for key, value in inputs.items() if value == "@dana"}
+    assert parsed == RunCommand("deal", inputs, dana)

@@ -7,12 +7,15 @@ a listener whose events are not subscribed, a command the bot does not handle.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from bot.sandbox.standin import SlackStandIn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,3 +103,11 @@ def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:
         needed = SCOPES[method]
         assert needed is None or needed <= scopes, (method, needed)
     assert "commands" in scopes
+
+
+def test_the_standin_sends_commands_as_the_manifest_asks(manifest: dict[str, Any]) -> None:
+    """/crew run reads a reviewer from a mention, which Slack sends only with should_escape;
+    the stand-in escapes (or not) as the manifest says, so the tests see what Slack sends."""
+    [crew] = manifest["features"]["slash_commands"]
+    default = inspect.signature(SlackStandIn).parameters["should_escape"].default
+    assert crew["should_escape"] is True and default is True

@@ -18,9 +18,9 @@ import pytest
 from bot.sandbox import StandInThread
 from bot.sandbox.calls import DROP_CONNECTION
 from bot.slack import block_text as t
-from crew_runtime.config import Config, load_config
+from crew_runtime.config import Config
 from storage import ReviewKind, RunStatus, Store
-from tests.slack_harness import ALICE, CHANNEL, buttons, slack_and_bot, wait_until
+from tests.slack_harness import ALICE, CHANNEL, buttons, configured, slack_and_bot, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +39,8 @@ PART_2 = t.part_label(2, 2)
 
 @pytest.fixture
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    store = Store.open(db_url)
-    yield load_config(path), store
-    store.close()
+    with configured(tmp_path, db_url, CONFIG) as pair:
+        yield pair
 
 
 def has_buttons(params: Json) -> bool:

@@ -381,7 +381,7 @@ def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
     tmp_path: Path,
 ) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Several approvers") : readme.index("### Flows")]
+    section = readme[readme.index("### Several approvers") : readme.index("### The reviewer named")]
     several, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
     spec = _load(tmp_path, several)
     assert spec.approvals_required == 2 and spec.reviewers == ("U0ANA", "U0BEN", "U0CAL")

@@ -48,6 +48,8 @@ ELSEWHERE = {
     "test_serve_and_its_worker_expose_what_happened_to_a_run_paused_and_decided",
     "LOG_FORMAT=json countersign worker": "tests/test_metrics.py::"
     "test_a_worker_logs_one_json_object_per_line_with_its_runs",
+    "countersign runs start deal customer=acme approver=U0DANA01": "tests/"
+    "test_reviewer_input.py::test_the_cli_takes_a_user_id_as_the_reviewer",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.sandbox import StandInThread, Tamper
-from crew_runtime.config import Config, load_config
+from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
 from storage import RunStatus, Store
 from tests.harness import ON_SQLITE
@@ -27,6 +27,7 @@ from tests.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
+    configured,
     slack_and_bot,
     text_of,
     wait_until,
@@ -79,11 +80,8 @@ reviewers = ["{ALICE}"]
 
 @pytest.fixture
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    store = Store.open(db_url)
-    yield load_config(path), store
-    store.close()
+    with configured(tmp_path, db_url, CONFIG) as pair:
+        yield pair
 
 
 def root_of(slack: StandInThread) -> Json:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from bot.sandbox import StandInThread
-from crew_runtime.config import Config, load_config
+from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
 from storage import InboxStore, RunStatus, Store
 from tests.harness import ON_SQLITE
-from tests.slack_harness import ALICE, BOB, CHANNEL, slack_and_bot, text_of, wait_until
+from tests.slack_harness import ALICE, BOB, CHANNEL, configured, slack_and_bot, text_of, wait_until
 from tests.test_slack_e2e import review_with_buttons, root_of
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
@@ -43,11 +43,8 @@ reviewers = ["{ALICE}"]
 
 @pytest.fixture
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    store = Store.open(db_url)
-    yield load_config(path), store
-    store.close()
+    with configured(tmp_path, db_url, CONFIG) as pair:
+        yield pair
 
 
 def root_says(slack: StandInThread, root_ts: str, words: str) -> None:

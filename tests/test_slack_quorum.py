@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.sandbox import StandInThread
-from crew_runtime.config import Config, load_config
+from crew_runtime.config import Config
 from storage import APPROVED_BY, ReviewStatus, RunStatus, Store
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (
@@ -20,6 +20,7 @@ from tests.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
+    configured,
     slack_and_bot,
     text_of,
     wait_until,
@@ -42,11 +43,8 @@ forbid_self_approval = true
 
 @pytest.fixture
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    store = Store.open(db_url)
-    yield load_config(path), store
-    store.close()
+    with configured(tmp_path, db_url, CONFIG) as pair:
+        yield pair
 
 
 def _as_now(slack: StandInThread, root_ts: str, ts: str, shows: str) -> Json:

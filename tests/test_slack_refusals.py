@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.slack import text
-from crew_runtime.config import Config, load_config
+from crew_runtime.config import Config
 from storage import Store
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (
@@ -21,6 +21,7 @@ from tests.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
+    configured,
     slack_and_bot,
     text_of,
     wait_until,
@@ -55,11 +56,8 @@ reviewers = ["{EDITORS}"]
 
 @pytest.fixture
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    store = Store.open(db_url)
-    yield load_config(path), store
-    store.close()
+    with configured(tmp_path, db_url, CONFIG) as pair:
+        yield pair
 
 
 # crew, the Web API method its reviewer check calls, how that call fails

@@ -11,6 +11,7 @@ Pure functions over read-only state; nothing here sends anything.
 from __future__ import annotations
 
 import copy
+import re
 import secrets
 import uuid
 from collections.abc import Iterator, Mapping
@@ -20,6 +21,7 @@ from bot.sandbox.errors import MessageChanged, PersonActionRefused
 from bot.sandbox.workspace import Channel, Workspace
 
 __all__ = [
+    "escape_command",
     "event_callback",
     "find_element",
     "human_message",
@@ -47,6 +49,42 @@ MULTI_KEYS = {
     "multi_conversations_select": "selected_conversations",
     "multi_channels_select": "selected_channels",
 }
+
+
+# What Slack recognises in a command's text: @handle, #channel, a link.
+_TYPED_MARKUP = re.compile(r"(?<![\w@#/])([@#])([a-z0-9._-]+)|\bhttps?://[^\s<>|\"']+")
+_SPECIAL = frozenset({"here", "channel", "everyone"})
+
+
+def escape_command(ws: Workspace, text: str, *, should_escape: bool) -> str:
+    """A slash command's text as Slack sends it: ``&``, ``<`` and ``>`` always as entities;
+    with the manifest's ``should_escape``, also a workspace user's ``@handle`` as
+    ``<@U…|handle>``, a channel's ``#name`` as ``<#C…|name>``, ``@here`` as ``<!here>`` and
+    a link as ``<https://…>``. Handles and names the workspace does not know stay text."""
+
+    def entities(part: str) -> str:
+        return part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    if not should_escape:
+        return entities(text)
+    out: list[str] = []
+    pos = 0
+    for found in _TYPED_MARKUP.finditer(text):
+        sigil, name = found[1], found[2]
+        if sigil is None:
+            markup = f"<{entities(found[0])}>"
+        elif sigil == "@" and name in _SPECIAL:
+            markup = f"<!{name}>"
+        elif sigil == "@":
+            users = [u for u in ws.users.values() if u.name == name]
+            markup = f"<@{users[0].id}|{name}>" if users else entities(found[0])
+        else:
+            channels = [c for c in ws.channels.values() if c.name == name and not c.is_im]
+            markup = f"<#{channels[0].id}|{name}>" if channels else entities(found[0])
+        out += [entities(text[pos : found.start()]), markup]
+        pos = found.end()
+    out.append(entities(text[pos:]))
+    return "".join(out)
 
 
 def _user(ws: Workspace, user_id: str) -> Json:

@@ -39,6 +39,7 @@ class PersonSide:
 
     workspace: Workspace
     _sender: Sender
+    should_escape: bool  # the /crew command's manifest setting: how its text is sent
 
     def _root_url(self) -> str:
         raise NotImplementedError
@@ -86,14 +87,17 @@ class PersonSide:
         *,
         tamper: Tamper = Tamper.NONE,
     ) -> Delivery:
-        """Type ``/command text`` in ``channel``; a 200 body is shown as Slack shows it."""
+        """Type ``/command text`` in ``channel``; a 200 body is shown as Slack shows it.
+
+        ``text`` is what the person types; it is sent escaped as Slack escapes it
+        (``payloads.escape_command``)."""
         where = self._seen_channel(user, channel)
         form = payloads.slash_command(
             self.workspace,
             user=user,
             channel=where,
             command=command,
-            text=text,
+            text=payloads.escape_command(self.workspace, text, should_escape=self.should_escape),
             response_url=self._response_url(user, where.id),
             trigger_id=self.workspace.issue_trigger(user),
         )

@@ -76,6 +76,8 @@ class SlackStandIn(PersonSide):
         clock: Unix time; inject a fake one to expire trigger ids without sleeping.
         state_file: where the workspace is kept between processes (JSON); None keeps it in
             memory only. ``restored`` says whether it was read back from there.
+        should_escape: the slash command's manifest setting (``manifest.yml`` sets it):
+            whether mentions, channels and links in its text are sent as Slack markup.
     """
 
     def __init__(
@@ -93,7 +95,9 @@ class SlackStandIn(PersonSide):
         ack_timeout: float = 3.0,
         clock: Callable[[], float] = time.time,
         state_file: Path | None = None,
+        should_escape: bool = True,
     ) -> None:
+        self.should_escape = should_escape
         self.bot_token = bot_token
         self.app_token = app_token
         self.bot_endpoint = bot_endpoint
@@ -271,8 +275,11 @@ class SlackStandIn(PersonSide):
         bot = [self.workspace.bot_user_id] if bot_is_member else []
         self.workspace.add_channel(channel_id, name, [*members, *bot])
 
-    def add_user(self, user_id: str, name: str, real_name: str | None = None) -> None:
-        self.workspace.add_user(user_id, name, real_name)
+    def add_user(
+        self, user_id: str, name: str, real_name: str | None = None, **traits: bool
+    ) -> None:
+        """A person; ``traits`` are ``Workspace.add_user``'s (``is_bot``, ``deleted``)."""
+        self.workspace.add_user(user_id, name, real_name, **traits)
 
     def add_usergroup(self, group_id: str, members: list[str]) -> None:
         self.workspace.usergroups[group_id] = list(members)

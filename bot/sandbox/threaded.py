@@ -125,8 +125,10 @@ class StandInThread:
             lambda: self.standin.add_channel(channel_id, name, members, bot_is_member=bot_is_member)
         )
 
-    def add_user(self, user_id: str, name: str, real_name: str | None = None) -> None:
-        self._query(lambda: self.standin.add_user(user_id, name, real_name))
+    def add_user(
+        self, user_id: str, name: str, real_name: str | None = None, **traits: bool
+    ) -> None:
+        self._query(lambda: self.standin.add_user(user_id, name, real_name, **traits))
 
     def add_usergroup(self, group_id: str, members: list[str]) -> None:
         self._query(lambda: self.standin.add_usergroup(group_id, members))

@@ -276,7 +276,7 @@ class WebApi:
                 "real_name": user.real_name,
                 "tz": user.tz,
                 "is_bot": user.is_bot,
-                "deleted": False,
+                "deleted": user.deleted,
                 "profile": profile,
             }
         }

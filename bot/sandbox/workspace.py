@@ -56,6 +56,7 @@ class User:
     real_name: str
     is_bot: bool = False
     tz: str = "UTC"
+    deleted: bool = False  # deactivated: users.info still answers, with "deleted": true
 
 
 @dataclass
@@ -210,8 +211,16 @@ class Workspace:
         self.messages.setdefault(channel_id, {})
         return channel
 
-    def add_user(self, user_id: str, name: str, real_name: str | None = None) -> User:
-        user = User(user_id, name, real_name or name)
+    def add_user(
+        self,
+        user_id: str,
+        name: str,
+        real_name: str | None = None,
+        *,
+        is_bot: bool = False,
+        deleted: bool = False,
+    ) -> User:
+        user = User(user_id, name, real_name or name, is_bot=is_bot, deleted=deleted)
         self.users[user_id] = user
         return user
 

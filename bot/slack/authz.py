@@ -13,17 +13,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Literal
 
 from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
-from crew_runtime.config import CrewSpec
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+# Why a person named as a run's reviewer cannot be one.
+NotAPerson = Literal["unknown", "deleted", "bot"]
 
 
 class CheckFailed(BotError):
@@ -40,19 +42,21 @@ class Reviewers:
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
         self._names: dict[str, tuple[float, str | None]] = {}
 
-    async def may_decide(self, user_id: str, spec: CrewSpec, channel_id: str | None) -> bool:
-        """Whether ``user_id`` is one of the crew's reviewers (or, with none listed, in the
-        run's channel).
+    async def may_decide(
+        self, user_id: str, reviewers: tuple[str, ...], channel_id: str | None
+    ) -> bool:
+        """Whether ``user_id`` is one of ``reviewers`` (a crew's, or a run's own:
+        ``CrewSpec.reviewers_of``), or, with none listed, in the run's channel.
 
         Raises:
             CheckFailed: a membership lookup failed and no other one said yes; the next
                 call asks Slack again.
         """
-        if spec.reviewers:
-            if user_id in spec.reviewers:
+        if reviewers:
+            if user_id in reviewers:
                 return True
             failed: CheckFailed | None = None
-            for group in (r for r in spec.reviewers if r.startswith("S")):
+            for group in (r for r in reviewers if r.startswith("S")):
                 try:
                     members = await self._members(f"group:{group}", partial(self._group, group))
                 except CheckFailed as exc:
@@ -87,6 +91,28 @@ class Reviewers:
         name = next((n for n in names if isinstance(n, str) and n.strip()), None)
         self._names[user_id] = (self.clock(), name)
         return name
+
+    async def not_a_person(self, user_id: str) -> NotAPerson | None:
+        """Why ``user_id`` cannot review (Slack does not know them, they were deactivated,
+        it is a bot), or None when they can. Asked each time, not cached: it is asked once
+        per run started, and a deactivation must count at once.
+
+        Raises:
+            CheckFailed: Slack did not answer.
+        """
+        try:
+            response = await self.client.users_info(user=user_id)
+        except (SlackApiError, ClientError, TimeoutError) as exc:
+            if _reason(exc) == "user_not_found":
+                return "unknown"
+            log.warning("who %s is: the lookup failed: %s", user_id, _reason(exc))
+            raise CheckFailed(f"user:{user_id}") from exc
+        user = response.get("user") or {}
+        if user.get("deleted"):
+            return "deleted"
+        if user.get("is_bot") or user_id == "USLACKBOT":
+            return "bot"
+        return None
 
     async def _members(
         self, key: str, fetch: Callable[[], Awaitable[frozenset[str]]]

@@ -42,7 +42,7 @@ from bot.slack.elements import (
     section,
     split_text,
 )
-from bot.slack.mrkdwn import code, escape, slack_date, truncate
+from bot.slack.mrkdwn import code, escape, slack_date, truncate, user_ref
 from bot.slack.payloads import REVISE, action_id
 from crew_runtime import streams
 from storage.details import QuestionDetails, ToolApprovalDetails
@@ -134,10 +134,14 @@ def _listing(lines: list[str], budget: int = LISTING_BUDGET) -> list[Block]:
     return [section(s) for s in sections]
 
 
-def _inputs(inputs: dict[str, str]) -> list[Block]:
+def _inputs(inputs: dict[str, str], reviewer_input: str | None = None) -> list[Block]:
+    """A run's inputs; the one naming its reviewer (``reviewers_from_input``) as a mention."""
     if not inputs:
         return []
-    lines = [f"*{escape(k)}*: {truncate(v, 300)}" for k, v in inputs.items()]
+    lines = [
+        f"*{escape(k)}*: {user_ref(v) if k == reviewer_input else truncate(v, 300)}"
+        for k, v in inputs.items()
+    ]
     return _listing(lines, budget=2500)
 
 
@@ -374,16 +378,22 @@ def _last_blocks(review: Review, *, decided: bool, as_file: bool | None = None) 
 # --- runs ---------------------------------------------------------------------------------
 
 
-def run_root(run: Run, description: str, waiting_on: Collection[ReviewKind] = ()) -> Message:
+def run_root(
+    run: Run,
+    description: str,
+    waiting_on: Collection[ReviewKind] = (),
+    *,
+    reviewer_input: str | None = None,
+) -> Message:
     """The root message of a run's thread; updated as the run's status changes.
 
     ``waiting_on``: the kinds of the run's pending reviews, which say what a waiting run
-    waits for."""
+    waits for. ``reviewer_input``: the input naming the run's reviewer, shown as a mention."""
     head = t.run_title(run.crew, run.status, waiting_on)
     if description.strip():
         head += "\n" + truncate(description.strip(), 500)
     footer = f"{t.started_by(run.started_by, run.created_at)} · {t.run_label(run.id)}"
-    blocks = [section(head), *_inputs(run.inputs), context(footer)]
+    blocks = [section(head), *_inputs(run.inputs, reviewer_input), context(footer)]
     return Message(t.run_fallback(run.crew, run.status, waiting_on), blocks)
 
 
@@ -429,14 +439,21 @@ def _review_line(review: Review) -> str:
     return f"• {t.REVIEW_NOUN[review.kind]} {code(review.id)}: {status}"
 
 
-def status_message(run: Run, reviews: list[Review], *, revisable: bool = False) -> Message:
+def status_message(
+    run: Run,
+    reviews: list[Review],
+    *,
+    revisable: bool = False,
+    reviewer_input: str | None = None,
+) -> Message:
     """``/crew status``: the run, its inputs, its reviews and how each ended.
 
-    With ``revisable`` (the run waits and has approved tasks), a button to re-open one.
+    With ``revisable`` (the run waits and has approved tasks), a button to re-open one;
+    ``reviewer_input`` names the input shown as a mention (as in ``run_root``).
     """
     waiting_on = [r.kind for r in reviews if r.status is ReviewStatus.PENDING]
     head = f"{t.run_title(run.crew, run.status, waiting_on)} · {t.run_label(run.id)}"
-    blocks = [section(head), *_inputs(run.inputs)]
+    blocks = [section(head), *_inputs(run.inputs, reviewer_input)]
     blocks.append(context(t.started_by(run.started_by, run.created_at)))
     if run.error:
         blocks.append(section(truncate(run.error, 1000)))

@@ -20,15 +20,24 @@ quotes a backslash makes the next quote or backslash literal; other backslashes 
 Keys are identifiers (``[A-Za-z_][A-Za-z0-9_]*``) because crews use them as
 ``{placeholders}``; a key given twice is an error.
 
+The manifest sets ``should_escape``, so Slack sends what it recognised as markup: a user
+mentioned as ``<@U123|dana>``, a channel as ``<#C123|general>``, a link as ``<https://x>``
+or ``<https://x|x>``, ``@here`` as ``<!here>``. The text is read back as the person typed
+it (``@dana``, ``#general``, ``https://x``), and a value that is exactly one user mention
+is also kept as that user's id (``RunCommand.mentions``): the only way to name a person
+that a typed ``<@U123>`` (sent as ``&lt;@U123&gt;``) cannot forge.
+
 Example:
     >>> parse_command('run blog topic="durable agents" tone=dry')
-    RunCommand(crew='blog', inputs={'topic': 'durable agents', 'tone': 'dry'})
+    RunCommand(crew='blog', inputs={'topic': 'durable agents', 'tone': 'dry'}, mentions={})
+    >>> parse_command("run deal approver=<@U0DANA01|dana> url=<https://x.io>").mentions
+    {'approver': 'U0DANA01'}
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.errors import BotError
 from bot.slack import text as t
@@ -56,14 +65,23 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _DOUBLE = frozenset('"“”')
 _SINGLE = frozenset("'\u2018\u2019")
 _QUOTE_FAMILY = {q: _DOUBLE for q in _DOUBLE} | {q: _SINGLE for q in _SINGLE}
+_MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
+_MENTION = re.compile(r"@([UW][A-Z0-9]{2,})")
+
+# Where user mentions are in the text read back: start -> (end, user id).
+Mentions = dict[int, tuple[int, str]]
 
 
 @dataclass(frozen=True)
 class RunCommand:
-    """``/crew run NAME key=value ...``: start a run of ``crew`` with these inputs."""
+    """``/crew run NAME key=value ...``: start a run of ``crew`` with these inputs.
+
+    ``mentions`` maps each input whose value is one user mention to that user's id.
+    """
 
     crew: str
     inputs: dict[str, str]
+    mentions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,14 +136,16 @@ def parse_command(text: str) -> Command:
     """
     if not isinstance(text, str):
         raise CommandError(t.USAGE)
-    text = unescape(text).strip()
+    text, mentions = _read_back(text)
+    text, mentions = _lstrip(text.rstrip(), mentions)
     if not text:
         return HelpCommand()
     verb, _, rest = _split_word(text)
     verb = verb.lower()
-    rest = rest.strip()
+    rest, mentions = _lstrip(rest, _shift(mentions, len(text) - len(rest)))
+    rest = rest.rstrip()
     if verb == "run":
-        return _parse_run(rest)
+        return _parse_run(rest, mentions)
     if verb == "help":
         return HelpCommand()
     if verb in ("list", "pending"):
@@ -152,6 +172,45 @@ def format_run(command: RunCommand) -> str:
     return " ".join(parts)
 
 
+def _read_back(escaped: str) -> tuple[str, Mentions]:
+    """The text as the person typed it, from what Slack sent, and where its user mentions
+    are."""
+    out: list[str] = []
+    mentions: Mentions = {}
+    size, pos = 0, 0
+    for markup in _MARKUP.finditer(escaped):
+        before = unescape(escaped[pos : markup.start()])
+        target, label = markup[1], markup[2]
+        if label:
+            shown = unescape(label)
+        elif target.startswith("!"):
+            shown = "@" + target[1:].split("^")[-1]
+        else:
+            shown = unescape(target)
+        sigil = target[:1]
+        if label and sigil in "@#" and not shown.startswith(sigil):
+            shown = sigil + shown  # Slack's label is the bare handle or channel name
+        user = _MENTION.fullmatch(target)
+        start = size + len(before)
+        if user is not None:
+            mentions[start] = (start + len(shown), user[1])
+        out += [before, shown]
+        size = start + len(shown)
+        pos = markup.end()
+    out.append(unescape(escaped[pos:]))
+    return "".join(out), mentions
+
+
+def _shift(mentions: Mentions, by: int) -> Mentions:
+    """The mentions of a text's suffix that starts ``by`` characters in."""
+    return {start - by: (end - by, user) for start, (end, user) in mentions.items() if start >= by}
+
+
+def _lstrip(text: str, mentions: Mentions) -> tuple[str, Mentions]:
+    stripped = text.lstrip()
+    return stripped, _shift(mentions, len(text) - len(stripped))
+
+
 def _split_word(text: str) -> tuple[str, str, str]:
     """``(first word, separator, rest)``, splitting on any whitespace (Slack sends NBSPs)."""
     for i, char in enumerate(text):
@@ -171,24 +230,26 @@ def _run_id(rest: str, usage: str) -> str:
     return run_id
 
 
-def _parse_run(rest: str) -> RunCommand:
+def _parse_run(rest: str, mentions: Mentions) -> RunCommand:
     if not rest:
         raise CommandError(t.MISSING_CREW)
-    name, _, rest = _split_word(rest)
+    name, _, after = _split_word(rest)
     crew = name.lower()
     if not _CREW.fullmatch(crew):
         raise CommandError(t.bad_crew_name(name))
-    return RunCommand(crew, _parse_inputs(rest))
+    inputs, mentioned = _parse_inputs(after, _shift(mentions, len(rest) - len(after)))
+    return RunCommand(crew, inputs, mentioned)
 
 
-def _parse_inputs(text: str) -> dict[str, str]:
+def _parse_inputs(text: str, mentions: Mentions) -> tuple[dict[str, str], dict[str, str]]:
     inputs: dict[str, str] = {}
+    mentioned: dict[str, str] = {}
     pos, end = 0, len(text)
     while True:
         while pos < end and text[pos].isspace():
             pos += 1
         if pos == end:
-            return inputs
+            return inputs, mentioned
         start = pos
         while pos < end and text[pos] != "=" and not text[pos].isspace():
             pos += 1
@@ -201,12 +262,17 @@ def _parse_inputs(text: str) -> dict[str, str]:
             raise CommandError(t.duplicate_key(key))
         pos += 1
         if pos < end and text[pos] in _QUOTE_FAMILY:
+            start = pos + 1
             inputs[key], pos = _quoted(text, pos, key)
+            stop = pos - 1
         else:
             start = pos
             while pos < end and not text[pos].isspace():
                 pos += 1
-            inputs[key] = text[start:pos]
+            inputs[key], stop = text[start:pos], pos
+        found = mentions.get(start)
+        if found is not None and found[0] == stop:
+            mentioned[key] = found[1]
 
 
 def _quoted(text: str, pos: int, key: str) -> tuple[str, int]:

@@ -43,7 +43,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.handlers import api_error, sync
-from crew_runtime.config import Config, UnknownCrewError, rule_of
+from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
 from crew_runtime.service import approvals_required, still_expected
 from storage import (
     Decision,
@@ -52,6 +52,7 @@ from storage import (
     OutboxKind,
     OutboxMessage,
     Review,
+    ReviewKind,
     ReviewStatus,
     Run,
     RunStatus,
@@ -250,7 +251,7 @@ class Dispatcher:
         if run.thread_ts is not None:
             await steps.sent()
             return
-        root = blocks.run_root(run, self._description(run))
+        root = self._root_message(run)
         posted = await steps.post("root", _Thread(channel, None), root)
         await steps.sent(thread=(run.id, posted.channel, posted.ts))
 
@@ -285,7 +286,7 @@ class Dispatcher:
             return
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
-        expected = () if spec is None else still_expected(spec, review, run.started_by)
+        expected = () if spec is None else still_expected(spec, review, run)
         tally = blocks.partly_approved_message(review, required, expected)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
@@ -296,7 +297,7 @@ class Dispatcher:
         if fresh.channel is None or fresh.thread_ts is None:
             return
         pending = await sync(self.store.list_reviews, run_id=fresh.id)
-        root = blocks.run_root(fresh, self._description(fresh), [r.kind for r in pending])
+        root = self._root_message(fresh, [r.kind for r in pending])
         await self.client.chat_update(
             channel=fresh.channel, ts=fresh.thread_ts, text=root.text, blocks=root.blocks
         )
@@ -318,9 +319,10 @@ class Dispatcher:
             spec = self.config.get(run.crew)
         except UnknownCrewError:
             return blocks.reminder_message(review, ())
+        reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
-            return blocks.escalation_message(review, spec.escalate_to or spec.reviewers)
-        return blocks.reminder_message(review, spec.reviewers)
+            return blocks.escalation_message(review, spec.escalate_to or reviewers)
+        return blocks.reminder_message(review, reviewers)
 
     async def _dm_people(self, kind: OutboxKind, review: Review, run: Run) -> list[str]:
         """Who gets a reminder or an escalation as a DM: nobody unless the review's rule
@@ -332,7 +334,7 @@ class Dispatcher:
         tool, task = rule_of(review.kind, review.stream, review.details)
         if spec.deadlines_for(tool=tool, task=task).remind_by != "dm":
             return []
-        named = still_expected(spec, review, run.started_by)
+        named = still_expected(spec, review, run)
         if kind == OutboxKind.REVIEW_ESCALATED:
             named = spec.escalate_to or named
         people: list[str] = []
@@ -362,11 +364,15 @@ class Dispatcher:
             dm = str(opened["channel"]["id"])
             await steps.post(f"dm:{person}", _Thread(dm, None), nudge)
 
-    def _description(self, run: Run) -> str:
-        try:
-            return self.config.get(run.crew).description
-        except UnknownCrewError:
-            return ""
+    def _root_message(self, run: Run, waiting_on: list[ReviewKind] | None = None) -> blocks.Message:
+        """The run's root message, with its crew's description and its reviewer's mention."""
+        spec = self.config.crews.get(run.crew)
+        return blocks.run_root(
+            run,
+            "" if spec is None else spec.description,
+            waiting_on or (),
+            reviewer_input=None if spec is None else spec.reviewers_from_input,
+        )
 
 
 class _Thread(NamedTuple):

@@ -78,7 +78,7 @@ class Handlers:
             spec: CrewSpec = self.config.get(run.crew)
         except UnknownCrewError:
             return False
-        return await self.reviewers.may_decide(user_id, spec, run.channel)
+        return await self.reviewers.may_decide(user_id, spec.reviewers_of(run.inputs), run.channel)
 
     async def _ephemeral_via_api(
         self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None

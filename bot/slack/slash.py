@@ -83,11 +83,24 @@ class SlashCommands(Handlers):
             str(body.get("channel_name", "")),
         ):
             return text.wrong_channel(spec.name, spec.channel)
+        inputs = command.inputs
+        name = spec.reviewers_from_input
+        if name is not None and name in inputs:
+            reviewer = command.mentions.get(name)
+            if reviewer is None:
+                return text.reviewer_not_mentioned(spec.name, name)
+            try:
+                why = await self.reviewers.not_a_person(reviewer)
+            except CheckFailed:
+                return text.REVIEWER_CHECK_FAILED
+            if why is not None:
+                return text.not_a_person(reviewer, why, name)
+            inputs = {**inputs, name: reviewer}  # the run keeps the id; Slack shows the name
         try:
             run = await sync(
                 self.service.start_run,
                 command.crew,
-                command.inputs,
+                inputs,
                 started_by=user_id,
                 channel=channel_id,
                 request_key=request_key,
@@ -113,7 +126,13 @@ class SlashCommands(Handlers):
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
                 # The button only for someone who may use it.
                 revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
-                return blocks.status_message(run, reviews, revisable=revisable)
+                spec = self.config.crews.get(run.crew)
+                return blocks.status_message(
+                    run,
+                    reviews,
+                    revisable=revisable,
+                    reviewer_input=None if spec is None else spec.reviewers_from_input,
+                )
             if isinstance(command, CancelCommand):
                 run = await sync(self.store.get_run, command.run_id)
                 if not await self._may_act(user_id, run):
@@ -131,19 +150,22 @@ class SlashCommands(Handlers):
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
         """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
-        they review, and for a crew naming no reviewers the channels they are in."""
+        they review, the runs naming them as reviewer, and for a crew naming no reviewers
+        the channels they are in."""
         places: dict[str, set[str] | None] = {}
-        open_crews = {s.name: s for s in self.config.crews.values() if not s.reviewers}
-        for spec in self.config.crews.values():
-            if spec.reviewers and await self.reviewers.may_decide(user_id, spec, None):
+        crews = self.config.crews.values()
+        named = {s.name: (s.reviewers_from_input, user_id) for s in crews if s.reviewers_from_input}
+        open_crews = {s.name for s in crews if not s.reviewers and s.name not in named}
+        for spec in crews:
+            if spec.reviewers and await self.reviewers.may_decide(user_id, spec.reviewers, None):
                 places[spec.name] = None
         if open_crews:
             channels: dict[str, set[str]] = {}
             for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
-                if channel and await self.reviewers.may_decide(user_id, open_crews[crew], channel):
+                if channel and await self.reviewers.may_decide(user_id, (), channel):
                     channels.setdefault(crew, set()).add(channel)
             places.update(channels)
-        found = await sync(self.store.pending_reviews, places, limit=blocks.MAX_LISTED)
+        found = await sync(self.store.pending_reviews, places, named=named, limit=blocks.MAX_LISTED)
         return blocks.pending_message(found.reviews, found.runs, found.total)
 
 

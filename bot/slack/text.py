@@ -125,6 +125,33 @@ CHECK_FAILED = (
     "Please try again in a moment."
 )
 
+REVIEWER_CHECK_FAILED = (
+    "I couldn't ask Slack about the reviewer you named, so nothing was started. "
+    "Please try again in a moment."
+)
+
+
+def reviewer_not_mentioned(crew: str, name: str) -> str:
+    return (
+        f"Crew {code(crew)} takes its reviewer from {code(name)}: mention one person there, "
+        f"as in {code(name + '=@dana')}. Nothing was started."
+    )
+
+
+_NOT_A_PERSON = {
+    "unknown": "Slack does not know them",
+    "deleted": "their account is deactivated",
+    "bot": "that is a bot",
+}
+
+
+def not_a_person(user: str, why: str, name: str) -> str:
+    return (
+        f"{user_ref(user)} cannot review this run: {_NOT_A_PERSON[why]}. Mention someone else "
+        f"as {code(name)}. Nothing was started."
+    )
+
+
 REVIEW_GONE = "This review no longer exists."
 NOT_THE_REVIEW_MESSAGE = (
     "This button does not belong to the message it was clicked on, so nothing was decided. "
