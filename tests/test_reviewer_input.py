@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import NOBODY, CrewSpec, load_config
+from crew_runtime.service import still_expected
 from storage import NewReview, ReviewKind, Store
 from tests.test_cli import Cli
 from tests.test_config import error_for, write
@@ -107,3 +108,16 @@ def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> N
     spec = load_config(write(tmp_path, example)).get("deal")
     assert spec.required_inputs == ("customer", "approver")
     assert spec.reviewers_of({"customer": "acme", "approver": "U0DANA01"}) == ("U0DANA01",)
+
+
+def test_the_person_still_expected_is_the_one_the_run_names(tmp_path: Path, store: Store) -> None:
+    """Who a reminder by DM goes to, and who a review still waits for, is the run's reviewer,
+    not the crew's (empty) list; a run that names nobody waits for nobody."""
+    spec = load_config(write(tmp_path, DEAL + 'remind_by = "dm"\n')).get("deal")
+    for inputs, expected in (({"approver": "U0DANA01"}, ("U0DANA01",)), ({}, ())):
+        run = store.create_run("deal", {"customer": "x", **inputs}, channel="C1")
+        claimed = store.claim_run("w1", timedelta(minutes=5))
+        assert claimed is not None and claimed.id == run.id and claimed.lease_token
+        ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="d")
+        [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
+        assert still_expected(spec, review, store.get_run(run.id)) == expected
