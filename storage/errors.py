@@ -29,7 +29,7 @@ CountersignError
 │   │   ├── NothingToReopen                a task with no approved review to send back
 │   │   └── SelfApproval                   approving a run one started (forbid_self_approval)
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
-│   └── ConfigError                        countersign.toml is wrong (crew_runtime.config)
+│   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
 │       └── UnknownCrewError
 └── BotError                               (bot.errors)
     ├── SettingsError                      an environment variable Countersign cannot use

@@ -1,0 +1,431 @@
+"""Validation of a configuration file, key by key: every problem is a :class:`ConfigError`
+naming the file, the dotted key and what is wrong (the file's format is described in
+``crew_runtime.config``)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from crew_runtime.specs import (
+    FACTORY_RE,
+    RETENTION_KEYS,
+    USER_ID_RE,
+    Config,
+    ConfigError,
+    CrewSpec,
+    Deadlines,
+    Kind,
+    RemindBy,
+)
+from storage.retention import Retention
+from storage.status import OnExpire
+
+_REMIND_BY: tuple[RemindBy, ...] = ("thread", "dm")
+_SECTIONS: Mapping[str, Kind] = {"crews": "crew", "flows": "flow"}
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+# Slack ids: channels C…, private channels G…, DMs D…; users U…/W… (W on Enterprise Grid);
+# user groups S….
+_CHANNEL_ID_RE = re.compile(r"[CGD][A-Z0-9]{2,}")
+_CHANNEL_NAME_RE = re.compile(r"#?[^\sA-Z#.,@<>]{1,80}")  # Slack: lowercase, no spaces/periods
+_REVIEWER_ID_RE = re.compile(r"[UWS][A-Z0-9]{2,}")
+_INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used as {placeholders} in crewai
+_DURATION_RE = re.compile(r"(?:\d+[ydhms])+")
+_DURATION_PART_RE = re.compile(r"(\d+)([ydhms])")
+_UNIT_SECONDS = {"y": 365 * 86_400, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_KNOWN_KEYS = (
+    "factory",
+    "description",
+    "channel",
+    "reviewers",
+    "remind_after",
+    "escalate_after",
+    "expire_after",
+    "on_expire",
+    "remind_by",
+    "escalate_to",
+    "approval_tools",
+    "inputs",
+    "optional_inputs",
+    *RETENTION_KEYS,
+    "approvals_required",
+    "forbid_self_approval",
+    "reviewers_from_input",
+    "gates",
+    "tasks",
+)
+_DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
+# What a [crews.NAME.gates.TOOL] or .tasks.N table sets.
+_RULE_KEYS = ("approvals_required", *_DEADLINE_KEYS)
+_TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
+
+
+def parse_duration(value: object) -> timedelta | None:
+    """Parse ``"90s"``, ``"30m"``, ``"2h"``, ``"1d"``, ``"1h30m"`` or an int of seconds.
+
+    Returns:
+        The duration, or None when ``value`` is not one (callers word the error, they know
+        the key). Zero and negative durations are not durations here.
+    """
+    if isinstance(value, bool):  # bool is an int subclass; `true` is not "1 second"
+        return None
+    if isinstance(value, int):
+        return timedelta(seconds=value) if value > 0 else None
+    if isinstance(value, str):
+        text = value.strip()
+        if not _DURATION_RE.fullmatch(text):
+            return None
+        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
+        return timedelta(seconds=seconds) if seconds > 0 else None
+    return None
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The file being validated; turns a dotted key and a complaint into a ConfigError."""
+
+    file: Path
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.file}: {key}: {problem}")
+
+
+def _parse(data: dict[str, Any], where: _Where) -> dict[str, CrewSpec]:
+    for key in data:
+        if key not in _SECTIONS:
+            raise where.error(
+                key,
+                f"unknown top-level key{_suggest(key, _SECTIONS)}; "
+                "the file holds only [crews.NAME], [flows.NAME] and [retention] tables",
+            )
+    specs: dict[str, CrewSpec] = {}
+    for section, kind in _SECTIONS.items():
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            raise where.error(
+                section, f"expected tables like [{section}.NAME], got {_show(tables)}"
+            )
+        for name, table in tables.items():
+            key = f"{section}.{name}"
+            if not _NAME_RE.fullmatch(name):
+                raise where.error(
+                    key,
+                    f'invalid name "{name}": use lowercase letters, digits, "-" and "_", '
+                    "starting with a letter or digit",
+                )
+            if name in specs:
+                raise where.error(key, f'the name "{name}" is already used by {specs[name].key}')
+            if not isinstance(table, dict):
+                raise where.error(key, f"expected a table [{key}], got {_show(table)}")
+            specs[name] = _parse_spec(name, kind, key, table, where)
+    return specs
+
+
+def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _Where) -> CrewSpec:
+    for k in table:
+        if k not in _KNOWN_KEYS:
+            raise where.error(
+                f"{key}.{k}",
+                f"unknown key{_suggest(k, _KNOWN_KEYS)}; known keys: {', '.join(_KNOWN_KEYS)}",
+            )
+    if "factory" not in table:
+        raise where.error(f"{key}.factory", 'missing; every crew needs factory = "module:function"')
+    factory = _string(table["factory"], f"{key}.factory", where)
+    if not FACTORY_RE.fullmatch(factory):
+        raise where.error(
+            f"{key}.factory",
+            f'expected "module:function", e.g. "my_crews.blog:build", got {_show(factory)}',
+        )
+    channel = table.get("channel")
+    if channel is not None:
+        channel = _string(channel, f"{key}.channel", where)
+        if not (_CHANNEL_ID_RE.fullmatch(channel) or _CHANNEL_NAME_RE.fullmatch(channel)):
+            raise where.error(
+                f"{key}.channel",
+                f'expected a channel id like "C0123ABCD" or a name like "#reviews", '
+                f"got {_show(channel)}",
+            )
+    reviewers = _strings(
+        table,
+        key,
+        "reviewers",
+        _REVIEWER_ID_RE,
+        'a Slack user id ("U…", "W…") or user-group id ("S…")',
+        where,
+    )
+    approvals = _count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
+    gate_rules = _rules(table, key, "gates", where)
+    task_rules = _rules(table, key, "tasks", where)
+    gates = _quorums(gate_rules, f"{key}.gates", where)
+    tasks = _quorums(task_rules, f"{key}.tasks", where)
+    for task in task_rules:
+        if not _TASK_NUMBER_RE.fullmatch(task):
+            raise where.error(
+                f"{key}.tasks.{task}",
+                f"expected a task number from 1, as in [{key}.tasks.2], got {_show(task)}",
+            )
+    _reachable(reviewers, key, "approvals_required", approvals, where)
+    for section, rules in (("gates", gates), ("tasks", tasks)):
+        for which, needed in rules.items():
+            _reachable(reviewers, f"{key}.{section}.{which}", "approvals_required", needed, where)
+    crew_deadlines = _deadlines(table, key, where)
+    gate_deadlines = {
+        tool: _deadlines(rule, f"{key}.gates.{tool}", where, crew_deadlines)
+        for tool, rule in gate_rules.items()
+    }
+    task_deadlines = {
+        int(task): _deadlines(rule, f"{key}.tasks.{task}", where, crew_deadlines)
+        for task, rule in task_rules.items()
+    }
+    forbid = table.get("forbid_self_approval", False)
+    if not isinstance(forbid, bool):
+        raise where.error(
+            f"{key}.forbid_self_approval", f"expected true or false, got {_show(forbid)}"
+        )
+    return CrewSpec(
+        name=name,
+        kind=kind,
+        factory=factory,
+        description=_string(table.get("description", ""), f"{key}.description", where),
+        channel=channel,
+        reviewers=reviewers,
+        remind_after=crew_deadlines.remind_after,
+        escalate_after=crew_deadlines.escalate_after,
+        expire_after=crew_deadlines.expire_after,
+        on_expire=crew_deadlines.on_expire or OnExpire.REJECT,
+        remind_by=crew_deadlines.remind_by or "thread",
+        escalate_to=_strings(
+            table, key, "escalate_to", USER_ID_RE, 'a Slack user id ("U…", "W…")', where
+        ),
+        approval_tools=_strings(table, key, "approval_tools", None, "a tool name", where),
+        required_inputs=_strings(
+            table, key, "inputs", _INPUT_NAME_RE, 'an input name like "topic"', where
+        ),
+        optional_inputs=_strings(
+            table, key, "optional_inputs", _INPUT_NAME_RE, 'an input name like "tone"', where
+        ),
+        approvals_required=approvals,
+        forbid_self_approval=forbid,
+        reviewers_from_input=_reviewer_input(table, key, reviewers, where),
+        gates=MappingProxyType(gates),
+        tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
+        gate_deadlines=MappingProxyType(gate_deadlines),
+        task_deadlines=MappingProxyType(task_deadlines),
+        retention=_retention(table, key, where),
+    )
+
+
+def _reviewer_input(
+    table: dict[str, Any], key: str, reviewers: tuple[str, ...], where: _Where
+) -> str | None:
+    """``reviewers_from_input``: a required input's name, with no ``reviewers`` list beside
+    it and no quorum above the one person it names."""
+    if "reviewers_from_input" not in table:
+        return None
+    name_key = f"{key}.reviewers_from_input"
+    name = _string(table["reviewers_from_input"], name_key, where)
+    required = table.get("inputs", [])
+    if not isinstance(required, list) or name not in required:
+        raise where.error(name_key, f"{_show(name)} must be one of the crew's inputs = [...]")
+    if reviewers:
+        raise where.error(name_key, "cannot be combined with reviewers: each run names its own")
+    quorums = [table.get("approvals_required", 1)] + [
+        rule.get("approvals_required", 1)
+        for section in ("gates", "tasks")
+        for rule in table.get(section, {}).values()
+    ]
+    if any(needed != 1 for needed in quorums):
+        raise where.error(name_key, "names one reviewer, so every approvals_required must be 1")
+    return name
+
+
+def _retention(table: dict[str, Any], key: str, where: _Where) -> Retention:
+    return Retention(**{name: _duration(table, key, name, where) for name in RETENTION_KEYS})
+
+
+def _count(value: object, key: str, where: _Where) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise where.error(
+            key, f"expected a whole number of approvals, 1 or more, got {_show(value)}"
+        )
+    return value
+
+
+def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[str, dict[str, Any]]:
+    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's), each setting known keys."""
+    rules = table.get(name, {})
+    if not isinstance(rules, dict):
+        raise where.error(
+            f"{key}.{name}", f"expected tables like [{key}.{name}.NAME], got {_show(rules)}"
+        )
+    found: dict[str, dict[str, Any]] = {}
+    for which, rule in rules.items():
+        rule_key = f"{key}.{name}.{which}"
+        if not isinstance(rule, dict):
+            raise where.error(rule_key, f"expected a table [{rule_key}], got {_show(rule)}")
+        for k in rule:
+            if k not in _RULE_KEYS:
+                raise where.error(
+                    f"{rule_key}.{k}",
+                    f"unknown key{_suggest(k, _RULE_KEYS)}; known keys: {', '.join(_RULE_KEYS)}",
+                )
+        if not rule:
+            raise where.error(rule_key, f"empty; set one of {', '.join(_RULE_KEYS)}")
+        found[which] = rule
+    return found
+
+
+def _quorums(rules: dict[str, dict[str, Any]], key: str, where: _Where) -> dict[str, int]:
+    """The approvals_required of the ``rules`` that set one."""
+    return {
+        which: _count(rule["approvals_required"], f"{key}.{which}.approvals_required", where)
+        for which, rule in rules.items()
+        if "approvals_required" in rule
+    }
+
+
+def _deadlines(
+    table: dict[str, Any], key: str, where: _Where, crew: Deadlines | None = None
+) -> Deadlines:
+    """The deadline keys ``table`` sets; with ``crew`` (a gate's or a task's table), checked
+    as they combine with the crew's."""
+    on_expire = table.get("on_expire")
+    if on_expire is not None and on_expire not in tuple(OnExpire):
+        raise where.error(
+            f"{key}.on_expire",
+            f'expected "reject", "approve" or "keep_waiting", got {_show(on_expire)}',
+        )
+    remind_by = table.get("remind_by")
+    if remind_by is not None and remind_by not in _REMIND_BY:
+        raise where.error(f"{key}.remind_by", f'expected "thread" or "dm", got {_show(remind_by)}')
+    own = Deadlines(
+        remind_by=remind_by,
+        remind_after=_duration(table, key, "remind_after", where),
+        escalate_after=_duration(table, key, "escalate_after", where),
+        expire_after=_duration(table, key, "expire_after", where),
+        on_expire=None if on_expire is None else OnExpire(on_expire),
+    )
+    if own.on_expire is OnExpire.KEEP_WAITING and own.expire_after is not None:
+        raise where.error(
+            f"{key}.expire_after",
+            'a review that keeps waiting (on_expire = "keep_waiting") never expires; '
+            "remove one of the two",
+        )
+    if own.on_expire in (OnExpire.REJECT, OnExpire.APPROVE):
+        effective = own.over(crew or Deadlines())
+        if effective.expire_after is None:
+            raise where.error(
+                f"{key}.on_expire",
+                f'"{own.on_expire}" needs a deadline: set expire_after here or for the crew',
+            )
+    return own
+
+
+def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, where: _Where) -> None:
+    """A quorum the listed reviewers cannot reach (only users listed, fewer than it needs)."""
+    if reviewers and all(USER_ID_RE.fullmatch(r) for r in reviewers) and needed > len(reviewers):
+        raise where.error(
+            f"{key}.{name}",
+            f"{needed} approvals can never be given: reviewers lists {len(reviewers)} people",
+        )
+
+
+def _string(value: object, key: str, where: _Where) -> str:
+    if not isinstance(value, str):
+        raise where.error(key, f"expected a string, got {_show(value)}")
+    return value
+
+
+def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> timedelta | None:
+    if name not in table:
+        return None
+    value = table[name]
+    parsed = parse_duration(value)
+    if parsed is None:
+        raise where.error(
+            f"{key}.{name}",
+            f'expected a duration like "30m", got {_show(value)} (units s, m, h, d, y as in '
+            '"90s", "1h30m" or "1y", or a positive whole number of seconds)',
+        )
+    return parsed
+
+
+def _strings(
+    table: dict[str, Any],
+    key: str,
+    name: str,
+    pattern: re.Pattern[str] | None,
+    expected: str,
+    where: _Where,
+) -> tuple[str, ...]:
+    values = table.get(name, [])
+    if not isinstance(values, list):
+        raise where.error(f"{key}.{name}", f"expected a list like [...], got {_show(values)}")
+    seen: list[str] = []
+    for i, item in enumerate(values):
+        item_key = f"{key}.{name}[{i}]"
+        ok = isinstance(item, str) and item != ""
+        if ok and pattern is not None:
+            ok = pattern.fullmatch(item) is not None
+        if not ok:
+            raise where.error(item_key, f"expected {expected}, got {_show(item)}")
+        if item in seen:
+            raise where.error(item_key, f"{_show(item)} is listed twice")
+        seen.append(item)
+    return tuple(seen)
+
+
+def _show(value: object) -> str:
+    """Render a TOML value the way the user wrote it, for error messages."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _suggest(word: str, choices: Mapping[str, object] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def describe_toml_error(message: str) -> str:
+    """Put tomllib's "(at line L, column C)" first, where editors and people look for it."""
+    match = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if match is None:
+        return f"invalid TOML: {message}"
+    return f"line {match[1]}, column {match[2]}: invalid TOML: {message[: match.start()]}"
+
+
+def parse_config(file: Path, data: dict[str, Any]) -> Config:
+    """The configuration ``file`` holds, its TOML already read into ``data``, validated.
+
+    Raises:
+        ConfigError: A key is unknown or a value wrong; the message names the key.
+    """
+    where = _Where(file)
+    retention = data.pop("retention", {})
+    if not isinstance(retention, dict):
+        raise where.error("retention", f"expected a table [retention], got {_show(retention)}")
+    for key in retention:
+        if key not in RETENTION_KEYS:
+            raise where.error(
+                f"retention.{key}",
+                f"unknown key{_suggest(key, RETENTION_KEYS)}; "
+                f"known keys: {', '.join(RETENTION_KEYS)}",
+            )
+    return Config(
+        path=file,
+        crews=MappingProxyType(_parse(data, where)),
+        retention=_retention(retention, "retention", where),
+    )
