@@ -131,6 +131,13 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 }
 
 
+class ReviewEventKind(StrEnum):
+    """What happened to who handles a review (``review_events``, in the audit trail)."""
+
+    CLAIM = "claim"  # someone said they handle it
+    REASSIGN = "reassign"  # someone handed it to another reviewer
+
+
 class OnExpire(StrEnum):
     """What a review's deadline (``expire_after``) does when nobody decided in time."""
 
