@@ -279,8 +279,9 @@ class ReviewStore(StoreBase):
     ) -> Review:
         """Mark the pending review as handled by ``to`` (``by`` claiming it for themselves,
         or reassigning it), with a compare-and-set on who had it, and record the event for
-        the audit trail in the same transaction. A later claim moves it; a claim for whoever
-        has it already changes and records nothing. Deciding is not restricted by it.
+        the audit trail in the same transaction, with a ``REVIEW_CLAIMED`` outbox row for
+        the thread. A later claim moves it; a claim for whoever has it already changes and
+        records nothing. Deciding is not restricted by it.
 
         Raises:
             ReviewNotFound: no such review.
@@ -324,6 +325,8 @@ class ReviewStore(StoreBase):
                         thread_ts=run.thread_ts,
                     )
                 )
+                said = {"by": by, "to": to, "before": review.claimed_by}
+                self._enqueue(conn, run.id, OutboxKind.REVIEW_CLAIMED, review_id, said)
                 return load_review(conn, review_id)
         except IntegrityError:
             # The same request, raced with itself: the UNIQUE kept one.

@@ -163,6 +163,7 @@ class OutboxKind(StrEnum):
     REVIEW_APPROVED = "review_approved"  # an approval short of the review's quorum
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
+    REVIEW_CLAIMED = "review_claimed"  # claimed or reassigned: payload by, to, before
     RUN_DIVERGED = "run_diverged"
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"
