@@ -16,6 +16,7 @@ from storage import (
     AlreadyDecided,
     DecisionKind,
     NewDecision,
+    OutboxKind,
     ReviewEventKind,
     RunStatus,
     Store,
@@ -59,8 +60,15 @@ def test_a_claim_marks_the_review_a_later_one_moves_it_and_each_is_in_the_audit(
     assert store.claim_review(review_id, CLAIM, by="U0ANA", to="U0ANA", request_key="k1") == claimed
     assert store.claim_review(review_id, CLAIM, by="U0ANA", to="U0ANA", request_key="k2") == claimed
     assert _events(store) == 1
+    (told,) = [m for m in store.due_outbox() if m.kind == OutboxKind.REVIEW_CLAIMED]
+    assert (told.review_id, told.payload) == (
+        review_id,
+        {"by": "U0ANA", "to": "U0ANA", "before": None},
+    )
     moved = store.claim_review(review_id, REASSIGN, by="U0ANA", to="U0BEN", request_key="k3")
     assert moved.claimed_by == "U0BEN"
+    last = [m for m in store.due_outbox() if m.kind == OutboxKind.REVIEW_CLAIMED][-1]
+    assert last.payload == {"by": "U0ANA", "to": "U0BEN", "before": "U0ANA"}
     assert store.claim_review(review_id, CLAIM, by="U0CAL", to="U0CAL").claimed_by == "U0CAL"
     # anyone allowed still decides, whoever has it
     decided = store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U0ANA"))
