@@ -38,6 +38,13 @@ CONFIG = f"""
 factory = "tests.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
+
+[crews.dm]
+factory = "tests.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}"]
+remind_after = "1h"
+remind_by = "dm"
 """
 
 
@@ -62,6 +69,14 @@ def _shows(slack: StandInThread, root_ts: str, ts: str, words: str) -> Json:
         ),
         what=f"message {ts} to show {words!r}",
     )
+
+
+def _due_now(store: Store, review_id: str) -> None:
+    """Make the review's reminder due (the sweep of the running bot then sends it)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(reviews).where(reviews.c.id == review_id).values(remind_at=datetime(2000, 1, 1))
+        )
 
 
 def test_claim_take_over_and_reassign_show_in_the_thread_and_reminders_follow(
@@ -106,12 +121,7 @@ def test_claim_take_over_and_reassign_show_in_the_thread_and_reminders_follow(
         assert store.get_review(review.id).claimed_by == BOB
 
         # A reminder now mentions whoever has the review.
-        with store.engine.begin() as conn:
-            conn.execute(
-                update(reviews)
-                .where(reviews.c.id == review.id)
-                .values(remind_at=datetime(2000, 1, 1))
-            )
+        _due_now(store, review.id)
         reminder = _said(slack, root["ts"], "⏰")
         assert f"<@{BOB}>" in text_of(reminder) and f"<@{ALICE}>" not in text_of(reminder)
 
@@ -129,3 +139,21 @@ def test_claim_take_over_and_reassign_show_in_the_thread_and_reminders_follow(
             ("reassign", ALICE, BOB),
             ("approve", ALICE, None),
         ]
+
+
+def test_a_reminder_by_dm_goes_to_whoever_claimed_the_review_alone(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run dm topic=otters")
+        root = root_of(slack)
+        outline = review_with_buttons(slack, root["ts"])
+        (review,) = store.list_reviews()
+        slack.click_button(BOB, CHANNEL, outline["ts"], "countersign:claim")
+        _said(slack, root["ts"], f"<@{BOB}> claimed this review")
+        _due_now(store, review.id)
+        (told,) = wait_until(lambda: slack.direct_messages(BOB), what="the reminder in Bob's DM")
+        assert text_of(told).startswith("⏰ A task review of a `dm` run is still waiting")
+        wait_until(lambda: store.get_review(review.id).remind_at is None, what="the sweep")
+        assert slack.direct_messages(ALICE) == []
