@@ -21,7 +21,7 @@ from bot.slack.elements import split_text
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
 from storage.details import TaskReviewDetails, details_from_json
-from storage.records import Decision, Review, Run
+from storage.records import Approval, Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 FAST = settings(deadline=None, max_examples=40)
@@ -177,6 +177,12 @@ def test_a_claimed_review_says_who_has_it_under_its_buttons() -> None:
     assert shown.text == "Claimed by <@U0BEN>" and buttons(shown) == buttons(message)
     done = blocks.decided_message(decided(review, DecisionKind.APPROVE))
     assert "Claimed" not in str(done.blocks)
+    # where it needs several approvals, the tally and the claim show together
+    given = (Approval(review.id, "U0CAL", {}, NOW),)
+    tally = blocks.partly_approved_message(replace(review, approvals=given), 2, ("U0BEN",))
+    assert_message(tally)
+    said = str(tally.blocks)
+    assert "1 of 2 approvals" in said and "Claimed by <@U0BEN>" in said
 
 
 def test_reject_is_dangerous_and_asks_first() -> None:
