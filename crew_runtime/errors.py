@@ -8,7 +8,8 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── TextRefused       text that cannot be stored (a NUL, a lone surrogate, too long)
     │   ├── EditRefused       an edit that does not fit the arguments' or output's schema
     │   ├── NothingToReopen   a task with no approved review to send back
-    │   └── SelfApproval      who started a run approving its review (forbid_self_approval)
+    │   ├── SelfApproval      who started a run approving its review (forbid_self_approval)
+    │   └── NotAReviewer      claiming a review for someone the run does not name
     ├── CrewBuildError        the crew's factory failed or returned something else
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
@@ -26,6 +27,7 @@ __all__ = [
     "CrewRuntimeError",
     "EditRefused",
     "InputsRefused",
+    "NotAReviewer",
     "NothingToReopen",
     "ReviewerInputRefused",
     "SelfApproval",
@@ -125,3 +127,15 @@ class SelfApproval(UsageError):
 
 class CrewBuildError(CrewRuntimeError):
     """The crew factory raised or did not return a ``crewai.Crew``."""
+
+
+class NotAReviewer(UsageError):
+    """``person`` is not one of the reviewers run ``run_id`` names, so review ``review_id``
+    cannot be claimed by or reassigned to them."""
+
+    def __init__(self, review_id: str, run_id: str, person: str) -> None:
+        super().__init__(
+            f"{person} is not one of the reviewers of run {run_id}, so review {review_id} "
+            "cannot be claimed by or reassigned to them"
+        )
+        self.review_id, self.run_id, self.person = review_id, run_id, person

@@ -17,6 +17,7 @@ from crew_runtime.config import NOBODY, Config, CrewSpec, rule_of
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
+    NotAReviewer,
     NothingToReopen,
     ReviewerInputRefused,
     SelfApproval,
@@ -33,6 +34,7 @@ from storage import (
     NewDecision,
     NotWaiting,
     Review,
+    ReviewEventKind,
     ReviewKind,
     ReviewStatus,
     Run,
@@ -152,6 +154,44 @@ class Countersign:
         if review.decided_at is not None and review.decided_at >= asked:
             metrics.observe_decision(self.store.get_run(review.run_id).crew, review)
         return review
+
+    def claim(
+        self,
+        review_id: str,
+        *,
+        by: str,
+        to: str | None = None,
+        request_key: str | None = None,
+    ) -> Review:
+        """``by`` claims the pending review (``to`` None or ``by``), or reassigns it to
+        ``to``: whoever it names handles it from now on (a later claim moves it; anyone
+        allowed may still decide). Recorded for the audit trail, as a claim or a
+        reassignment. ``request_key``: replayed, it is answered as the first time.
+
+        Only reviewers of the run may claim or reassign, and only to a reviewer: where the
+        crew (or the run's reviewer input) names only people, ``by`` and ``to`` must be
+        among them. Membership of a user group or of the run's channel is Slack's to say;
+        the Slack door asks it before calling this (:func:`may_be_given`).
+
+        Raises:
+            UsageError: a name that cannot be stored; (``NotAReviewer``) ``by`` or ``to``
+                not among the people the run names.
+            ReviewNotFound, AlreadyDecided: from storage.
+        """
+        by = by.strip()
+        to = (to or by).strip()
+        if not by:
+            raise UsageError("a claim needs the reviewer's name (--by USER)")
+        _person("who claims (--by)", by)
+        _person("who is given the review (--to)", to)
+        review = self.store.get_review(review_id)
+        run = self.store.get_run(review.run_id)
+        spec = self.config.crews.get(run.crew)
+        for person in dict.fromkeys((by, to)):
+            if spec is not None and not may_be_given(spec, run, person):
+                raise NotAReviewer(review_id, run.id, person)
+        kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
+        return self.store.claim_review(review_id, kind, by=by, to=to, request_key=request_key)
 
     def approvals_required(self, review: Review) -> int:
         """How many distinct reviewers must approve ``review`` (1 for a crew the
@@ -315,6 +355,16 @@ def approvals_required(spec: CrewSpec, review: Review) -> int:
     rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
     tool, task = rule_of(review.kind, review.stream, review.details)
     return spec.approvals_for(tool=tool, task=task)
+
+
+def may_be_given(spec: CrewSpec, run: Run, person: str) -> bool:
+    """Whether ``person`` may be given (claim, be reassigned) a review of ``run``, as far as
+    the configuration can tell: where only people are named, one of them; where a user
+    group or nobody is named (anyone in the channel), Slack must say, and this says yes."""
+    named = spec.reviewers_of(run.inputs)
+    if any(ref.startswith("S") for ref in named) or not named:
+        return True
+    return person in named
 
 
 def still_expected(spec: CrewSpec, review: Review, run: Run) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ A live run's records are read from its rows (the decision, its review, the run, 
 gated tool call the journal's record of the call as it ran); retention copies them into the
 ``audit`` table in the transaction that deletes those rows (:func:`copy_audit`), so a pruned
 run keeps its trail until ``keep_audit`` prunes that too. Deciding writes nothing extra: the
-rows a decision already commits are the record.
+rows a decision already commits are the record. Claims and reassignments of a review are
+records too (``decision`` "claim" or "reassign", ``assigned_to`` who has it since), read from
+``review_events``, which outlives its run without a copy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, and_, insert, select
 
 from storage.base import StoreBase
-from storage.schema import audit, decisions, journal, reviews, runs
+from storage.schema import audit, decisions, journal, review_events, reviews, runs
 from storage.status import APPROVED_BY, DecisionKind, ReviewKind
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
@@ -30,7 +32,9 @@ _STREAM_BATCH = 1_000
 class AuditRecord:
     """Who decided what, when, on which run; for a gated tool call, its arguments as the
     model proposed them, as the reviewer approved them, and as the tool was called; for a
-    review that needed several approvals, who had approved it (``approved_by``)."""
+    review that needed several approvals, who had approved it (``approved_by``); for a claim
+    or a reassignment (``decision`` "claim" or "reassign"), who has the review since
+    (``assigned_to``)."""
 
     run_id: str
     crew: str
@@ -46,6 +50,7 @@ class AuditRecord:
     executed_args: dict[str, Any] | None
     channel: str | None
     thread_ts: str | None
+    assigned_to: str | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -116,7 +121,27 @@ def _live_record(row: Any) -> AuditRecord:
 
 
 def _kept_record(row: Any) -> AuditRecord:
-    return AuditRecord(**{name: getattr(row, name) for name in AuditRecord.__dataclass_fields__})
+    return AuditRecord(**row._mapping)
+
+
+def _event_record(row: Any) -> AuditRecord:
+    return AuditRecord(
+        run_id=row.run_id,
+        crew=row.crew,
+        review_id=row.review_id,
+        review_kind=row.review_kind,
+        decision=row.kind,
+        decided_by=row.by,
+        decided_at=row.at,
+        feedback=None,
+        approved_by=None,
+        proposed_args=None,
+        approved_args=None,
+        executed_args=None,
+        channel=row.channel,
+        thread_ts=row.thread_ts,
+        assigned_to=row.to,
+    )
 
 
 def copy_audit(conn: Connection, run_ids: Collection[str], *, since: datetime | None) -> int:
@@ -127,7 +152,8 @@ def copy_audit(conn: Connection, run_ids: Collection[str], *, since: datetime | 
         query = query.where(decisions.c.created_at >= since)
     records = [_live_record(row) for row in conn.execute(query)]
     if records:
-        conn.execute(insert(audit), [record.__dict__ for record in records])
+        kept = [column.key for column in audit.c]
+        conn.execute(insert(audit), [{k: record.__dict__[k] for k in kept} for record in records])
     return len(records)
 
 
@@ -137,22 +163,34 @@ class AuditStore(StoreBase):
     def audit_records(
         self, *, since: datetime, until: datetime, crew: str | None = None
     ) -> Iterator[AuditRecord]:
-        """Every decision made in ``[since, until)`` (of ``crew``'s runs), oldest first.
+        """Every decision, claim and reassignment made in ``[since, until)`` (of ``crew``'s
+        runs), oldest first.
 
-        Two server-side cursors, the live decisions and the kept records of pruned runs,
-        merged by time: memory stays the same whatever the size of the range.
+        Three server-side cursors, the live decisions, the kept records of pruned runs and
+        the review events, merged by time: memory stays the same whatever the size of the
+        range.
         """
         live = _live_query().where(decisions.c.created_at >= since, decisions.c.created_at < until)
         kept = select(audit).where(audit.c.decided_at >= since, audit.c.decided_at < until)
+        events = select(review_events).where(
+            review_events.c.at >= since, review_events.c.at < until
+        )
         if crew is not None:
             live = live.where(runs.c.crew == crew)
             kept = kept.where(audit.c.crew == crew)
+            events = events.where(review_events.c.crew == crew)
         live = live.order_by(decisions.c.created_at, decisions.c.review_id)
         kept = kept.order_by(audit.c.decided_at, audit.c.review_id)
-        with self.engine.connect() as live_conn, self.engine.connect() as kept_conn:
+        events = events.order_by(review_events.c.at, review_events.c.review_id)
+        with (
+            self.engine.connect() as live_conn,
+            self.engine.connect() as kept_conn,
+            self.engine.connect() as events_conn,
+        ):
             streams = (
                 (_live_record(row) for row in _streamed(live_conn, live)),
                 (_kept_record(row) for row in _streamed(kept_conn, kept)),
+                (_event_record(row) for row in _streamed(events_conn, events)),
             )
             yield from heapq.merge(*streams, key=lambda r: (r.decided_at, r.review_id))
 

@@ -27,7 +27,8 @@ CountersignError
 │   │   ├── TextRefused                    text that cannot be stored
 │   │   ├── EditRefused                    an edit that does not fit its schema
 │   │   ├── NothingToReopen                a task with no approved review to send back
-│   │   └── SelfApproval                   approving a run one started (forbid_self_approval)
+│   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
+│   │   └── NotAReviewer                   claiming a review for someone not its reviewer
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
 │       └── UnknownCrewError

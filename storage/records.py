@@ -76,6 +76,8 @@ class Review:
     expires_at: datetime | None
     decision: Decision | None = None
     approvals: tuple[Approval, ...] = ()  # in the order given; empty for a one-person review
+    claimed_by: str | None = None  # who is handling it (claimed, or reassigned to them)
+    claimed_at: datetime | None = None
 
 
 @dataclass(frozen=True)

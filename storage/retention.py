@@ -6,22 +6,25 @@ that is queued, running or waiting loses no row. A run is deleted whole only onc
 message announcing it was delivered. Deletes go in batches of a few hundred runs,
 each batch one transaction: pruning a million rows holds no lock for long and never builds a
 giant transaction. Before a batch deletes a run's decisions or journal, it copies their
-audit records (``storage.audit.copy_audit``) in the same transaction.
+audit records (``storage.audit.copy_audit``) in the same transaction. Claims and reassignments
+(``review_events``) need no copy: they are kept apart from their runs already, and go with
+the audit records when ``keep_audit`` ends.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, delete, select, true, tuple_
+from sqlalchemy import ColumnElement, Connection, Table, delete, select, true, tuple_
 
 from storage.audit import copy_audit
 from storage.base import StoreBase
-from storage.schema import audit, decisions, journal, outbox, reviews, runs
+from storage.schema import audit, decisions, journal, outbox, review_events, reviews, runs
 from storage.status import FINAL_RUN_STATUSES
 
 BATCH = 500
@@ -44,17 +47,12 @@ class RetentionPolicy:
     default: Retention = Retention()
     crews: Mapping[str, Retention] = field(default_factory=dict)
 
-    def scopes(self) -> Iterator[tuple[Retention, ColumnElement[bool], Any]]:
-        """Each crew with its own retention, then the rest: (retention, runs' crew
-        condition, audit's crew condition)."""
+    def scopes(self) -> Iterator[tuple[Retention, Callable[[Any], ColumnElement[bool]]]]:
+        """Each crew with its own retention, then the rest: (retention, the condition on a
+        table's crew column that keeps that scope's rows)."""
         for crew, retention in self.crews.items():
-            yield retention, runs.c.crew == crew, audit.c.crew == crew
-        others = list(self.crews)
-        yield (
-            self.default,
-            runs.c.crew.not_in(others) if others else true(),
-            audit.c.crew.not_in(others) if others else true(),
-        )
+            yield retention, partial(_is_crew, crew)
+        yield self.default, partial(_not_crews, list(self.crews))
 
 
 Pruned = dict[str, Counter[str]]
@@ -75,7 +73,8 @@ class RetentionStore(StoreBase):
         """
         now = self.clock()
         pruned: Pruned = {}
-        for retention, crew_is, audit_crew_is in policy.scopes():
+        for retention, in_scope in policy.scopes():
+            crew_is = in_scope(runs.c.crew)
             audit_since = now - retention.keep_audit if retention.keep_audit else None
             if retention.keep_runs is not None:
                 for ids in self._old_runs(crew_is, now - retention.keep_runs, batch):
@@ -86,7 +85,12 @@ class RetentionStore(StoreBase):
                 for ids in self._old_runs(crew_is & with_journal.exists(), cutoff, batch):
                     self._batch(pruned, dry_run, ids, audit_since, whole=False)
             if audit_since is not None:
-                self._prune_audit(pruned, dry_run, audit_crew_is, audit_since, batch)
+                for table, at, key in (
+                    (audit, audit.c.decided_at, audit.c.review_id),
+                    (review_events, review_events.c.at, review_events.c.id),
+                ):
+                    where = in_scope(table.c.crew) & (at < audit_since)
+                    self._prune_audit(pruned, dry_run, (table, at, key), where, batch)
         return pruned
 
     def _old_runs(
@@ -134,29 +138,43 @@ class RetentionStore(StoreBase):
             _end(conn, dry_run)
 
     def _prune_audit(
-        self, pruned: Pruned, dry_run: bool, crew_is: Any, before: datetime, batch: int
+        self,
+        pruned: Pruned,
+        dry_run: bool,
+        columns: tuple[Table, Any, Any],
+        where: ColumnElement[bool],
+        batch: int,
     ) -> None:
-        """Delete the kept audit records decided before ``before``, ``batch`` at a time."""
-        after: tuple[datetime, str] | None = None
+        """Delete the kept audit rows (``columns``: the table, its time and its key) that
+        ``where`` says, ``batch`` at a time."""
+        table, at, key = columns
+        after: tuple[datetime, Any] | None = None
         while True:
             query = (
-                select(audit.c.review_id, audit.c.crew, audit.c.decided_at)
-                .where(crew_is, audit.c.decided_at < before)
-                .order_by(audit.c.decided_at, audit.c.review_id)
+                select(key.label("key"), table.c.crew, at.label("at"))
+                .where(where)
+                .order_by(at, key)
                 .limit(batch)
             )
             if after is not None:
-                query = query.where(tuple_(audit.c.decided_at, audit.c.review_id) > tuple_(*after))
+                query = query.where(tuple_(at, key) > tuple_(*after))
             with self._tx() as conn:
                 rows = conn.execute(query).all()
-                ids = [row.review_id for row in rows]
-                conn.execute(delete(audit).where(audit.c.review_id.in_(ids)))
+                conn.execute(delete(table).where(key.in_([row.key for row in rows])))
                 _end(conn, dry_run)
             if not rows:
                 return
-            after = (rows[-1].decided_at, rows[-1].review_id)
+            after = (rows[-1].at, rows[-1].key)
             for row in rows:
-                pruned.setdefault(row.crew, Counter())["audit"] += 1
+                pruned.setdefault(row.crew, Counter())[table.name] += 1
+
+
+def _is_crew(crew: str, column: Any) -> ColumnElement[bool]:
+    return column == crew  # type: ignore[no-any-return]
+
+
+def _not_crews(crews: list[str], column: Any) -> ColumnElement[bool]:
+    return column.not_in(crews) if crews else true()
 
 
 def _end(conn: Connection, dry_run: bool) -> None:

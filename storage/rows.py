@@ -135,6 +135,8 @@ def to_review(
         expires_at=row.expires_at,
         decision=decision,
         approvals=approved,
+        claimed_by=row.claimed_by,
+        claimed_at=row.claimed_at,
     )
 
 

@@ -81,6 +81,10 @@ reviews = Table(
     Column("expires_at", DateTime),
     # What expires_at does (OnExpire): "approve", else (NULL, "reject") the review expires.
     Column("on_expire", String(16)),
+    # Who is handling it (a claim, or a reassignment to them), and since when; anyone
+    # allowed may still decide it.
+    Column("claimed_by", String(PERSON_LENGTH)),
+    Column("claimed_at", DateTime),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
     # The pending reviews, oldest first, without sorting every review that waits; and by run,
@@ -173,6 +177,28 @@ approvals = Table(
     Column("created_at", DateTime, nullable=False),
     UniqueConstraint("review_id", "decided_by", name="uq_approvals_reviewer"),
     Index("ix_approvals_run", "run_id"),
+)
+
+# Claims and reassignments of reviews, for the audit trail (``countersign audit export``). No
+# foreign key: like ``audit`` it outlives its run, until ``keep_audit`` prunes it.
+review_events = Table(
+    "review_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("review_id", String(32), nullable=False),
+    Column("run_id", String(32), nullable=False),
+    Column("crew", String(100), nullable=False),
+    Column("review_kind", String(16), nullable=False),
+    Column("kind", String(16), nullable=False),  # ReviewEventKind: claim | reassign
+    Column("by", String(PERSON_LENGTH), nullable=False),
+    Column("to", String(PERSON_LENGTH), nullable=False),
+    # The request that made it: replayed, it is answered as the first time.
+    Column("request_key", String(200)),
+    Column("at", DateTime, nullable=False),
+    Column("channel", String(64)),
+    Column("thread_ts", String(32)),
+    UniqueConstraint("review_id", "request_key", name="uq_review_events_request"),
+    Index("ix_review_events_at", "at"),
 )
 
 journal = Table(

@@ -131,6 +131,13 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 }
 
 
+class ReviewEventKind(StrEnum):
+    """What happened to who handles a review (``review_events``, in the audit trail)."""
+
+    CLAIM = "claim"  # someone said they handle it
+    REASSIGN = "reassign"  # someone handed it to another reviewer
+
+
 class OnExpire(StrEnum):
     """What a review's deadline (``expire_after``) does when nobody decided in time."""
 
@@ -156,6 +163,7 @@ class OutboxKind(StrEnum):
     REVIEW_APPROVED = "review_approved"  # an approval short of the review's quorum
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
+    REVIEW_CLAIMED = "review_claimed"  # claimed or reassigned: payload by, to, before
     RUN_DIVERGED = "run_diverged"
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"

@@ -21,7 +21,7 @@ from bot.slack.elements import split_text
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
 from storage.details import TaskReviewDetails, details_from_json
-from storage.records import Decision, Review, Run
+from storage.records import Approval, Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 FAST = settings(deadline=None, max_examples=40)
@@ -155,10 +155,34 @@ def test_a_short_review_is_one_valid_message_with_its_buttons(kind: ReviewKind) 
     [message] = blocks.review_messages(review, make_run())
     assert_message(message)
     found = buttons(message)
-    assert [b["action_id"] for b in found] == [f"countersign:{a}" for a in blocks.BUTTONS[kind]]
+    decisions = [f"countersign:{a}" for a in blocks.BUTTONS[kind]]
+    assert [b["action_id"] for b in found] == [
+        *decisions,
+        "countersign:claim",
+        "countersign:reassign",
+    ]
     assert all(b["value"] == review.id for b in found)
-    assert {b["action_id"].split(":")[1] for b in found} <= set(ACTIONS)
+    assert {b["action_id"].split(":")[1] for b in found} <= {*ACTIONS, "claim", "reassign"}
     assert HOSTILE not in message.text
+
+
+def test_a_claimed_review_says_who_has_it_under_its_buttons() -> None:
+    review = replace(make_review(), claimed_by="U0BEN")
+    [message] = blocks.review_messages(review, make_run())
+    assert_message(message)
+    claimed = [b for b in message.blocks if b["type"] == "context" and "Claimed" in str(b)]
+    assert [b["elements"][0]["text"] for b in claimed] == ["Claimed by <@U0BEN>"]
+    shown = blocks.open_review_message(review)
+    assert_message(shown)
+    assert shown.text == "Claimed by <@U0BEN>" and buttons(shown) == buttons(message)
+    done = blocks.decided_message(decided(review, DecisionKind.APPROVE))
+    assert "Claimed" not in str(done.blocks)
+    # where it needs several approvals, the tally and the claim show together
+    given = (Approval(review.id, "U0CAL", {}, NOW),)
+    tally = blocks.partly_approved_message(replace(review, approvals=given), 2, ("U0BEN",))
+    assert_message(tally)
+    said = str(tally.blocks)
+    assert "1 of 2 approvals" in said and "Claimed by <@U0BEN>" in said
 
 
 def test_reject_is_dangerous_and_asks_first() -> None:
@@ -240,7 +264,7 @@ def test_a_very_long_draft_gets_a_summary_with_buttons() -> None:
     assert not blocks.needs_file(make_review(_long_draft(FILE_THRESHOLD)))
     message = blocks.review_file_summary(review, make_run(), "draft <v2>.md")
     assert_message(message)
-    assert len(buttons(message)) == 4
+    assert len(buttons(message)) == 6  # four decisions, claim and reassign
     shown = json.dumps(message.blocks)
     assert "draft &lt;v2&gt;.md" in shown
     summary = [b["text"]["text"] for b in message.blocks if b["type"] == "section"]
@@ -426,7 +450,7 @@ def test_a_later_task_review_offers_to_revise_an_earlier_task() -> None:
     [button] = revise_buttons(message)
     assert button["value"] == later.run_id
     assert button["text"]["text"] == block_text.REVISE_BUTTON
-    assert len(buttons(message)) == 5
+    assert len(buttons(message)) == 7  # four decisions, revise, claim and reassign
     assert revise_buttons(blocks.decided_message(decided(later, DecisionKind.APPROVE))) == []
 
 

@@ -29,8 +29,10 @@ from bot.slack.payloads import (
     MODAL_PATTERN,
     REVISE,
     ButtonClick,
+    ClaimClick,
     ModalSubmission,
     PayloadError,
+    ReassignSubmission,
     ReviseClick,
     ReviseSubmission,
     SlashCommand,
@@ -38,7 +40,9 @@ from bot.slack.payloads import (
     action_id,
     callback_id,
     parse_button,
+    parse_claim_click,
     parse_message_event,
+    parse_reassign_submission,
     parse_revise_click,
     parse_revise_submission,
     parse_slash,
@@ -288,6 +292,38 @@ def test_click_on_revise_an_earlier_task() -> None:
         parse_button(revise_click())
     with pytest.raises(PayloadError):
         parse_revise_click(click("approve"))
+
+
+@pytest.mark.parametrize("action", ["claim", "reassign"])
+def test_click_on_claim_or_reassign(action: str) -> None:
+    assert parse_claim_click(click(action)) == ClaimClick(
+        reassign=action == "reassign",
+        review_id="rev_0a1b2c3d4e5f",
+        user_id="U0ALICE",
+        channel_id="C0DRAFTS",
+        message_ts="1700000250.000400",
+        trigger_id="123.456.abcdef",
+        thread_ts="1700000000.000100",
+    )
+    with pytest.raises(PayloadError):
+        parse_button(click(action))
+    with pytest.raises(PayloadError):
+        parse_claim_click(click("approve"))
+
+
+def test_submission_of_the_reassign_modal() -> None:
+    view = {**modals.reassign_modal(review()), "id": "V0004", "team_id": "T0TEST", "hash": "1.a"}
+    view["state"] = slack.view_state(view, {"to": "U0BEN"})
+    body = {"type": "view_submission", "user": user(), "trigger_id": "1.2.3", "view": view}
+    assert parse_reassign_submission(body) == ReassignSubmission(
+        review_id="rev_0a1b2c3d4e5f", user_id="U0ALICE", to="U0BEN", view_id="V0004"
+    )
+    # Slack's client requires a choice; a lax or forged one may send none
+    view["state"]["values"]["to"]["to"]["selected_user"] = None
+    with pytest.raises(PayloadError):
+        parse_reassign_submission(body)
+    with pytest.raises(PayloadError):
+        parse_reassign_submission(submission("changes"))
 
 
 def test_submission_of_the_revise_modal() -> None:

@@ -50,6 +50,10 @@ ELSEWHERE = {
     "test_a_worker_logs_one_json_object_per_line_with_its_runs",
     "countersign runs start deal customer=acme approver=U0DANA01": "tests/"
     "test_reviewer_input.py::test_the_cli_takes_a_user_id_as_the_reviewer",
+    "countersign reviews claim REVIEW_ID --by U0ANA01": "tests/test_claims.py::"
+    "test_only_a_named_reviewer_claims_or_is_given_a_review",
+    "countersign reviews reassign REVIEW_ID --to U0BEN01 --by U0ANA01": "tests/test_claims.py::"
+    "test_only_a_named_reviewer_claims_or_is_given_a_review",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.

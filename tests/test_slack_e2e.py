@@ -480,6 +480,8 @@ def test_tool_approval_edit_is_validated_in_the_modal(setup: tuple[Config, Store
             "countersign:approve",
             "countersign:edit",
             "countersign:reject",
+            "countersign:claim",
+            "countersign:reassign",
         }
         slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:edit")
         view = modal_for(slack, ALICE, "arg:amount")

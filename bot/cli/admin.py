@@ -166,6 +166,19 @@ def reviews_decide(ctx: Context) -> int:
     return 0
 
 
+def reviews_claim(ctx: Context) -> int:
+    review = ctx.service(ctx.config()).claim(ctx.args.review_id, by=ctx.args.by)
+    print(f"{review.id}: claimed by {review.claimed_by}")
+    return 0
+
+
+def reviews_reassign(ctx: Context) -> int:
+    args = ctx.args
+    review = ctx.service(ctx.config()).claim(args.review_id, by=args.by, to=args.to)
+    print(f"{review.id}: reassigned to {review.claimed_by} by {args.by}")
+    return 0
+
+
 def _over_proposed(review: Review, text: str) -> str:
     """On the command line a tool call's edit names only the arguments it changes.
 

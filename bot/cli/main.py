@@ -10,6 +10,8 @@ Commands::
     countersign reviews list [--all] [--run RUN_ID] [--json]
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
+    countersign reviews claim REVIEW_ID --by USER
+    countersign reviews reassign REVIEW_ID --to USER --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
                        [--no-listen] [--metrics-port P [--metrics-host H]]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
@@ -212,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     revise.add_argument("feedback", metavar="FEEDBACK", help="for the task's agent; - reads stdin")
     revise.add_argument("--by", metavar="USER", help="who reopens it (default: $USER)")
 
-    reviews = group("reviews", "list, show and decide reviews")
+    reviews = group("reviews", "list, show, decide and claim reviews")
     rlist = command(reviews, "list", c.reviews_list, "list pending reviews, oldest first")
     rlist.add_argument("--all", action="store_true", help="also decided and closed reviews")
     rlist.add_argument("--run", metavar="RUN_ID", help="only this run's reviews")
@@ -232,6 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="needed by edit, changes and answer; optional reason for reject; - reads stdin",
     )
     decide.add_argument("--by", metavar="USER", required=True, help="who decides")
+
+    claim = command(reviews, "claim", c.reviews_claim, "say you handle a pending review")
+    claim.add_argument("review_id", metavar="REVIEW_ID")
+    claim.add_argument("--by", metavar="USER", required=True, help="who claims it")
+
+    reassign = command(reviews, "reassign", c.reviews_reassign, "give a review to a reviewer")
+    reassign.add_argument("review_id", metavar="REVIEW_ID")
+    reassign.add_argument("--to", metavar="USER", required=True, help="who handles it now")
+    reassign.add_argument("--by", metavar="USER", required=True, help="who reassigns it")
 
     worker = command(groups, "worker", run_worker, "execute runs until stopped")
     worker.add_argument("--until-idle", action="store_true", help="exit when no run is left")

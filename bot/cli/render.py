@@ -66,6 +66,8 @@ def review_json(review: Review) -> dict[str, Any]:
         "created_at": iso(review.created_at),
         "decision": decision_json(review.decision),
         "approvals": [{"by": a.decided_by, "at": iso(a.created_at)} for a in review.approvals],
+        "claimed_by": review.claimed_by,
+        "claimed_at": iso(review.claimed_at),
     }
 
 
@@ -185,6 +187,8 @@ def _review_lines(review: Review, indent: int = 0) -> list[str]:
     ]
     lines += _field("prompt", review.prompt, indent)
     lines += [f"{pad}approval {a.decided_by} at {iso(a.created_at)}" for a in review.approvals]
+    if review.claimed_by is not None:
+        lines.append(f"{pad}claimed  by {review.claimed_by} at {iso(review.claimed_at)}")
     decision = review.decision
     if decision is not None:
         lines.append(

@@ -34,6 +34,7 @@ FIELDS = (
     "proposed_args",
     "approved_args",
     "executed_args",
+    "assigned_to",
     "permalink",
 )
 
@@ -140,5 +141,6 @@ def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
         "proposed_args": record.proposed_args,
         "approved_args": record.approved_args,
         "executed_args": record.executed_args,
+        "assigned_to": record.assigned_to,
         "permalink": permalink(workspace, record.channel, record.thread_ts),
     }

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 from bot.slack.mrkdwn import channel_ref, code, escape, mention, slack_date, truncate, user_ref
-from bot.slack.payloads import REVISE
+from bot.slack.payloads import REASSIGN, REVISE
 from crew_runtime import streams
 from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
@@ -116,6 +116,23 @@ BUTTON = {
     DecisionKind.ANSWER: "Answer",
 }
 REVISE_BUTTON = "Revise an earlier task"
+CLAIM_BUTTON = "Claim"
+REASSIGN_BUTTON = "Reassign"
+
+
+def claimed_line(person: str) -> str:
+    """Under a pending review's buttons: who is handling it."""
+    return f"Claimed by {mention(person)}"
+
+
+def claimed_note(by: str, to: str, before: str | None) -> str:
+    """Said in the run's thread when a review is claimed, taken over or reassigned."""
+    if by != to:
+        return f"{mention(by)} reassigned this review to {mention(to)}."
+    if before is not None:
+        return f"{mention(to)} took this review over from {mention(before)}."
+    return f"{mention(to)} claimed this review: they are handling it."
+
 
 REJECT_CONFIRM_TITLE = "Reject?"
 
@@ -329,6 +346,7 @@ MODAL_TITLE = {
     DecisionKind.REJECT: "Reject",
     DecisionKind.ANSWER: "Answer",
     REVISE: "Revise an earlier task",
+    REASSIGN: "Reassign the review",
 }
 MODAL_SUBMIT = {
     DecisionKind.EDIT: "Approve edit",
@@ -336,6 +354,7 @@ MODAL_SUBMIT = {
     DecisionKind.REJECT: "Reject",
     DecisionKind.ANSWER: "Send answer",
     REVISE: "Revise",
+    REASSIGN: "Reassign",
 }
 MODAL_CLOSE = "Cancel"
 MODAL_LABEL = {
@@ -411,6 +430,8 @@ REVISE_EXPLAINED = (
     "The run goes back to the task you choose: its agent revises the draft you approved "
     "with your feedback, you review it again, and every later task runs again after it."
 )
+REASSIGN_LABEL = "Who should handle it?"
+REASSIGN_PLACEHOLDER = "Choose one of the run's reviewers"
 REVISE_TASK_LABEL = "Task to revise"
 REVISE_TASK_PLACEHOLDER = "Choose an approved task"
 

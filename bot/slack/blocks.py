@@ -43,7 +43,7 @@ from bot.slack.elements import (
     split_text,
 )
 from bot.slack.mrkdwn import code, escape, slack_date, truncate, user_ref
-from bot.slack.payloads import REVISE, action_id
+from bot.slack.payloads import CLAIM, REASSIGN, REVISE, action_id
 from crew_runtime import streams
 from storage.details import QuestionDetails, ToolApprovalDetails
 from storage.records import Decision, Review, Run
@@ -211,6 +211,19 @@ def _revise_button(run_id: str) -> Block:
     }
 
 
+def _claim_buttons(review: Review) -> list[Block]:
+    """The buttons *Claim* and *Reassign*: who handles the review (anyone allowed still decides)."""
+    return [
+        {
+            "type": "button",
+            "action_id": action_id(action),
+            "text": plain(words, 75),
+            "value": review.id,
+        }
+        for action, words in ((CLAIM, t.CLAIM_BUTTON), (REASSIGN, t.REASSIGN_BUTTON))
+    ]
+
+
 def _after_first_task(review: Review) -> bool:
     """A review of a task with tasks before it (the first has nothing to revise before it)."""
     return review.kind is ReviewKind.TASK_REVIEW and (streams.task_index(review.stream) or 0) > 0
@@ -251,9 +264,12 @@ def _review_tail(review: Review, *, decided: bool) -> list[Block]:
         buttons = [_button(a, review) for a in BUTTONS[review.kind]]
         if _after_first_task(review):
             buttons.append(_revise_button(review.run_id))
+        buttons += _claim_buttons(review)
         blocks.append(
             {"type": "actions", "block_id": f"countersign:{review.id}", "elements": buttons}
         )
+        if review.claimed_by is not None:
+            blocks.append(context(t.claimed_line(review.claimed_by)))
         return [*blocks, context(f"{t.REPLY_HINT[review.kind]} {ref}")]
     return [*blocks, *_outcome(review), context(ref)]
 
@@ -351,6 +367,16 @@ def decided_message(review: Review, *, as_file: bool | None = None) -> Message:
     else:
         fallback = t.REVIEW_STATUS[review.status]
     return Message(fallback, blocks)
+
+
+def open_review_message(review: Review) -> Message:
+    """The pending review's last message again, buttons kept, as it stands now (who has
+    claimed it)."""
+    blocks = _last_blocks(review, decided=False)
+    words = (
+        t.claimed_line(review.claimed_by) if review.claimed_by else t.REVIEW_STATUS[review.status]
+    )
+    return Message(words, blocks)
 
 
 def partly_approved_message(
@@ -533,6 +559,12 @@ def dm_nudge_message(review: Review, crew: str, escalated: bool, link: str | Non
     ``escalate_after`` and its rule says ``remind_by = "dm"``."""
     words = t.dm_nudge(review, crew, escalated, link)
     return Message(words, [section(words)])
+
+
+def claimed_message(by: str, to: str, before: str | None) -> Message:
+    """Said in the run's thread when a review is claimed, taken over or reassigned."""
+    words = t.claimed_note(by, to, before)
+    return Message(words, [context(words)])
 
 
 def reopened_message(review: Review) -> Message:

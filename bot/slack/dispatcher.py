@@ -206,6 +206,17 @@ class Dispatcher:
             if review.status == ReviewStatus.PENDING:
                 await self._tally(review, run)
             await steps.sent()
+        elif kind == OutboxKind.REVIEW_CLAIMED and message.review_id:
+            review = await sync(self.store.get_review, message.review_id)
+            if review.status == ReviewStatus.PENDING:
+                await self._show_claim(review, run)
+                said = message.payload
+                before = said.get("before")
+                claimed = blocks.claimed_message(
+                    str(said["by"]), str(said["to"]), None if before is None else str(before)
+                )
+                await steps.post_all(thread, [claimed])
+            await steps.sent()
         elif kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and (
             message.review_id
         ):
@@ -292,6 +303,19 @@ class Dispatcher:
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
         )
 
+    async def _show_claim(self, review: Review, run: Run) -> None:
+        """Show on the pending review's message who has claimed it (with the approvals so
+        far, where it needs several)."""
+        if review.approvals:
+            await self._tally(review, run)
+            return
+        if review.channel is None or review.message_ts is None:
+            return
+        shown = blocks.open_review_message(review)
+        await self.client.chat_update(
+            channel=review.channel, ts=review.message_ts, text=shown.text, blocks=shown.blocks
+        )
+
     async def _update_root(self, run: Run) -> None:
         fresh = await sync(self.store.get_run, run.id)
         if fresh.channel is None or fresh.thread_ts is None:
@@ -322,12 +346,15 @@ class Dispatcher:
         reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
             return blocks.escalation_message(review, spec.escalate_to or reviewers)
+        if review.claimed_by is not None:  # whoever claimed it, or was given it
+            reviewers = (review.claimed_by,)
         return blocks.reminder_message(review, reviewers)
 
     async def _dm_people(self, kind: OutboxKind, review: Review, run: Run) -> list[str]:
         """Who gets a reminder or an escalation as a DM: nobody unless the review's rule
         says ``remind_by = "dm"`` and names people (a crew open to its channel is reminded
-        in the thread); user groups' members, each person once."""
+        in the thread); user groups' members, each person once; a reminder of a claimed
+        review goes to whoever has it."""
         spec = self.config.crews.get(run.crew)
         if spec is None:
             return []
@@ -337,6 +364,8 @@ class Dispatcher:
         named = still_expected(spec, review, run)
         if kind == OutboxKind.REVIEW_ESCALATED:
             named = spec.escalate_to or named
+        elif review.claimed_by is not None:  # a reminder goes to whoever has it
+            named = (review.claimed_by,)
         people: list[str] = []
         for ref in named:
             members = [ref] if not ref.startswith("S") else await self._group(ref)

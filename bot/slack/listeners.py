@@ -25,9 +25,12 @@ from bot.slack.handlers import api_error, sync
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import (
     BUTTON_PATTERN,
+    CLAIM,
     MODAL_PATTERN,
+    REASSIGN,
     REVISE,
     ButtonClick,
+    ClaimClick,
     ModalSubmission,
     PayloadError,
     ReviseClick,
@@ -35,7 +38,9 @@ from bot.slack.payloads import (
     arg_block_id,
     callback_id,
     parse_button,
+    parse_claim_click,
     parse_message_event,
+    parse_reassign_submission,
     parse_revise_click,
     parse_revise_submission,
     parse_submission,
@@ -79,6 +84,9 @@ class Listeners(SlashCommands):
         app.view(MODAL_PATTERN)(self.on_submission)
         app.action(action_id(REVISE))(self.on_revise)
         app.view(callback_id(REVISE))(self.on_revise_submission)
+        app.action(action_id(CLAIM))(self.on_claim)
+        app.action(action_id(REASSIGN))(self.on_claim)
+        app.view(callback_id(REASSIGN))(self.on_reassign_submission)
         app.event("message")(self.on_message)
         app.event("app_mention")(self.on_message)
 
@@ -105,16 +113,7 @@ class Listeners(SlashCommands):
             if view_id is None:
                 await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
                 return
-        found = await self._review_and_run(click.review_id)
-        refusal = None
-        if found is None:
-            refusal = text.REVIEW_GONE
-        elif not _on_its_message(click, *found):
-            refusal = text.NOT_THE_REVIEW_MESSAGE
-        elif found[0].status != ReviewStatus.PENDING:
-            refusal = text.already_decided(found[0])
-        else:
-            refusal = await self._refusal(click.user_id, found[1])
+        found, refusal = await self._clicked_review(click)
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             if refusal is None and found is not None:
@@ -129,6 +128,20 @@ class Listeners(SlashCommands):
             await self._decide(
                 found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
             )
+
+    async def _clicked_review(
+        self, click: ButtonClick | ClaimClick
+    ) -> tuple[tuple[Review, Run] | None, str | None]:
+        """The review a button was clicked on, with its run, and why the clicker may not act
+        on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer."""
+        found = await self._review_and_run(click.review_id)
+        if found is None:
+            return None, text.REVIEW_GONE
+        if not _on_its_message(click, *found):
+            return found, text.NOT_THE_REVIEW_MESSAGE
+        if found[0].status != ReviewStatus.PENDING:
+            return found, text.already_decided(found[0])
+        return found, await self._refusal(click.user_id, found[1])
 
     async def _open_loading_view(
         self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
@@ -269,6 +282,80 @@ class Listeners(SlashCommands):
         await ack()
         self.wake()
 
+    # ------------------------------------------------------------ claiming and reassigning
+
+    async def on_claim(
+        self,
+        ack: AsyncAck,
+        body: dict[str, Any],
+        client: AsyncWebClient,
+        context: AsyncBoltContext,
+    ) -> None:
+        """A click on *Claim* records the clicker as handling the review; one on *Reassign*
+        opens a modal to choose who should (as in on_button, before any database read)."""
+        await ack()
+        try:
+            click = parse_claim_click(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed claim click: %s", exc)
+            return
+        view_id = None
+        if click.reassign:
+            view_id = await self._open_loading_view(client, click.trigger_id)
+            if view_id is None:
+                await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
+                return
+        found, refusal = await self._clicked_review(click)
+        channel = click.channel_id or (found[1].channel if found else None)
+        if view_id is not None:
+            shown = modals.reassign_modal(found[0]) if refusal is None and found else None
+            await self._update_view(client, view_id, shown or modals.notice_view(refusal or ""))
+        elif refusal is not None:
+            await self._ephemeral_via_api(channel, click.user_id, refusal)
+        elif found is not None:
+            try:
+                await sync(
+                    self.service.claim,
+                    found[0].id,
+                    by=click.user_id,
+                    request_key=context.get(REQUEST_KEY),
+                )
+            except (UsageError, StorageError) as exc:
+                await self._ephemeral_via_api(channel, click.user_id, text.refusal(exc))
+
+    async def on_reassign_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """The chosen person must be allowed to decide the run's reviews (Slack says, for
+        a group or the channel); else the modal stays open and says so."""
+        try:
+            submission = parse_reassign_submission(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed reassign submission: %s", exc)
+            await ack()
+            return
+        found = await self._review_and_run(submission.review_id)
+        if found is None:
+            await ack(response_action="errors", errors={"to": text.REVIEW_GONE})
+            return
+        review, run = found
+        refusal = await self._refusal(submission.user_id, run)
+        if refusal is None and await self._refusal(submission.to, run) is not None:
+            refusal = text.REASSIGN_NOT_A_REVIEWER
+        if refusal is not None:
+            await ack(response_action="errors", errors={"to": refusal})
+            return
+        try:
+            await sync(
+                self.service.claim,
+                review.id,
+                by=submission.user_id,
+                to=submission.to,
+                request_key=f"view:{submission.view_id}",
+            )
+        except (UsageError, StorageError) as exc:
+            await ack(response_action="errors", errors={"to": text.refusal_in_form(exc)})
+            return
+        await ack()
+
     # ------------------------------------------------------------ replies
 
     async def on_message(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -350,7 +437,7 @@ class Listeners(SlashCommands):
             await self._ephemeral_via_api(channel, user_id, counted)
 
 
-def _on_its_message(click: ButtonClick, review: Review, run: Run) -> bool:
+def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -> bool:
     """Whether a click was made on its review's own message: a click elsewhere carrying the
     review's id was not. Until the dispatcher has recorded where the message went (it does
     so after its last step), a click in the run's thread stands for it."""

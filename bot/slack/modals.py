@@ -29,6 +29,7 @@ from bot.slack.mrkdwn import code, truncate
 from bot.slack.payloads import (
     MAX_ARG_NAME,
     MODAL_ACTIONS,
+    REASSIGN,
     REVISE,
     arg_block_id,
     callback_id,
@@ -242,6 +243,25 @@ def _option(label: str, value: str) -> Block:
 
 
 # --- re-opening an earlier task -----------------------------------------------------------
+
+
+def reassign_modal(review: Review) -> dict[str, Any]:
+    """The modal of "Reassign": a ``users_select`` of who should handle the review; the
+    choice comes back as ``state.values["to"]["to"]["selected_user"]``."""
+    blocks: list[Block] = [
+        context(t.review_ref(review.id, review.run_id)),
+        {
+            "type": "input",
+            "block_id": "to",
+            "label": plain(t.REASSIGN_LABEL, 2000),
+            "element": {
+                "type": "users_select",
+                "action_id": "to",
+                "placeholder": plain(t.REASSIGN_PLACEHOLDER, 150),
+            },
+        },
+    ]
+    return _view(callback_id(REASSIGN), {"review_id": review.id}, REASSIGN, blocks)
 
 
 def revise_modal(

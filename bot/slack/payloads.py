@@ -31,14 +31,18 @@ __all__ = [
     "ACTION_PREFIX",
     "ARG_PREFIX",
     "BUTTON_PATTERN",
+    "CLAIM",
     "MAX_ARG_NAME",
     "MODAL_ACTIONS",
     "MODAL_PATTERN",
     "MODAL_PREFIX",
+    "REASSIGN",
     "REVISE",
     "ButtonClick",
+    "ClaimClick",
     "ModalSubmission",
     "PayloadError",
+    "ReassignSubmission",
     "ReviseClick",
     "ReviseSubmission",
     "SlashCommand",
@@ -47,7 +51,9 @@ __all__ = [
     "arg_block_id",
     "callback_id",
     "parse_button",
+    "parse_claim_click",
     "parse_message_event",
+    "parse_reassign_submission",
     "parse_revise_click",
     "parse_revise_submission",
     "parse_slash",
@@ -61,6 +67,10 @@ MODAL_ACTIONS = tuple(k for k in ACTIONS if k != DecisionKind.APPROVE)
 """The buttons that open a modal (approving needs no words)."""
 
 REVISE = "revise"
+CLAIM = "claim"
+"""The button that claims a review for whoever clicks; its value is the review id."""
+REASSIGN = "reassign"
+"""The button (and modal) that hands a review to another reviewer; its value is the review id."""
 """The button (and modal) that re-opens an earlier task of a run; its value is the run id.
 Not a decision on a review: it reopens one decided before."""
 
@@ -145,6 +155,29 @@ class ReviseClick:
 
 
 @dataclass(frozen=True)
+class ClaimClick:
+    """A click on a review's "Claim" (``reassign`` False) or "Reassign" button."""
+
+    reassign: bool
+    review_id: str
+    user_id: str
+    channel_id: str | None
+    message_ts: str | None
+    trigger_id: str | None
+    thread_ts: str | None = None
+
+
+@dataclass(frozen=True)
+class ReassignSubmission:
+    """The submitted "Reassign" modal: who ``user_id`` hands the review to (``to``)."""
+
+    review_id: str
+    user_id: str
+    to: str
+    view_id: str
+
+
+@dataclass(frozen=True)
 class ReviseSubmission:
     """The submitted "Revise an earlier task" modal.
 
@@ -196,19 +229,24 @@ def parse_button(body: Mapping[str, Any]) -> ButtonClick:
     action = _decision(
         _str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, ACTIONS, "action_id"
     )
+    return ButtonClick(action=action, **_on_review(body, clicked))
+
+
+def _on_review(body: Mapping[str, Any], clicked: Mapping[str, Any]) -> dict[str, Any]:
+    """What every click on a review's button says: the review (the button's value), who
+    clicked, and the message clicked in."""
     channel_id, message_ts = _clicked_message(body)
-    return ButtonClick(
-        action=action,
-        review_id=_id(clicked, "value", "actions[0]"),
-        user_id=_user(body),
-        channel_id=channel_id,
-        message_ts=message_ts,
-        trigger_id=_optional_id(body, "trigger_id", "payload"),
-        thread_ts=_first_id(
+    return {
+        "review_id": _id(clicked, "value", "actions[0]"),
+        "user_id": _user(body),
+        "channel_id": channel_id,
+        "message_ts": message_ts,
+        "trigger_id": _optional_id(body, "trigger_id", "payload"),
+        "thread_ts": _first_id(
             (_optional_mapping(body, "container"), "thread_ts"),
             (_optional_mapping(body, "message"), "thread_ts"),
         ),
-    )
+    }
 
 
 def parse_revise_click(body: Mapping[str, Any]) -> ReviseClick:
@@ -280,6 +318,32 @@ def parse_revise_submission(body: Mapping[str, Any]) -> ReviseSubmission:
         view_id=_id(view, "id", "view"),
         channel_id=_optional_id(meta, "channel_id", "private_metadata"),
         message_ts=_optional_id(meta, "message_ts", "private_metadata"),
+    )
+
+
+def parse_claim_click(body: Mapping[str, Any]) -> ClaimClick:
+    """A click on a review's "Claim" or "Reassign" button, whose ``value`` is the review id."""
+    body, clicked = _click(body)
+    action = _suffix(
+        _str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (CLAIM, REASSIGN), "action_id"
+    )
+    return ClaimClick(reassign=action == REASSIGN, **_on_review(body, clicked))
+
+
+def parse_reassign_submission(body: Mapping[str, Any]) -> ReassignSubmission:
+    """A ``view_submission`` of the "Reassign" modal: the review id in ``private_metadata``,
+    the chosen person in ``state.values.to.to.selected_user`` (the input is required, so
+    Slack sends none without it)."""
+    body, view, meta = _view(body)
+    _suffix(_str(view, "callback_id", "view"), MODAL_PREFIX, (REASSIGN,), "callback_id")
+    values = _state_values(view)
+    where = "view.state.values.to.to"
+    entry = _mapping(_mapping(values.get("to"), "view.state.values.to").get("to"), where)
+    return ReassignSubmission(
+        review_id=_id(meta, "review_id", "private_metadata"),
+        user_id=_user(body),
+        to=_id(entry, "selected_user", where),
+        view_id=_id(view, "id", "view"),
     )
 
 

@@ -22,6 +22,7 @@ from crew_runtime.config import ConfigError
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
+    NotAReviewer,
     NothingToReopen,
     SelfApproval,
     TextRefused,
@@ -153,6 +154,7 @@ def not_a_person(user: str, why: str, name: str) -> str:
 
 
 REVIEW_GONE = "This review no longer exists."
+REASSIGN_NOT_A_REVIEWER = "That person is not a reviewer of this run; choose another."
 NOT_THE_REVIEW_MESSAGE = (
     "This button does not belong to the message it was clicked on, so nothing was decided. "
     "Use the buttons of the review's own message, in its run's thread."
@@ -349,6 +351,8 @@ def refusal(exc: CountersignError) -> str:
                 "You started this run, and its crew needs someone else to approve its reviews. "
                 "Nothing was recorded."
             )
+        case NotAReviewer():
+            return f"{user_ref(exc.person)} is not a reviewer of this run. Nothing was recorded."
         case AlreadyFinal():
             return already_final(exc.run_id, exc.status)
         case NotWaiting():
