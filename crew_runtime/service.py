@@ -37,6 +37,7 @@ from storage import (
     ReviewStatus,
     Run,
     RunStatus,
+    StandingApproval,
     Store,
     TaskReviewDetails,
     ToolApprovalDetails,
@@ -160,6 +161,19 @@ class Countersign:
         if review.decided_at is not None and review.decided_at >= asked:
             metrics.observe_decision(self.store.get_run(review.run_id).crew, review)
         return review
+
+    def revoke_standing(self, standing_id: str, *, by: str) -> StandingApproval:
+        """Revoke a standing approval: the later calls of its tool are reviewed again (a call
+        it approved already stays approved, as the run's journal records).
+
+        Raises:
+            UsageError: no name for who revokes it.
+            StandingNotFound, AlreadyRevoked: from storage.
+        """
+        if not by.strip():
+            raise UsageError("revoking needs the person's name (--by USER)")
+        _person("the name of who revokes it (--by)", by)
+        return self.store.revoke_standing(standing_id, by=by.strip())
 
     def approvals_required(self, review: Review) -> int:
         """How many distinct reviewers must approve ``review`` (1 for a crew the

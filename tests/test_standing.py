@@ -12,6 +12,7 @@ from crew_runtime.config import ConfigError, load_config
 from crew_runtime.errors import UsageError
 from storage import AlreadyRevoked, DecisionKind, ReviewKind, RunStatus, StandingNotFound
 from tests.harness import Bench
+from tests.test_cli import Cli, assert_refused
 
 PAYROLL = """
 [crews.payroll]
@@ -174,6 +175,40 @@ def test_a_replay_keeps_the_journaled_choice_after_a_revocation(payroll: Bench) 
         {"amount": 1500, "to": "ACME"},
         {"amount": 1200, "to": "GLOBEX"},
     ]
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def test_the_cli_grants_shows_and_revokes_a_standing_approval(
+    payroll: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = Cli(payroll.db_url, payroll.config_path, capsys)
+    strict = _first_review(payroll, "payroll_strict")
+    refused = cli("reviews", "decide", strict, "approve", "--standing", "--by", "U0ANA01")
+    assert_refused(refused, "does not allow approving its later calls")
+    assert payroll.store.get_review(strict).decision is None
+
+    review_id = _first_review(payroll, "payroll")
+    run_id = payroll.store.get_review(review_id).run_id
+    out = cli.ok("reviews", "decide", review_id, "approve", "--standing", "--by", "U0ANA01").out
+    (standing,) = payroll.store.standing_approvals(run_id)
+    assert out.splitlines() == [
+        f"{review_id}: approve by U0ANA01; run {run_id} is queued",
+        f'{standing.id}: approves later calls of pay with to="ACME"',
+    ]
+    shown = cli.ok("runs", "show", run_id).out
+    assert f'{standing.id}  later calls of pay with to="ACME", by U0ANA01 at ' in shown
+
+    revoked = cli.ok("reviews", "revoke", standing.id, "--by", "U0BEN02").out
+    assert revoked == f"{standing.id}: revoked by U0BEN02; pay is reviewed again\n"
+    again = cli("reviews", "revoke", standing.id, "--by", "U0ANA01")
+    assert_refused(again, f"standing approval {standing.id} was revoked by U0BEN02")
+    assert "; revoked by U0BEN02 at " in cli.ok("runs", "show", run_id).out
+    assert_refused(cli("reviews", "revoke", "std_nothing", "--by", "U0ANA01"), "std_nothing")
+    payroll.work_here()
+    assert _paid(payroll) == [(1500, "ACME")]  # revoked: ACME 2000 asks
+    assert payroll.pending(run_id).details.args == {"amount": 2000, "to": "ACME"}
 
 
 # --- the configuration ---------------------------------------------------------------------
