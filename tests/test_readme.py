@@ -50,6 +50,10 @@ ELSEWHERE = {
     "test_a_worker_logs_one_json_object_per_line_with_its_runs",
     "countersign runs start deal customer=acme approver=U0DANA01": "tests/"
     "test_reviewer_input.py::test_the_cli_takes_a_user_id_as_the_reviewer",
+    "countersign reviews decide rev_5e0c2a91d4b7 approve --standing --by U0ANA01": "tests/"
+    "test_standing.py::test_the_cli_grants_shows_and_revokes_a_standing_approval",
+    "countersign reviews revoke std_9b41c07e2d5a --by U0BEN02": "tests/"
+    "test_standing.py::test_the_cli_grants_shows_and_revokes_a_standing_approval",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.

@@ -3,6 +3,7 @@ the run with the same values of named arguments, until revoked."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -267,3 +268,12 @@ def test_the_crews_quorum_applies_to_a_gate_that_sets_none(tmp_path: Path) -> No
     )
     with pytest.raises(ConfigError, match="a call of pay needs 2 approvals"):
         load_config(path)
+
+
+def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Approve all such calls") :]
+    (example,) = re.findall(r"```toml\n(.*?)```", section[: section.index("\n## ")], re.DOTALL)
+    path = tmp_path / "countersign.toml"
+    path.write_text('[crews.payroll]\nfactory = "a:b"\n' + example)
+    assert load_config(path).get("payroll").standing_match("pay") == ("to",)
