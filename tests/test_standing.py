@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from crew_runtime.config import ConfigError, load_config
 from crew_runtime.errors import UsageError
-from storage import AlreadyRevoked, DecisionKind, ReviewKind, RunStatus, StandingNotFound
+from storage import (
+    AlreadyRevoked,
+    DecisionKind,
+    ReviewKind,
+    RunNotFound,
+    RunStatus,
+    StandingNotFound,
+    Store,
+    utc_now,
+)
+from storage.retention import Retention, RetentionPolicy
 from tests.harness import Bench
 from tests.test_cli import Cli, assert_refused
+from tests.test_retention import deliver
 
 PAYROLL = """
 [crews.payroll]
@@ -94,6 +106,17 @@ def test_with_no_named_arguments_every_later_call_is_approved(payroll: Bench) ->
     assert payroll.run(run_id).status == RunStatus.SUCCEEDED
     assert _paid(payroll) == [(1500, "ACME"), (2000, "ACME"), (1200, "GLOBEX")]
     assert len(payroll.store.list_reviews(run_id=run_id, status=None)) == 1
+
+    # Retention deletes the finished run with its standing approvals.
+    later = Store.open(payroll.db_url, clock=lambda: utc_now() + timedelta(days=400))
+    try:
+        deliver(later)  # a run is deleted once Slack was told everything about it
+        assert later.prune(RetentionPolicy(Retention(keep_runs=timedelta(days=365))))
+        assert later.standing_approvals(run_id) == []
+        with pytest.raises(RunNotFound):
+            later.get_run(run_id)
+    finally:
+        later.close()
 
 
 def test_after_revocation_later_calls_ask_again(payroll: Bench) -> None:
