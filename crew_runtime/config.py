@@ -74,7 +74,8 @@ key                 meaning                                     default
                     the run's one reviewer, a Slack user
 ``gates``           ``{tool: {approvals_required, remind_after, ``{}``
                     escalate_after, expire_after, on_expire,
-                    remind_by}}``
+                    remind_by, allow_standing,
+                    standing_match}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
 ``keep_journal``    this crew's own ``[retention]`` keys        the
 ``keep_runs``                                                   deployment's
@@ -87,6 +88,11 @@ An ``on_expire`` that cannot act (``"approve"``/``"reject"`` with no ``expire_af
 ``"keep_waiting"`` beside an ``expire_after`` of the same table) is an error. With
 ``reviewers`` listing only users, a quorum above their number is an
 error (nobody could reach it).
+
+A gate's ``allow_standing = true`` lets the approval of one call of its tool also approve the
+tool's later calls in the run (a standing approval), those whose arguments named in
+``standing_match`` (default: none, so every call) have the approved call's values; only where
+its calls need one approval (its ``approvals_required``, else the crew's, is 1).
 
 With ``reviewers_from_input``, each run names its own reviewer: the input holds a Slack user
 id (``/crew run`` takes a mention), and that person alone decides the run's reviews and is

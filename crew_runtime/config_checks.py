@@ -61,8 +61,11 @@ _KNOWN_KEYS = (
     "tasks",
 )
 _DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
-# What a [crews.NAME.gates.TOOL] or .tasks.N table sets.
+# What a [crews.NAME.gates.TOOL] or .tasks.N table sets; a gate's may also allow standing
+# approvals of its tool.
 _RULE_KEYS = ("approvals_required", *_DEADLINE_KEYS)
+_GATE_KEYS = (*_RULE_KEYS, "allow_standing", "standing_match")
+_ARGUMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
 
 
@@ -160,8 +163,8 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         where,
     )
     approvals = _count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
-    gate_rules = _rules(table, key, "gates", where)
-    task_rules = _rules(table, key, "tasks", where)
+    gate_rules = _rules(table, key, "gates", where, _GATE_KEYS)
+    task_rules = _rules(table, key, "tasks", where, _RULE_KEYS)
     gates = _quorums(gate_rules, f"{key}.gates", where)
     tasks = _quorums(task_rules, f"{key}.tasks", where)
     for task in task_rules:
@@ -217,6 +220,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
         gate_deadlines=MappingProxyType(gate_deadlines),
         task_deadlines=MappingProxyType(task_deadlines),
+        standing=MappingProxyType(_standing(gate_rules, gates, approvals, f"{key}.gates", where)),
         retention=_retention(table, key, where),
     )
 
@@ -257,8 +261,10 @@ def _count(value: object, key: str, where: _Where) -> int:
     return value
 
 
-def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[str, dict[str, Any]]:
-    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's), each setting known keys."""
+def _rules(
+    table: dict[str, Any], key: str, name: str, where: _Where, known: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's), each setting ``known`` keys."""
     rules = table.get(name, {})
     if not isinstance(rules, dict):
         raise where.error(
@@ -270,13 +276,13 @@ def _rules(table: dict[str, Any], key: str, name: str, where: _Where) -> dict[st
         if not isinstance(rule, dict):
             raise where.error(rule_key, f"expected a table [{rule_key}], got {_show(rule)}")
         for k in rule:
-            if k not in _RULE_KEYS:
+            if k not in known:
                 raise where.error(
                     f"{rule_key}.{k}",
-                    f"unknown key{_suggest(k, _RULE_KEYS)}; known keys: {', '.join(_RULE_KEYS)}",
+                    f"unknown key{_suggest(k, known)}; known keys: {', '.join(known)}",
                 )
         if not rule:
-            raise where.error(rule_key, f"empty; set one of {', '.join(_RULE_KEYS)}")
+            raise where.error(rule_key, f"empty; set one of {', '.join(known)}")
         found[which] = rule
     return found
 
@@ -288,6 +294,46 @@ def _quorums(rules: dict[str, dict[str, Any]], key: str, where: _Where) -> dict[
         for which, rule in rules.items()
         if "approvals_required" in rule
     }
+
+
+def _standing(
+    rules: dict[str, dict[str, Any]],
+    quorums: dict[str, int],
+    crew_quorum: int,
+    key: str,
+    where: _Where,
+) -> dict[str, tuple[str, ...]]:
+    """The gates that allow standing approvals (``allow_standing = true``), each with its
+    ``standing_match``; only where one reviewer's approval settles a call of the tool."""
+    found: dict[str, tuple[str, ...]] = {}
+    for tool, rule in rules.items():
+        allow = rule.get("allow_standing", False)
+        if not isinstance(allow, bool):
+            raise where.error(
+                f"{key}.{tool}.allow_standing", f"expected true or false, got {_show(allow)}"
+            )
+        if not allow:
+            if "standing_match" in rule:
+                raise where.error(
+                    f"{key}.{tool}.standing_match", "needs allow_standing = true beside it"
+                )
+            continue
+        needed = quorums.get(tool, crew_quorum)
+        if needed != 1:
+            raise where.error(
+                f"{key}.{tool}.allow_standing",
+                f"a call of {tool} needs {needed} approvals, so one reviewer cannot approve "
+                "its later calls: allow_standing needs approvals_required = 1",
+            )
+        found[tool] = _strings(
+            rule,
+            f"{key}.{tool}",
+            "standing_match",
+            _ARGUMENT_RE,
+            'an argument name of the tool, like "to"',
+            where,
+        )
+    return found
 
 
 def _deadlines(

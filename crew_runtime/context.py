@@ -38,6 +38,7 @@ from storage import (
     ReviewStatus,
     Run,
     Snapshot,
+    StandingApproval,
     Store,
 )
 
@@ -387,6 +388,14 @@ class RunContext(LeaseHolder):
         """The review opened at this pause point, as it stood when the execution began."""
         with self._lock:
             return self._reviews.get((kind, stream, seq))
+
+    def standing_for(self, tool: str, args: dict[str, Any]) -> StandingApproval | None:
+        """The run's standing approval (not revoked, as the database says now) that covers
+        a call of ``tool`` with ``args``, if any."""
+        return self._until_stored(
+            f"the standing approvals of {tool}",
+            lambda: self.store.standing_for(self.run.id, tool, args),
+        )
 
     def ask(self, review: NewReview) -> None:
         """Queue a review to open when the run suspends, with its due times (its gate's or

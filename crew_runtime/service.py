@@ -39,6 +39,7 @@ from storage import (
     ReviewStatus,
     Run,
     RunStatus,
+    StandingApproval,
     Store,
     TaskReviewDetails,
     ToolApprovalDetails,
@@ -99,8 +100,13 @@ class Countersign:
         by: str,
         by_name: str | None = None,
         request_key: str | None = None,
+        standing: bool = False,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
+
+        ``standing`` (an approval of a gated tool's call whose gate sets ``allow_standing``)
+        also approves the tool's later calls in the run with the same values of the gate's
+        ``standing_match`` arguments, in the same transaction, until revoked.
 
         ``by_name`` is the reviewer's name as people know them (Slack's, for a Slack id),
         kept with the decision so the model is told it (``crew_runtime.people``).
@@ -110,8 +116,9 @@ class Countersign:
         Raises:
             UsageError: a decision no person makes (``expire``), text missing where it is
                 needed, text that cannot be stored, an edit of a review that needs several
-                approvals, or (``SelfApproval``) who started the run approving its review
-                where the crew forbids it.
+                approvals, a standing approval the review's gate does not allow, or
+                (``SelfApproval``) who started the run approving its review where the crew
+                forbids it.
             ReviewNotFound, AlreadyDecided, AlreadyApproved, DecisionNotAllowed: from storage.
 
         A review whose crew sets ``approvals_required`` above one stays pending until that
@@ -141,6 +148,7 @@ class Countersign:
             )
         if decision == DecisionKind.EDIT and text is not None:
             text = self._checked_edit(review, text)
+        match = _standing_match(spec, review, decision) if standing else None
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
         details = {BY_NAME: name} if name else {}
@@ -149,6 +157,7 @@ class Countersign:
             review_id,
             NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
             approvals_required=required,
+            standing=match,
         )
         # Decided by this call, not a request replayed (answered with the first decision).
         if review.decided_at is not None and review.decided_at >= asked:
@@ -192,6 +201,19 @@ class Countersign:
                 raise NotAReviewer(review_id, run.id, person)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
         return self.store.claim_review(review_id, kind, by=by, to=to, request_key=request_key)
+
+    def revoke_standing(self, standing_id: str, *, by: str) -> StandingApproval:
+        """Revoke a standing approval: the later calls of its tool are reviewed again (a call
+        it approved already stays approved, as the run's journal records).
+
+        Raises:
+            UsageError: no name for who revokes it.
+            StandingNotFound, AlreadyRevoked: from storage.
+        """
+        if not by.strip():
+            raise UsageError("revoking needs the person's name (--by USER)")
+        _person("the name of who revokes it (--by)", by)
+        return self.store.revoke_standing(standing_id, by=by.strip())
 
     def approvals_required(self, review: Review) -> int:
         """How many distinct reviewers must approve ``review`` (1 for a crew the
@@ -348,6 +370,24 @@ def _edited(review: Review) -> str:
         return f"arguments of {details.tool}"
     model = details.output_model if isinstance(details, TaskReviewDetails) else None
     return f"output ({model or 'JSON'})"
+
+
+def _standing_match(
+    spec: CrewSpec | None, review: Review, decision: DecisionKind
+) -> dict[str, Any]:
+    """The argument values a standing approval granted with ``decision`` on ``review`` keeps
+    to: those the gate's ``standing_match`` names, as this call has them."""
+    details = review.details
+    if not isinstance(details, ToolApprovalDetails) or decision != DecisionKind.APPROVE:
+        raise UsageError("only the approval of a gated tool's call can approve its later calls")
+    names = None if spec is None else spec.standing_match(details.tool)
+    if names is None:
+        raise UsageError(
+            f"the gate of {details.tool} does not allow approving its later calls "
+            f"(allow_standing = true in its [crews.NAME.gates.{details.tool}] table)"
+        )
+    args = details.args or {}
+    return {name: args.get(name) for name in names}
 
 
 def approvals_required(spec: CrewSpec, review: Review) -> int:

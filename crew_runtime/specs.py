@@ -102,6 +102,12 @@ class CrewSpec:
     gate_deadlines: Mapping[str, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
     task_deadlines: Mapping[int, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
     reviewers_from_input: str | None = None
+    standing: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def standing_match(self, tool: str) -> tuple[str, ...] | None:
+        """The arguments whose values a standing approval of ``tool`` keeps to (empty: it
+        approves every later call), or None where the gate allows no standing approval."""
+        return self.standing.get(tool)
 
     def deadlines_for(self, *, tool: str | None = None, task: int | None = None) -> Deadlines:
         """When a review of the gated ``tool``'s call, or of task number ``task`` (from 1), is

@@ -43,6 +43,8 @@ from crew_runtime.signals import PauseRun
 from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, ToolApprovalDetails
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
+# The journal's record that a standing approval approved a gated call (and which one).
+STANDING = "standing"
 
 
 def register_tool_journal(ctx: RunContext) -> None:
@@ -123,6 +125,8 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     key = slot.key
     proposed = json.loads(json.dumps(hook.tool_input, default=str))
     review = ctx.find_review(ReviewKind.TOOL_APPROVAL, key.stream, key.seq)
+    if review is None and _standing(ctx, hook.tool_name, proposed, slot):
+        return None
     if review is None or review.status == ReviewStatus.PENDING:
         if review is None:
             ctx.ask(
@@ -160,6 +164,22 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
                 f"{hook.tool_name}: {changes}; the call was made with the new values."
             )
     return None
+
+
+def _standing(ctx: RunContext, tool: str, args: dict[str, Any], slot: ToolSlot) -> bool:
+    """Whether a standing approval approves this call. The first execution to meet the call
+    asks the database and journals the answer (which standing approval, granted by whom);
+    a replay reads the journal, so it makes the same choice whatever was revoked since."""
+    key = slot.key
+    entry = ctx.recorded(key.stream, STANDING, key.seq)
+    if entry is not None:
+        return True
+    found = ctx.standing_for(tool, args)
+    if found is None:
+        return False
+    payload = {"tool": tool, "standing": found.id, "granted_by": found.granted_by}
+    ctx.record(key.stream, STANDING, key.seq, payload)
+    return True
 
 
 def _changes(proposed: dict[str, Any], edited: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from storage.errors import (
     AlreadyApproved,
     AlreadyDecided,
     AlreadyFinal,
+    AlreadyRevoked,
     CountersignError,
     DecisionNotAllowed,
     LeaseLost,
@@ -27,6 +28,7 @@ from storage.errors import (
     OutboxClaimLost,
     ReviewNotFound,
     RunNotFound,
+    StandingNotFound,
     StorageError,
     TransitionRejected,
     UnstorableValue,
@@ -46,6 +48,7 @@ from storage.records import (
     Review,
     Run,
     Snapshot,
+    StandingApproval,
 )
 from storage.schema import PERSON_LENGTH
 from storage.status import (
@@ -73,6 +76,7 @@ __all__ = [
     "AlreadyApproved",
     "AlreadyDecided",
     "AlreadyFinal",
+    "AlreadyRevoked",
     "Approval",
     "CountersignError",
     "Decision",
@@ -107,6 +111,8 @@ __all__ = [
     "RunNotFound",
     "RunStatus",
     "Snapshot",
+    "StandingApproval",
+    "StandingNotFound",
     "StorageError",
     "Store",
     "TaskReviewDetails",

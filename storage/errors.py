@@ -10,7 +10,8 @@ CountersignError
 ├── StorageError                           (storage.errors)
 │   ├── NotFound
 │   │   ├── RunNotFound
-│   │   └── ReviewNotFound
+│   │   ├── ReviewNotFound
+│   │   └── StandingNotFound
 │   ├── UnstorableValue                    the database refused a value, and always will
 │   └── TransitionRejected                 a compare-and-set found another status
 │       ├── LeaseLost                      the execution's claim on the run is gone
@@ -19,7 +20,8 @@ CountersignError
 │       ├── AlreadyDecided                 someone decided the review first
 │       ├── AlreadyApproved                 this reviewer approved already
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
-│       └── NotWaiting                     the run is not waiting for a review
+│       ├── NotWaiting                     the run is not waiting for a review
+│       └── AlreadyRevoked                 someone revoked the standing approval first
 ├── CrewRuntimeError                       (crew_runtime.errors)
 │   ├── UsageError                         bad input from a person: say it, change nothing
 │   │   ├── InputsRefused                  inputs a crew lacks, or does not take
@@ -52,7 +54,8 @@ This subtree:
 StorageError
 ├── NotFound
 │   ├── RunNotFound
-│   └── ReviewNotFound
+│   ├── ReviewNotFound
+│   └── StandingNotFound
 ├── UnstorableValue             the database refused a value, and always will
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the execution's claim on the run is gone
@@ -61,7 +64,8 @@ StorageError
     ├── AlreadyDecided          someone decided the review first
     ├── AlreadyApproved          this reviewer approved already
     ├── DecisionNotAllowed      e.g. "approve" on a question
-    └── NotWaiting              the run is not waiting for a review
+    ├── NotWaiting              the run is not waiting for a review
+    └── AlreadyRevoked          someone revoked the standing approval first
 
 IllegalTransition (not a StorageError: a bug, nobody should catch it) is raised when code asks
 for a status change the state tables of ``storage.status`` do not list.
@@ -94,6 +98,12 @@ class ReviewNotFound(NotFound):
     def __init__(self, review_id: str) -> None:
         super().__init__(f"no review with id {review_id!r}")
         self.review_id = review_id
+
+
+class StandingNotFound(NotFound):
+    def __init__(self, standing_id: str) -> None:
+        super().__init__(f"no standing approval with id {standing_id!r}")
+        self.standing_id = standing_id
 
 
 class UnstorableValue(StorageError):
@@ -198,3 +208,15 @@ class NotWaiting(TransitionRejected):
         super().__init__(f"run {run_id} is {status}, not waiting for a review")
         self.run_id = run_id
         self.status = status
+
+
+class AlreadyRevoked(TransitionRejected):
+    """The standing approval was revoked already; ``by``/``at`` say by whom and when."""
+
+    def __init__(self, standing_id: str, by: str, at: datetime) -> None:
+        super().__init__(
+            f"standing approval {standing_id} was revoked by {by} at {at:%Y-%m-%d %H:%M} UTC"
+        )
+        self.standing_id = standing_id
+        self.by = by
+        self.at = at

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -54,6 +55,27 @@ class Approval:
     details: JSON
     created_at: datetime
     request_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StandingApproval:
+    """An approval of a gated tool's call that approves the tool's later calls in the run
+    whose arguments named in ``match`` have those values (all of them: an empty ``match``),
+    until revoked."""
+
+    id: str
+    run_id: str
+    review_id: str
+    tool: str
+    match: dict[str, Any]
+    granted_by: str
+    created_at: datetime
+    revoked_by: str | None = None
+    revoked_at: datetime | None = None
+
+    def covers(self, tool: str, args: Mapping[str, Any]) -> bool:
+        """Whether a call of ``tool`` with ``args`` is approved by this (if not revoked)."""
+        return tool == self.tool and all(args.get(k) == v for k, v in self.match.items())
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -21,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
-from storage.details import details_to_json
+from storage.details import ToolApprovalDetails, details_to_json
 from storage.errors import (
     AlreadyApproved,
     AlreadyDecided,
@@ -48,6 +49,7 @@ from storage.schema import (
     runs,
     snapshots,
 )
+from storage.standing import grant_standing
 from storage.status import (
     ALLOWED_DECISIONS,
     APPROVED_BY,
@@ -150,9 +152,18 @@ class ReviewStore(StoreBase):
             return {(crew, channel) for crew, channel in pairs}
 
     def decide(
-        self, review_id: str, decision: NewDecision, *, approvals_required: int = 1
+        self,
+        review_id: str,
+        decision: NewDecision,
+        *,
+        approvals_required: int = 1,
+        standing: Mapping[str, Any] | None = None,
     ) -> Review:
         """Record a decision exactly once: pending → decided, and the run back in the queue.
+
+        With ``standing`` (an approval of a gated tool's call, by one reviewer), the same
+        transaction grants a standing approval of the tool's later calls in the run whose
+        arguments named in ``standing`` have its values (``storage.standing``).
 
         With ``approvals_required`` above one, an approval is recorded as the reviewer's own
         row and the review stays pending until that many distinct reviewers approved; the
@@ -191,6 +202,9 @@ class ReviewStore(StoreBase):
                     by = [a.decided_by for a in review.approvals]
                     decision = replace(decision, details={**decision.details, APPROVED_BY: by})
                 self._record(conn, review, decision, now)
+                details = review.details
+                if standing is not None and isinstance(details, ToolApprovalDetails):
+                    grant_standing(conn, review, details.tool, standing, decision.decided_by, now)
                 return load_review(conn, review_id)
         except IntegrityError:
             # A UNIQUE (one decision per review, one approval per reviewer) caught a race

@@ -1,5 +1,5 @@
 """Rows read back as the records of ``storage.records``: a run, a review with its decision,
-an outbox message."""
+an outbox message, a standing approval."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 
 from storage.details import details_from_json
-from storage.errors import ReviewNotFound, RunNotFound
-from storage.records import Approval, Decision, OutboxMessage, Review, Run
-from storage.schema import approvals, decisions, reviews, runs
+from storage.errors import ReviewNotFound, RunNotFound, StandingNotFound
+from storage.records import Approval, Decision, OutboxMessage, Review, Run, StandingApproval
+from storage.schema import approvals, decisions, reviews, runs, standing_approvals
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
 
@@ -150,4 +150,27 @@ def to_outbox_message(row: Row[Any]) -> OutboxMessage:
         attempts=row.attempts,
         created_at=row.created_at,
         progress=row.progress,
+    )
+
+
+def load_standing(conn: Connection, standing_id: str) -> StandingApproval:
+    row = conn.execute(
+        select(standing_approvals).where(standing_approvals.c.id == standing_id)
+    ).first()
+    if row is None:
+        raise StandingNotFound(standing_id)
+    return to_standing(row)
+
+
+def to_standing(row: Row[Any]) -> StandingApproval:
+    return StandingApproval(
+        id=row.id,
+        run_id=row.run_id,
+        review_id=row.review_id,
+        tool=row.tool,
+        match=dict(row.match),
+        granted_by=row.granted_by,
+        created_at=row.created_at,
+        revoked_by=row.revoked_by,
+        revoked_at=row.revoked_at,
     )

@@ -201,6 +201,24 @@ review_events = Table(
     Index("ix_review_events_at", "at"),
 )
 
+# Standing approvals: a reviewer's approval of a gated tool's call that also approves every
+# later call of that tool in the run whose named arguments (``match``) have the same values;
+# revoked by a compare-and-set on ``revoked_at``.
+standing_approvals = Table(
+    "standing_approvals",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("review_id", String(32), ForeignKey("reviews.id", ondelete="CASCADE"), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("match", JSON, nullable=False),
+    Column("granted_by", String(PERSON_LENGTH), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("revoked_by", String(PERSON_LENGTH)),
+    Column("revoked_at", DateTime),
+    Index("ix_standing_approvals_run", "run_id", "tool"),
+)
+
 journal = Table(
     "journal",
     metadata,

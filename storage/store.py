@@ -3,8 +3,9 @@
 One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
-the journal (``storage.journal``), the outbox (``storage.outbox``), retention
-(``storage.retention``) and the audit trail (``storage.audit``).
+standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
+(``storage.outbox``), retention (``storage.retention``) and the audit trail
+(``storage.audit``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from storage.outbox import OutboxStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
+from storage.standing import StandingStore
 from storage.wakeups import Wakeups
 
 
-class Store(RunStore, ReviewStore, JournalStore, OutboxStore, RetentionStore, AuditStore):
+class Store(
+    RunStore,
+    ReviewStore,
+    StandingStore,
+    JournalStore,
+    OutboxStore,
+    RetentionStore,
+    AuditStore,
+):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 
     @classmethod

@@ -354,6 +354,7 @@ class PayTool(BaseTool):
     args_schema: type[BaseModel] = PayInput
 
     def _run(self, amount: int, to: str) -> str:
+        _pause_point(f"pay {amount} {to}")
         _append({"kind": "paid", "amount": amount, "to": to, "key": idempotency_key()})
         return f"paid {amount} to {to}"
 
@@ -371,6 +372,25 @@ def payments(inputs: dict[str, str]) -> Crew:
         verbose=False,
     )
     task = Task(description="Pay ACME", expected_output="A receipt", agent=clerk)
+    return Crew(agents=[clerk], tasks=[task], process=Process.sequential)
+
+
+def payroll(inputs: dict[str, str]) -> Crew:
+    """Three gated payments, one model turn each: ACME 1500, ACME 2000, then GLOBEX 1200."""
+    plan = [
+        ("pay", {"amount": 1500, "to": "ACME"}),
+        ("pay", {"amount": 2000, "to": "ACME"}),
+        ("pay", {"amount": 1200, "to": "GLOBEX"}),
+    ]
+    clerk = Agent(
+        role="Clerk",
+        goal="Pay suppliers",
+        backstory="Careful with money.",
+        llm=_llm("Receipt", plan),
+        tools=[requires_approval(PayTool())],
+        verbose=False,
+    )
+    task = Task(description="Pay the month's invoices", expected_output="A receipt", agent=clerk)
     return Crew(agents=[clerk], tasks=[task], process=Process.sequential)
 
 

@@ -95,7 +95,7 @@ def runs_show(ctx: Context) -> int:
     if ctx.args.json:
         _print_json(render.run_json(run, reviews))
     else:
-        print(render.run_block(run, reviews))
+        print(render.run_block(run, reviews, store.standing_approvals(run.id)))
     return 0
 
 
@@ -154,7 +154,7 @@ def reviews_decide(ctx: Context) -> int:
     kind = parse_decision(args.decision)
     if kind is DecisionKind.EDIT and text is not None:
         text = _over_proposed(service.store.get_review(args.review_id), text)
-    review = service.decide(args.review_id, kind, text, by=args.by)
+    review = service.decide(args.review_id, kind, text, by=args.by, standing=args.standing)
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
@@ -163,6 +163,16 @@ def reviews_decide(ctx: Context) -> int:
         required = service.approvals_required(review)
         how = f"approval counted, {len(review.approvals)} of {required} ({given})"
     print(f"{review.id}: {how}; run {run.id} is {run.status.value}")
+    for standing in service.store.standing_approvals(run.id):
+        if standing.review_id == review.id:
+            print(f"{standing.id}: approves {render.standing_calls(standing)}")
+    return 0
+
+
+def reviews_revoke(ctx: Context) -> int:
+    args = ctx.args
+    standing = ctx.service(ctx.config()).revoke_standing(args.standing_id, by=args.by)
+    print(f"{standing.id}: revoked by {standing.revoked_by}; {standing.tool} is reviewed again")
     return 0
 
 

@@ -10,6 +10,8 @@ Commands::
     countersign reviews list [--all] [--run RUN_ID] [--json]
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
+                               [--standing]
+    countersign reviews revoke STANDING_ID --by USER
     countersign reviews claim REVIEW_ID --by USER
     countersign reviews reassign REVIEW_ID --to USER --by USER
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
@@ -234,6 +236,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="needed by edit, changes and answer; optional reason for reject; - reads stdin",
     )
     decide.add_argument("--by", metavar="USER", required=True, help="who decides")
+    decide.add_argument(
+        "--standing",
+        action="store_true",
+        help="approve this call and the tool's later calls in the run (the gate's allow_standing)",
+    )
+
+    revoke = command(
+        reviews, "revoke", c.reviews_revoke, "revoke a standing approval of a tool's calls"
+    )
+    revoke.add_argument("standing_id", metavar="STANDING_ID")
+    revoke.add_argument("--by", metavar="USER", required=True, help="who revokes it")
 
     claim = command(reviews, "claim", c.reviews_claim, "say you handle a pending review")
     claim.add_argument("review_id", metavar="REVIEW_ID")

@@ -8,12 +8,13 @@ know that.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from crew_runtime.config import CrewSpec
-from storage import Decision, Review, ReviewStatus, Run, details_to_json
+from storage import Decision, Review, ReviewStatus, Run, StandingApproval, details_to_json
 
 __all__ = [
     "crews_table",
@@ -147,8 +148,11 @@ def crews_table(specs: Iterable[CrewSpec]) -> str:
 # --- blocks -------------------------------------------------------------------------------
 
 
-def run_block(run: Run, reviews: Sequence[Review]) -> str:
-    """The run, its inputs and outcome, then each review with its decision."""
+def run_block(
+    run: Run, reviews: Sequence[Review], standing: Sequence[StandingApproval] = ()
+) -> str:
+    """The run, its inputs and outcome, then each review with its decision, then its
+    standing approvals."""
     lines = [
         f"run      {run.id}",
         f"crew     {run.crew}",
@@ -168,7 +172,27 @@ def run_block(run: Run, reviews: Sequence[Review]) -> str:
     for review in reviews:
         lines.append("")
         lines += _review_lines(review, indent=2)
+    if standing:
+        lines += ["", f"standing approvals ({len(standing)})"]
+    for given in standing:
+        lines.append(
+            f"  {given.id}  {standing_calls(given)}, by {given.granted_by} "
+            f"at {iso(given.created_at)}"
+            + (
+                f"; revoked by {given.revoked_by} at {iso(given.revoked_at)}"
+                if given.revoked_by
+                else ""
+            )
+        )
     return "\n".join(lines)
+
+
+def standing_calls(standing: StandingApproval) -> str:
+    """The calls a standing approval approves: ``later calls of pay with to="ACME"``."""
+    values = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in standing.match.items()
+    )
+    return f"later calls of {standing.tool}" + (f" with {values}" if values else "")
 
 
 def review_block(review: Review, run: Run) -> str:
