@@ -255,6 +255,12 @@ class Countersign:
         _person("who says so (--by)", by)
         return self.store.back(person.strip(), by=by.strip() or person.strip())
 
+    def acting_for(self, user: str) -> tuple[str, ...]:
+        """``user`` and everyone whose reviews they hold while away: whatever one of them
+        may decide, ``user`` may."""
+        held = (p for p, d in self.store.delegates().items() if d == user)
+        return (user, *sorted(held))
+
     def cancel(self, run_id: str, *, by: str) -> Run:
         _person("who cancels the run (--by)", by)
         return self.store.cancel_run(run_id, by)

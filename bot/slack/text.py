@@ -33,6 +33,7 @@ from storage.errors import (
     AlreadyFinal,
     CountersignError,
     DecisionNotAllowed,
+    DelegationRefused,
     NotFound,
     NotWaiting,
     ReviewNotFound,
@@ -50,6 +51,8 @@ USAGE_STATUS = "`/crew status RUN_ID`"
 USAGE_CANCEL = "`/crew cancel RUN_ID`"
 USAGE_PENDING = "`/crew pending`"
 USAGE_HELP = "`/crew help`"
+USAGE_AWAY = "`/crew away --until YYYY-MM-DD --to @person`"
+USAGE_BACK = "`/crew back`"
 
 USAGE = "\n".join(
     [
@@ -59,6 +62,8 @@ USAGE = "\n".join(
         f"• {USAGE_STATUS}: where a run is",
         f"• {USAGE_CANCEL}: stop a run",
         f"• {USAGE_PENDING}: reviews waiting for you",
+        f"• {USAGE_AWAY}: while you are away (through that day, UTC), they review for you",
+        f"• {USAGE_BACK}: you are back, and review again",
         f"• {USAGE_HELP}: this text",
         'Quote values with spaces: `topic="durable agents"`. '
         "In a review's thread, reply `approve`, `reject: reason`, or write your feedback.",
@@ -111,6 +116,21 @@ def missing_run_id(usage: str) -> str:
 
 def bad_run_id(run_id: str, usage: str) -> str:
     return command_error(f"That is not a run id: {code(run_id)}.", usage)
+
+
+def away_options(problem: str) -> str:
+    """A ``/crew away`` without its date or its delegate, or with something else."""
+    return command_error(problem, USAGE_AWAY)
+
+
+AWAY_NEEDS_UNTIL = away_options("Until when? Give the last day you are away after `--until`.")
+AWAY_NEEDS_MENTION = away_options(
+    "Who reviews for you? Mention them after `--to`, e.g. `--to @ben`."
+)
+
+
+def away_extra(token: str) -> str:
+    return away_options(f"I don't know what {code(token)} means here.")
 
 
 def no_arguments(verb: str, usage: str) -> str:
@@ -235,6 +255,19 @@ def starting(crew: str) -> str:
     return f"Starting {code(crew)}… its thread appears in this channel in a moment."
 
 
+def away(delegate: str, until: datetime) -> str:
+    return (
+        f"While you are away, until {slack_date(until)}, {user_ref(delegate)} reviews for "
+        "you: your reviews, reminders and pending list go to them. `/crew back` ends it sooner."
+    )
+
+
+def back(delegate: str | None) -> str:
+    if delegate is None:
+        return "You were not away, so nothing changed."
+    return f"Welcome back: your reviews no longer go to {user_ref(delegate)}."
+
+
 def cancelled(run_id: str, user: str | None) -> str:
     return f"Run {code(run_id)} was cancelled by {user_ref(user)}."
 
@@ -357,6 +390,8 @@ def refusal(exc: CountersignError) -> str:
             return "That decision does not fit this review; use its buttons."
         case NotFound():
             return not_found(exc)
+        case DelegationRefused():
+            return _sentence(f"Your reviews cannot go to them: {exc.reason}") + " Nothing changed."
         case UnstorableValue():
             return "That text could not be stored: the database refused it. Nothing was recorded."
         case ConfigError():
