@@ -99,6 +99,9 @@ def test_pending_reviews_of_runs_naming_a_person(store: Store) -> None:
         [made["deal:U0BEN001"], made["other:U0DANA01"]]
     )
     assert store.pending_reviews({}, named={"deal": ("approver", ("U0NOBODY",))}).total == 0
+    # Dana, and Ben whose reviews she holds while he is away.
+    held = store.pending_reviews({}, named={"deal": ("approver", ("U0DANA01", "U0BEN001"))})
+    assert held.total == 2
 
 
 def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from tests.slack_harness import (
     text_of,
     wait_until,
 )
+from tests.test_deadlines import NUDGED, _run_in_slack
 from tests.test_slack_e2e import review_with_buttons, root_of
 from tests.test_slack_reviewers import _answer
 
@@ -102,3 +103,21 @@ def test_the_delegate_decides_is_reminded_and_finds_the_reviews_until_the_review
             lambda: (r := store.get_run(run.id)).status.is_final and r, what="the run to end"
         )
         assert done.status == RunStatus.SUCCEEDED
+
+
+def test_a_dm_reminder_goes_to_the_delegate_once_and_not_to_the_person_away(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Alice (named, and in the group named) is away to Bob, the group's other member: Bob
+    is reminded once, Alice not at all; the escalation still goes to Mallory."""
+    store = Store.open(db_url)
+    store.away(ALICE, BOB, datetime(2099, 1, 1), by=ALICE)
+    store.close()
+    groups = {"S0PAYERS": [ALICE, BOB]}
+    with _run_in_slack(tmp_path, db_url, NUDGED, "run nudged amount=1500", groups) as (slack, *_):
+        wait_until(lambda: slack.direct_messages(MALLORY), what="the escalation in Mallory's DM")
+        reminded = slack.direct_messages(BOB)
+        assert slack.direct_messages(ALICE) == []
+    assert [text_of(m).split(" <")[0] for m in reminded] == [
+        "⏰ A tool approval of a `nudged` run is still waiting for your decision."
+    ]
