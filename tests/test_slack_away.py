@@ -25,6 +25,7 @@ from tests.slack_harness import (
 )
 from tests.test_deadlines import NUDGED, _run_in_slack
 from tests.test_slack_e2e import review_with_buttons, root_of
+from tests.test_slack_quorum import _as_now
 from tests.test_slack_reviewers import _answer
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
@@ -121,3 +122,30 @@ def test_a_dm_reminder_goes_to_the_delegate_once_and_not_to_the_person_away(
     assert [text_of(m).split(" <")[0] for m in reminded] == [
         "⏰ A tool approval of a `nudged` run is still waiting for your decision."
     ]
+
+
+QUORUM = f"""
+[crews.deal]
+factory = "tests.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}"]
+approvals_required = 2
+"""
+
+
+def test_a_quorum_expects_the_delegate_and_counts_their_approval(
+    tmp_path: Path, db_url: str
+) -> None:
+    with configured(tmp_path, db_url, QUORUM) as (config, store):
+        store.away(BOB, MALLORY, datetime(2099, 1, 1), by=BOB)
+        with slack_and_bot(config, store) as (slack, _bot):
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run deal topic=otters")
+            root = root_of(slack)
+            outline = review_with_buttons(slack, root["ts"])
+            slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
+            tallied = text_of(_as_now(slack, root["ts"], outline["ts"], "1 of 2 approvals"))
+            expected = tallied.split("needed")[1]
+            assert f"<@{MALLORY}>" in expected and f"<@{BOB}>" not in expected
+            slack.click_button(MALLORY, CHANNEL, outline["ts"], "countersign:approve")
+            decided = _as_now(slack, root["ts"], outline["ts"], "Approved by")
+            assert f"Approvals given: <@{ALICE}>, <@{MALLORY}>" in text_of(decided)
