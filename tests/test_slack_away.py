@@ -51,7 +51,9 @@ def test_the_delegate_decides_is_reminded_and_finds_the_reviews_until_the_review
     config, store = setup
     later = (datetime.now(UTC) + timedelta(days=30)).date().isoformat()
     with slack_and_bot(config, store) as (slack, _bot):
+        slack.add_user("UROBOT", "robot", is_bot=True)
         refused = {
+            f"away --until {later} --to @robot": "<@UROBOT> cannot review for you: that is a bot",
             "away --until 2020-01-01 --to @mallory": "is already past",
             f"away --until {later} --to @bob": "one cannot delegate to oneself",
             f"away --until {later} --to mallory": "Mention them after `--to`",

@@ -71,11 +71,18 @@ class SlashCommands(Handlers):
         return await self._lookup(command, slash.user_id, slash.channel_id)
 
     async def _away(self, command: AwayCommand | BackCommand, user_id: str) -> str:
-        """One's own absence: begun (replacing any before it) or ended. Replayed, the request
-        is answered from the inbox, and doing either again changes nothing more."""
+        """One's own absence: begun (replacing any before it) or ended. The delegate must be
+        someone who can review (Slack knows them, not deactivated, not a bot). Replayed, the
+        request is answered from the inbox, and doing either again changes nothing more."""
         if isinstance(command, BackCommand):
             ended = await sync(self.service.back, user_id, by=user_id)
             return text.back(None if ended is None else ended.delegate)
+        try:
+            why = await self.reviewers.not_a_person(command.delegate)
+        except CheckFailed:
+            return text.DELEGATE_CHECK_FAILED
+        if why is not None:
+            return text.not_a_delegate(command.delegate, why)
         try:
             made = await sync(
                 self.service.away, user_id, command.delegate, command.until, by=user_id

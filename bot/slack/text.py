@@ -172,6 +172,15 @@ def not_a_person(user: str, why: str, name: str) -> str:
     )
 
 
+def not_a_delegate(user: str, why: str) -> str:
+    return f"{user_ref(user)} cannot review for you: {_NOT_A_PERSON[why]}. Nothing changed."
+
+
+DELEGATE_CHECK_FAILED = (
+    "I couldn't ask Slack about the person you named, so nothing changed. "
+    "Please try again in a moment."
+)
+
 REVIEW_GONE = "This review no longer exists."
 NOT_THE_REVIEW_MESSAGE = (
     "This button does not belong to the message it was clicked on, so nothing was decided. "
