@@ -349,14 +349,16 @@ def approvals_required(spec: CrewSpec, review: Review) -> int:
     return spec.approvals_for(tool=tool, task=task)
 
 
-def still_expected(spec: CrewSpec, review: Review, run: Run) -> tuple[str, ...]:
+def still_expected(
+    spec: CrewSpec, review: Review, run: Run, away: Mapping[str, str]
+) -> tuple[str, ...]:
     """The run's reviewers (users and groups: the crew's, or the one its reviewer input
-    names) whose approval ``review`` may still get: not those who approved, nor who started
-    the run where the crew forbids it. Empty when nobody is named (anyone in the channel may
-    approve)."""
+    names), each away one's delegate in their place (``away``: ``Store.delegates``), whose
+    approval ``review`` may still get: not those who approved, nor who started the run where
+    the crew forbids it. Empty when nobody is named (anyone in the channel may approve)."""
     approved = {a.decided_by for a in review.approvals}
     barred = {run.started_by} if spec.forbid_self_approval else set()
-    named = (r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
+    named = covered(tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY), away)
     return tuple(r for r in named if r not in approved and r not in barred)
 
 

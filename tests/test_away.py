@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from crew_runtime.service import covered
+from crew_runtime.config import load_config
+from crew_runtime.service import covered, still_expected
 from storage import DelegationRefused, Store
 from storage.delegations import resolve
 from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import GOVERNED, _at_once
+from tests.test_quorum import GOVERNED, _approve, _at_once, _waiting_review
 from tests.test_storage import FakeClock
 
 LATER = datetime(2026, 1, 10)
@@ -196,3 +197,22 @@ def test_a_delegate_decides_and_counts_as_themselves_in_a_quorum(cli: Cli) -> No
     decide = ("reviews", "decide", outline["id"], "approve")
     assert "approval counted, 1 of 2 (bob)" in cli.ok(*decide, "--by", "bob").out
     assert_refused(cli(*decide, "--by", "bob"), "bob approved it already")
+
+
+def test_an_away_reviewers_delegate_who_approved_is_not_expected_again(
+    tmp_path: Path, timed: Store
+) -> None:
+    """Ben is away to Ana: once Ana approved, the review waits for Cat alone (Ana counts
+    once, whether for herself or for Ben)."""
+    config = tmp_path / "countersign.toml"
+    config.write_text(
+        '[crews.deal]\nfactory = "tests.crews:writer"\n'
+        'reviewers = ["UANA", "UBEN", "UCAT"]\napprovals_required = 2\n'
+    )
+    spec = load_config(config).get("deal")
+    run_id, review_id = _waiting_review(timed)
+    review = timed.decide(review_id, _approve("UANA"), approvals_required=2)
+    run = timed.get_run(run_id)
+    assert still_expected(spec, review, run, {}) == ("UBEN", "UCAT")
+    timed.away("UBEN", "UANA", LATER, by="UBEN")
+    assert still_expected(spec, review, run, timed.delegates()) == ("UCAT",)

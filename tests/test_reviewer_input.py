@@ -123,4 +123,4 @@ def test_the_person_still_expected_is_the_one_the_run_names(tmp_path: Path, stor
         assert claimed is not None and claimed.id == run.id and claimed.lease_token
         ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="d")
         [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
-        assert still_expected(spec, review, store.get_run(run.id)) == expected
+        assert still_expected(spec, review, store.get_run(run.id), {}) == expected

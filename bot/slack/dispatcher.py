@@ -287,8 +287,8 @@ class Dispatcher:
             return
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
-        expected = () if spec is None else still_expected(spec, review, run)
-        expected = covered(expected, await sync(self.store.delegates))
+        away = await sync(self.store.delegates)
+        expected = () if spec is None else still_expected(spec, review, run, away)
         tally = blocks.partly_approved_message(review, required, expected)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
@@ -343,7 +343,7 @@ class Dispatcher:
         tool, task = rule_of(review.kind, review.stream, review.details)
         if spec.deadlines_for(tool=tool, task=task).remind_by != "dm":
             return []
-        named = still_expected(spec, review, run)
+        named = still_expected(spec, review, run, away)
         if kind == OutboxKind.REVIEW_ESCALATED:
             named = spec.escalate_to or named
         people: list[str] = []
