@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from crew_runtime import metrics, streams
@@ -30,6 +32,7 @@ from storage import (
     HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
+    Delegation,
     FlowFeedbackDetails,
     NewDecision,
     NotWaiting,
@@ -291,6 +294,35 @@ class Countersign:
             and review.decision.kind in (DecisionKind.APPROVE, DecisionKind.EDIT)
         }
 
+    def away(self, person: str, delegate: str, until: str, *, by: str) -> Delegation:
+        """While ``person`` is away (through the day ``until``, ``YYYY-MM-DD``, UTC; or up to
+        an ISO time), the reviews that would mention or wait for them go to ``delegate``.
+
+        Raises:
+            UsageError: a name missing or unstorable, or ``until`` not a date.
+            DelegationRefused: from storage: ``until`` is past, ``delegate`` is ``person``,
+                or the delegation would close a circle.
+        """
+        person, delegate, by = person.strip(), delegate.strip(), by.strip()
+        for what, name in (("who is away", person), ("the delegate (--to)", delegate)):
+            if not name:
+                raise UsageError(f"a delegation needs {what}")
+            _person(what, name)
+        _person("who delegates (--by)", by)
+        return self.store.away(person, delegate, _until(until), by=by or person)
+
+    def back(self, person: str, *, by: str) -> Delegation | None:
+        """``person`` is back: their delegation ends now (None: they were not away)."""
+        _person("who is back", person)
+        _person("who says so (--by)", by)
+        return self.store.back(person.strip(), by=by.strip() or person.strip())
+
+    def acting_for(self, user: str) -> tuple[str, ...]:
+        """``user`` and everyone whose reviews they hold while away: whatever one of them
+        may decide, ``user`` may."""
+        held = (p for p, d in self.store.delegates().items() if d == user)
+        return (user, *sorted(held))
+
     def cancel(self, run_id: str, *, by: str) -> Run:
         _person("who cancels the run (--by)", by)
         return self.store.cancel_run(run_id, by)
@@ -407,15 +439,41 @@ def may_be_given(spec: CrewSpec, run: Run, person: str) -> bool:
     return person in named
 
 
-def still_expected(spec: CrewSpec, review: Review, run: Run) -> tuple[str, ...]:
+def still_expected(
+    spec: CrewSpec, review: Review, run: Run, away: Mapping[str, str]
+) -> tuple[str, ...]:
     """The run's reviewers (users and groups: the crew's, or the one its reviewer input
-    names) whose approval ``review`` may still get: not those who approved, nor who started
-    the run where the crew forbids it. Empty when nobody is named (anyone in the channel may
-    approve)."""
+    names), each away one's delegate in their place (``away``: ``Store.delegates``), whose
+    approval ``review`` may still get: not those who approved, nor who started the run where
+    the crew forbids it. Empty when nobody is named (anyone in the channel may approve)."""
     approved = {a.decided_by for a in review.approvals}
     barred = {run.started_by} if spec.forbid_self_approval else set()
-    named = (r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
+    named = covered(tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY), away)
     return tuple(r for r in named if r not in approved and r not in barred)
+
+
+def covered(named: tuple[str, ...], delegates: Mapping[str, str]) -> tuple[str, ...]:
+    """``named`` (people and groups) with each person who is away replaced by their delegate
+    (``Store.delegates``), each once: whom a review mentions, reminds and waits for."""
+    people: list[str] = []
+    for ref in named:
+        person = delegates.get(ref, ref)
+        if person not in people:
+            people.append(person)
+    return tuple(people)
+
+
+def _until(word: str) -> datetime:
+    """The end of an absence as naive UTC: a date means through that day (UTC)."""
+    try:
+        if len(word.strip()) == len("YYYY-MM-DD"):
+            return datetime.fromisoformat(word.strip()) + timedelta(days=1)
+        moment = datetime.fromisoformat(word.strip())
+    except ValueError:
+        raise UsageError(f"{word!r} is not a date: use YYYY-MM-DD, e.g. 2026-12-24") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
 
 
 def _task_index(review: Review) -> int | None:

@@ -13,6 +13,7 @@ CountersignError
 │   │   ├── ReviewNotFound
 │   │   └── StandingNotFound
 │   ├── UnstorableValue                    the database refused a value, and always will
+│   ├── DelegationRefused                  away in the past, to oneself, or in a circle
 │   └── TransitionRejected                 a compare-and-set found another status
 │       ├── LeaseLost                      the execution's claim on the run is gone
 │       ├── OutboxClaimLost                another dispatcher took the outbox row over
@@ -57,6 +58,7 @@ StorageError
 │   ├── ReviewNotFound
 │   └── StandingNotFound
 ├── UnstorableValue             the database refused a value, and always will
+├── DelegationRefused           away in the past, to oneself, or in a circle
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the execution's claim on the run is gone
     ├── OutboxClaimLost         another dispatcher took the outbox row over
@@ -116,6 +118,16 @@ class UnstorableValue(StorageError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason.encode("ascii", "backslashreplace").decode().replace("\0", "\\x00"))
+
+
+class DelegationRefused(StorageError):
+    """A delegation while away that cannot be: ``reason`` says why, in words for a person."""
+
+    def __init__(self, person: str, delegate: str, reason: str) -> None:
+        super().__init__(f"{person} cannot hand their reviews to {delegate}: {reason}")
+        self.person = person
+        self.delegate = delegate
+        self.reason = reason
 
 
 class TransitionRejected(StorageError):

@@ -197,3 +197,17 @@ class OutboxMessage:
     attempts: int
     created_at: datetime
     progress: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """``person`` is away: their reviews go to ``delegate`` until ``until`` (naive UTC)."""
+
+    id: int
+    person: str
+    delegate: str
+    until: datetime
+    created_by: str
+    created_at: datetime
+    ended_by: str | None
+    ended_at: datetime | None

@@ -99,15 +99,16 @@ class ReviewStore(StoreBase):
         self,
         places: Mapping[str, Collection[str] | None],
         *,
-        named: Mapping[str, tuple[str, str]] | None = None,
+        named: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
         limit: int = 50,
     ) -> PendingReviews:
         """The pending reviews of the runs in ``places``, oldest first, at most ``limit``.
 
         ``places`` maps a crew to the channels whose runs count (None: any channel), as who
         may decide says: one person's pending reviews, read by an index however many wait.
-        ``named`` maps a crew whose runs each name their reviewer to ``(input, value)``: its
-        runs count whose input holds that value (the person asking).
+        ``named`` maps a crew whose runs each name their reviewer to ``(input, values)``: its
+        runs count whose input holds one of those values (the person asking, and whoever
+        away left their reviews to them).
         A pending review's run is waiting (suspending makes both; deciding the last one,
         cancelling and reopening end both in one transaction): saying so lets the count
         start from the crew's waiting runs (``ix_runs_crew_status``) and read everything
@@ -458,7 +459,8 @@ class ReviewStore(StoreBase):
 
 
 def _in_places(
-    places: Mapping[str, Collection[str] | None], named: Mapping[str, tuple[str, str]]
+    places: Mapping[str, Collection[str] | None],
+    named: Mapping[str, tuple[str, tuple[str, ...]]],
 ) -> ColumnElement[bool]:
     anywhere = [crew for crew, channels in places.items() if channels is None]
     clauses: list[ColumnElement[bool]] = []
@@ -467,8 +469,8 @@ def _in_places(
     for crew, channels in places.items():
         if channels:
             clauses.append(and_(runs.c.crew == crew, runs.c.channel.in_(list(channels))))
-    for crew, (name, value) in named.items():
-        clauses.append(and_(runs.c.crew == crew, runs.c.inputs[name].as_string() == value))
+    for crew, (name, values) in named.items():
+        clauses.append(and_(runs.c.crew == crew, runs.c.inputs[name].as_string().in_(values)))
     return or_(false(), *clauses)
 
 

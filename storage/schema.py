@@ -219,6 +219,29 @@ standing_approvals = Table(
     Index("ix_standing_approvals_run", "run_id", "tool"),
 )
 
+# Who reviews for whom while away (storage.delegations): a person's reviews go to their
+# delegate until ``until`` (compared in each query, so an expired delegation ends by itself)
+# or until ended early (``ended_at``). At most one unended row per person.
+delegations = Table(
+    "delegations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("person", String(PERSON_LENGTH), nullable=False),
+    Column("delegate", String(PERSON_LENGTH), nullable=False),
+    Column("until", DateTime, nullable=False),
+    Column("created_by", String(PERSON_LENGTH), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("ended_by", String(PERSON_LENGTH)),
+    Column("ended_at", DateTime),
+    Index(
+        "uq_delegations_person",
+        "person",
+        unique=True,
+        sqlite_where=Column("ended_at").is_(None),
+        postgresql_where=Column("ended_at").is_(None),
+    ),
+)
+
 journal = Table(
     "journal",
     metadata,

@@ -4,8 +4,8 @@ One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``) and the audit trail
-(``storage.audit``).
+(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``)
+and delegations while away (``storage.delegations``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from storage import migrate
 from storage.audit import AuditStore
 from storage.base import Clock, utc_now
+from storage.delegations import DelegationStore
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
 from storage.journal import JournalStore
@@ -34,6 +35,7 @@ class Store(
     OutboxStore,
     RetentionStore,
     AuditStore,
+    DelegationStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

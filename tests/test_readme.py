@@ -58,6 +58,13 @@ ELSEWHERE = {
     "test_standing.py::test_the_cli_grants_shows_and_revokes_a_standing_approval",
     "countersign reviews revoke std_9b41c07e2d5a --by U0BEN02": "tests/"
     "test_standing.py::test_the_cli_grants_shows_and_revokes_a_standing_approval",
+    # Run with its date moved ahead of today, so that the test does not expire.
+    "countersign reviewers away U0ANA --until 2026-12-24 --to U0BEN": "tests/test_away.py::"
+    "test_the_readme_commands_hand_reviews_over_and_back",
+    "countersign reviewers list": "tests/test_away.py::"
+    "test_the_readme_commands_hand_reviews_over_and_back",
+    "countersign reviewers back U0ANA": "tests/test_away.py::"
+    "test_the_readme_commands_hand_reviews_over_and_back",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.

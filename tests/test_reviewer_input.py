@@ -92,13 +92,16 @@ def test_pending_reviews_of_runs_naming_a_person(store: Store) -> None:
         ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="d")
         [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
         made[f"{crew}:{approver}"] = review.id
-    dana = store.pending_reviews({}, named={"deal": ("approver", "U0DANA01")})
+    dana = store.pending_reviews({}, named={"deal": ("approver", ("U0DANA01",))})
     assert ([r.id for r in dana.reviews], dana.total) == ([made["deal:U0DANA01"]], 1)
-    both = store.pending_reviews({"other": None}, named={"deal": ("approver", "U0BEN001")})
+    both = store.pending_reviews({"other": None}, named={"deal": ("approver", ("U0BEN001",))})
     assert sorted(r.id for r in both.reviews) == sorted(
         [made["deal:U0BEN001"], made["other:U0DANA01"]]
     )
-    assert store.pending_reviews({}, named={"deal": ("approver", "U0NOBODY")}).total == 0
+    assert store.pending_reviews({}, named={"deal": ("approver", ("U0NOBODY",))}).total == 0
+    # Dana, and Ben whose reviews she holds while he is away.
+    held = store.pending_reviews({}, named={"deal": ("approver", ("U0DANA01", "U0BEN001"))})
+    assert held.total == 2
 
 
 def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> None:
@@ -120,4 +123,4 @@ def test_the_person_still_expected_is_the_one_the_run_names(tmp_path: Path, stor
         assert claimed is not None and claimed.id == run.id and claimed.lease_token
         ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="d")
         [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
-        assert still_expected(spec, review, store.get_run(run.id)) == expected
+        assert still_expected(spec, review, store.get_run(run.id), {}) == expected

@@ -208,6 +208,41 @@ def _over_proposed(review: Review, text: str) -> str:
     return json.dumps({**details.args, **edited}, ensure_ascii=False)
 
 
+# --- reviewers away -------------------------------------------------------------------------
+
+
+def reviewers_away(ctx: Context) -> int:
+    """While someone is away, their reviews go to a delegate (``Countersign.away``)."""
+    args = ctx.args
+    by = (args.by or "").strip() or args.person
+    made = ctx.service().away(args.person, args.to, args.until, by=by)
+    print(f"{made.person} is away until {render.iso(made.until)}: reviews go to {made.delegate}")
+    return 0
+
+
+def reviewers_back(ctx: Context) -> int:
+    args = ctx.args
+    by = (args.by or "").strip() or args.person
+    ended = ctx.service().back(args.person, by=by)
+    if ended is None:
+        print(f"{args.person} was not away")
+    else:
+        print(f"{ended.person} is back: reviews no longer go to {ended.delegate}")
+    return 0
+
+
+def reviewers_list(ctx: Context) -> int:
+    away = ctx.store().active_delegations()
+    if ctx.args.json:
+        _print_json([render.delegation_json(d) for d in away])
+    elif not away:
+        print("nobody is away")
+    else:
+        for d in away:
+            print(f"{d.person} away until {render.iso(d.until)}: reviews go to {d.delegate}")
+    return 0
+
+
 # --- database and configuration -----------------------------------------------------------
 
 

@@ -14,6 +14,9 @@ Commands::
     countersign reviews revoke STANDING_ID --by USER
     countersign reviews claim REVIEW_ID --by USER
     countersign reviews reassign REVIEW_ID --to USER --by USER
+    countersign reviewers away USER --until YYYY-MM-DD --to USER [--by USER]
+    countersign reviewers back USER [--by USER]
+    countersign reviewers list [--json]           who is away, until when, and for whom
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
                        [--no-listen] [--metrics-port P [--metrics-host H]]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
@@ -256,6 +259,18 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_argument("review_id", metavar="REVIEW_ID")
     reassign.add_argument("--to", metavar="USER", required=True, help="who handles it now")
     reassign.add_argument("--by", metavar="USER", required=True, help="who reassigns it")
+
+    people = group("reviewers", "reviewers away: whose reviews go to whom, until when")
+    away = command(people, "away", c.reviewers_away, "hand someone's reviews to a delegate")
+    away.add_argument("person", metavar="USER", help="who is away")
+    away.add_argument("--until", metavar="YYYY-MM-DD", required=True, help="through that day, UTC")
+    away.add_argument("--to", metavar="USER", required=True, help="who reviews for them")
+    away.add_argument("--by", metavar="USER", help="who says so (default: USER)")
+    back = command(people, "back", c.reviewers_back, "end someone's absence now")
+    back.add_argument("person", metavar="USER")
+    back.add_argument("--by", metavar="USER", help="who says so (default: USER)")
+    plist = command(people, "list", c.reviewers_list, "who is away now")
+    plist.add_argument("--json", action="store_true", help="print JSON")
 
     worker = command(groups, "worker", run_worker, "execute runs until stopped")
     worker.add_argument("--until-idle", action="store_true", help="exit when no run is left")

@@ -14,10 +14,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from crew_runtime.config import CrewSpec
-from storage import Decision, Review, ReviewStatus, Run, StandingApproval, details_to_json
+from storage import (
+    Decision,
+    Delegation,
+    Review,
+    ReviewStatus,
+    Run,
+    StandingApproval,
+    details_to_json,
+)
 
 __all__ = [
     "crews_table",
+    "delegation_json",
     "iso",
     "review_block",
     "review_json",
@@ -53,6 +62,16 @@ def decision_json(decision: Decision | None) -> dict[str, Any] | None:
         "original": decision.original,
         "by": decision.decided_by,
         "at": iso(decision.created_at),
+    }
+
+
+def delegation_json(delegation: Delegation) -> dict[str, Any]:
+    return {
+        "person": delegation.person,
+        "delegate": delegation.delegate,
+        "until": iso(delegation.until),
+        "by": delegation.created_by,
+        "at": iso(delegation.created_at),
     }
 
 

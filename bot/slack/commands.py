@@ -11,6 +11,7 @@ Grammar (verbs are case-insensitive; empty text means ``help``)::
     run NAME key=value ...     NAME: [a-z0-9][a-z0-9_-]* (given in any case, lowercased)
     list | pending | help      no arguments (``help`` ignores any)
     status RUN_ID | cancel RUN_ID
+    away --until DATE --to @person | back      (in either order; the person a mention)
 
 A value is either bare (up to the next whitespace; it may contain ``=`` and quotes) or
 quoted: it starts right after ``=`` with ``"``, ``“``, ``”`` (closed by any of the three)
@@ -45,6 +46,8 @@ from bot.slack.mrkdwn import unescape
 
 __all__ = [
     "USAGE",
+    "AwayCommand",
+    "BackCommand",
     "CancelCommand",
     "Command",
     "CommandError",
@@ -109,11 +112,34 @@ class PendingCommand:
 
 
 @dataclass(frozen=True)
+class AwayCommand:
+    """``/crew away --until DATE --to @person``: the person asking is away through ``until``
+    (as typed: the service reads it) and ``delegate`` (a user id) reviews for them."""
+
+    until: str
+    delegate: str
+
+
+@dataclass(frozen=True)
+class BackCommand:
+    """``/crew back``: the person asking is back."""
+
+
+@dataclass(frozen=True)
 class HelpCommand:
     """``/crew help`` or ``/crew`` alone."""
 
 
-Command = RunCommand | ListCommand | StatusCommand | CancelCommand | PendingCommand | HelpCommand
+Command = (
+    RunCommand
+    | ListCommand
+    | StatusCommand
+    | CancelCommand
+    | PendingCommand
+    | AwayCommand
+    | BackCommand
+    | HelpCommand
+)
 
 
 class CommandError(BotError, ValueError):
@@ -148,11 +174,18 @@ def parse_command(text: str) -> Command:
         return _parse_run(rest, mentions)
     if verb == "help":
         return HelpCommand()
-    if verb in ("list", "pending"):
+    if verb in ("list", "pending", "back"):
         if rest:
-            usage = t.USAGE_LIST if verb == "list" else t.USAGE_PENDING
-            raise CommandError(t.no_arguments(verb, usage))
-        return ListCommand() if verb == "list" else PendingCommand()
+            usages = {"list": t.USAGE_LIST, "pending": t.USAGE_PENDING, "back": t.USAGE_BACK}
+            raise CommandError(t.no_arguments(verb, usages[verb]))
+        simple: dict[str, Command] = {
+            "list": ListCommand(),
+            "pending": PendingCommand(),
+            "back": BackCommand(),
+        }
+        return simple[verb]
+    if verb == "away":
+        return _parse_away(rest, mentions)
     if verb in ("status", "cancel"):
         usage = t.USAGE_STATUS if verb == "status" else t.USAGE_CANCEL
         run_id = _run_id(rest, usage)
@@ -239,6 +272,33 @@ def _parse_run(rest: str, mentions: Mentions) -> RunCommand:
         raise CommandError(t.bad_crew_name(name))
     inputs, mentioned = _parse_inputs(after, _shift(mentions, len(rest) - len(after)))
     return RunCommand(crew, inputs, mentioned)
+
+
+def _parse_away(rest: str, mentions: Mentions) -> AwayCommand:
+    """``--until DATE`` and ``--to @person``, in either order; the person must be a mention
+    (Slack's ``<@U…>``, which a typed id cannot forge)."""
+    words = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", rest)]
+    until: str | None = None
+    delegate: str | None = None
+    pos = 0
+    while pos < len(words):
+        _, _, option = words[pos]
+        value = words[pos + 1] if pos + 1 < len(words) else None
+        if option == "--until" and value is not None:
+            until = value[2]
+        elif option == "--to" and value is not None:
+            mention = mentions.get(value[0])
+            if mention is None or mention[0] != value[1]:
+                raise CommandError(t.AWAY_NEEDS_MENTION)
+            delegate = mention[1]
+        elif option not in ("--until", "--to"):
+            raise CommandError(t.away_extra(option))
+        pos += 2
+    if until is None:
+        raise CommandError(t.AWAY_NEEDS_UNTIL)
+    if delegate is None:
+        raise CommandError(t.AWAY_NEEDS_MENTION)
+    return AwayCommand(until, delegate)
 
 
 def _parse_inputs(text: str, mentions: Mentions) -> tuple[dict[str, str], dict[str, str]]:

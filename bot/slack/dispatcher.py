@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, timedelta
 from typing import Any, NamedTuple
 
@@ -44,7 +44,7 @@ from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.handlers import api_error, sync
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
-from crew_runtime.service import approvals_required, still_expected
+from crew_runtime.service import approvals_required, covered, still_expected
 from storage import (
     Decision,
     DecisionKind,
@@ -222,11 +222,12 @@ class Dispatcher:
         ):
             review = await sync(self.store.get_review, message.review_id)
             if review.status == ReviewStatus.PENDING:
-                people = await self._dm_people(kind, review, run)
+                away = await sync(self.store.delegates)
+                people = await self._dm_people(kind, review, run, away)
                 if people:
                     await self._nudge_by_dm(steps, kind, review, run, people)
                 else:
-                    await steps.post_all(thread, [self._nudge(kind, review, run)])
+                    await steps.post_all(thread, [self._nudge(kind, review, run, away)])
             await steps.sent()
         elif kind == OutboxKind.TASK_REOPENED and message.review_id:
             reopened = await sync(self.store.get_review, message.review_id)
@@ -297,7 +298,8 @@ class Dispatcher:
             return
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
-        expected = () if spec is None else still_expected(spec, review, run)
+        away = await sync(self.store.delegates)
+        expected = () if spec is None else still_expected(spec, review, run, away)
         tally = blocks.partly_approved_message(review, required, expected)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
@@ -338,30 +340,37 @@ class Dispatcher:
         ]
         return max(rejections, key=lambda d: d.created_at, default=None)
 
-    def _nudge(self, kind: OutboxKind, review: Review, run: Run) -> blocks.Message:
+    def _nudge(
+        self, kind: OutboxKind, review: Review, run: Run, away: Mapping[str, str]
+    ) -> blocks.Message:
+        """A reminder or an escalation in the thread, mentioning the reviewers (or
+        ``escalate_to``), each away one's delegate (``away``: ``Store.delegates``) instead."""
         try:
             spec = self.config.get(run.crew)
         except UnknownCrewError:
             return blocks.reminder_message(review, ())
         reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
-            return blocks.escalation_message(review, spec.escalate_to or reviewers)
+            return blocks.escalation_message(review, covered(spec.escalate_to or reviewers, away))
         if review.claimed_by is not None:  # whoever claimed it, or was given it
             reviewers = (review.claimed_by,)
-        return blocks.reminder_message(review, reviewers)
+        return blocks.reminder_message(review, covered(reviewers, away))
 
-    async def _dm_people(self, kind: OutboxKind, review: Review, run: Run) -> list[str]:
+    async def _dm_people(
+        self, kind: OutboxKind, review: Review, run: Run, away: Mapping[str, str]
+    ) -> list[str]:
         """Who gets a reminder or an escalation as a DM: nobody unless the review's rule
         says ``remind_by = "dm"`` and names people (a crew open to its channel is reminded
         in the thread); user groups' members, each person once; a reminder of a claimed
-        review goes to whoever has it."""
+        review goes to whoever has it; for each one away (``away``: ``Store.delegates``),
+        their delegate."""
         spec = self.config.crews.get(run.crew)
         if spec is None:
             return []
         tool, task = rule_of(review.kind, review.stream, review.details)
         if spec.deadlines_for(tool=tool, task=task).remind_by != "dm":
             return []
-        named = still_expected(spec, review, run)
+        named = still_expected(spec, review, run, away)
         if kind == OutboxKind.REVIEW_ESCALATED:
             named = spec.escalate_to or named
         elif review.claimed_by is not None:  # a reminder goes to whoever has it
@@ -369,7 +378,7 @@ class Dispatcher:
         people: list[str] = []
         for ref in named:
             members = [ref] if not ref.startswith("S") else await self._group(ref)
-            people.extend(p for p in members if p not in people)
+            people.extend(p for p in covered(tuple(members), away) if p not in people)
         return people
 
     async def _group(self, group_id: str) -> list[str]:

@@ -74,11 +74,29 @@ class Handlers:
             return text.CHECK_FAILED
 
     async def _may_act(self, user_id: str, run: Run) -> bool:
+        """Whether ``user_id``, or someone away whose reviews they hold, may decide ``run``'s
+        reviews.
+
+        Raises:
+            CheckFailed: a membership lookup failed and no other one said yes.
+        """
         try:
             spec: CrewSpec = self.config.get(run.crew)
         except UnknownCrewError:
             return False
-        return await self.reviewers.may_decide(user_id, spec.reviewers_of(run.inputs), run.channel)
+        reviewers = spec.reviewers_of(run.inputs)
+        # Whoever is away and left their reviews to ``user_id`` (a delegate decides what the
+        # person away could); a failed lookup for one of them is no answer for the others.
+        failed: CheckFailed | None = None
+        for person in await sync(self.service.acting_for, user_id):
+            try:
+                if await self.reviewers.may_decide(person, reviewers, run.channel):
+                    return True
+            except CheckFailed as exc:
+                failed = exc
+        if failed is not None:
+            raise failed
+        return False
 
     async def _ephemeral_via_api(
         self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None

@@ -1,5 +1,5 @@
 """The ``/crew`` command: list the crews, start a run, a run's status, cancel it, one's
-pending reviews. Every answer is ephemeral and goes by ``response_url``."""
+pending reviews, one's absence. Every answer is ephemeral and goes by ``response_url``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from bot.slack import blocks, text
 from bot.slack.authz import CheckFailed
 from bot.slack.commands import (
     USAGE,
+    AwayCommand,
+    BackCommand,
     CancelCommand,
     CommandError,
     HelpCommand,
@@ -26,7 +28,7 @@ from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import PayloadError, parse_slash
 from crew_runtime.config import ConfigError, UnknownCrewError
 from crew_runtime.errors import UsageError
-from storage import AlreadyFinal, NotFound, RunNotFound
+from storage import AlreadyFinal, DelegationRefused, NotFound, RunNotFound
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,31 @@ class SlashCommands(Handlers):
             return words(
                 await self._start(command, slash.user_id, slash.channel_id, body, request_key)
             )
+        if isinstance(command, AwayCommand | BackCommand):
+            return words(await self._away(command, slash.user_id))
         return await self._lookup(command, slash.user_id, slash.channel_id)
+
+    async def _away(self, command: AwayCommand | BackCommand, user_id: str) -> str:
+        """One's own absence: begun (replacing any before it) or ended. The delegate must be
+        someone who can review (Slack knows them, not deactivated, not a bot). Replayed, the
+        request is answered from the inbox, and doing either again changes nothing more."""
+        if isinstance(command, BackCommand):
+            ended = await sync(self.service.back, user_id, by=user_id)
+            return text.back(None if ended is None else ended.delegate)
+        try:
+            why = await self.reviewers.not_a_person(command.delegate)
+        except CheckFailed:
+            return text.DELEGATE_CHECK_FAILED
+        if why is not None:
+            return text.not_a_delegate(command.delegate, why)
+        try:
+            made = await sync(
+                self.service.away, user_id, command.delegate, command.until, by=user_id
+            )
+        except (UsageError, DelegationRefused) as exc:
+            return text.refusal(exc)
+        log.info("%s is away until %s; %s reviews for them", user_id, made.until, made.delegate)
+        return text.away(made.delegate, made.until)
 
     async def _start(
         self,
@@ -151,22 +177,31 @@ class SlashCommands(Handlers):
     async def _pending_for(self, user_id: str) -> blocks.Message:
         """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
         they review, the runs naming them as reviewer, and for a crew naming no reviewers
-        the channels they are in."""
+        the channels they are in; and the same for whoever away left their reviews to them."""
+        people = await sync(self.service.acting_for, user_id)
         places: dict[str, set[str] | None] = {}
         crews = self.config.crews.values()
-        named = {s.name: (s.reviewers_from_input, user_id) for s in crews if s.reviewers_from_input}
+        named = {s.name: (s.reviewers_from_input, people) for s in crews if s.reviewers_from_input}
         open_crews = {s.name for s in crews if not s.reviewers and s.name not in named}
         for spec in crews:
-            if spec.reviewers and await self.reviewers.may_decide(user_id, spec.reviewers, None):
-                places[spec.name] = None
+            for person in people:
+                if spec.reviewers and await self.reviewers.may_decide(person, spec.reviewers, None):
+                    places[spec.name] = None
+                    break
         if open_crews:
             channels: dict[str, set[str]] = {}
             for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
-                if channel and await self.reviewers.may_decide(user_id, (), channel):
+                if channel and await self._in_channel(people, channel):
                     channels.setdefault(crew, set()).add(channel)
             places.update(channels)
         found = await sync(self.store.pending_reviews, places, named=named, limit=blocks.MAX_LISTED)
         return blocks.pending_message(found.reviews, found.runs, found.total)
+
+    async def _in_channel(self, people: tuple[str, ...], channel: str) -> bool:
+        for person in people:
+            if await self.reviewers.may_decide(person, (), channel):
+                return True
+        return False
 
 
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:

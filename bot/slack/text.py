@@ -34,6 +34,7 @@ from storage.errors import (
     AlreadyFinal,
     CountersignError,
     DecisionNotAllowed,
+    DelegationRefused,
     NotFound,
     NotWaiting,
     ReviewNotFound,
@@ -51,6 +52,8 @@ USAGE_STATUS = "`/crew status RUN_ID`"
 USAGE_CANCEL = "`/crew cancel RUN_ID`"
 USAGE_PENDING = "`/crew pending`"
 USAGE_HELP = "`/crew help`"
+USAGE_AWAY = "`/crew away --until YYYY-MM-DD --to @person`"
+USAGE_BACK = "`/crew back`"
 
 USAGE = "\n".join(
     [
@@ -60,6 +63,8 @@ USAGE = "\n".join(
         f"• {USAGE_STATUS}: where a run is",
         f"• {USAGE_CANCEL}: stop a run",
         f"• {USAGE_PENDING}: reviews waiting for you",
+        f"• {USAGE_AWAY}: while you are away (through that day, UTC), they review for you",
+        f"• {USAGE_BACK}: you are back, and review again",
         f"• {USAGE_HELP}: this text",
         'Quote values with spaces: `topic="durable agents"`. '
         "In a review's thread, reply `approve`, `reject: reason`, or write your feedback.",
@@ -114,6 +119,21 @@ def bad_run_id(run_id: str, usage: str) -> str:
     return command_error(f"That is not a run id: {code(run_id)}.", usage)
 
 
+def away_options(problem: str) -> str:
+    """A ``/crew away`` without its date or its delegate, or with something else."""
+    return command_error(problem, USAGE_AWAY)
+
+
+AWAY_NEEDS_UNTIL = away_options("Until when? Give the last day you are away after `--until`.")
+AWAY_NEEDS_MENTION = away_options(
+    "Who reviews for you? Mention them after `--to`, e.g. `--to @ben`."
+)
+
+
+def away_extra(token: str) -> str:
+    return away_options(f"I don't know what {code(token)} means here.")
+
+
 def no_arguments(verb: str, usage: str) -> str:
     return command_error(f"The command {code('/crew ' + verb)} takes no arguments.", usage)
 
@@ -152,6 +172,15 @@ def not_a_person(user: str, why: str, name: str) -> str:
         f"as {code(name)}. Nothing was started."
     )
 
+
+def not_a_delegate(user: str, why: str) -> str:
+    return f"{user_ref(user)} cannot review for you: {_NOT_A_PERSON[why]}. Nothing changed."
+
+
+DELEGATE_CHECK_FAILED = (
+    "I couldn't ask Slack about the person you named, so nothing changed. "
+    "Please try again in a moment."
+)
 
 REVIEW_GONE = "This review no longer exists."
 REASSIGN_NOT_A_REVIEWER = "That person is not a reviewer of this run; choose another."
@@ -235,6 +264,19 @@ def approval_counted(given: int, required: int) -> str:
 
 def starting(crew: str) -> str:
     return f"Starting {code(crew)}… its thread appears in this channel in a moment."
+
+
+def away(delegate: str, until: datetime) -> str:
+    return (
+        f"While you are away, until {slack_date(until)}, {user_ref(delegate)} reviews for "
+        "you: your reviews, reminders and pending list go to them. `/crew back` ends it sooner."
+    )
+
+
+def back(delegate: str | None) -> str:
+    if delegate is None:
+        return "You were not away, so nothing changed."
+    return f"Welcome back: your reviews no longer go to {user_ref(delegate)}."
 
 
 def cancelled(run_id: str, user: str | None) -> str:
@@ -361,6 +403,8 @@ def refusal(exc: CountersignError) -> str:
             return "That decision does not fit this review; use its buttons."
         case NotFound():
             return not_found(exc)
+        case DelegationRefused():
+            return _sentence(f"Your reviews cannot go to them: {exc.reason}") + " Nothing changed."
         case UnstorableValue():
             return "That text could not be stored: the database refused it. Nothing was recorded."
         case ConfigError():
