@@ -33,16 +33,16 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, timedelta
-from typing import Any, NamedTuple
+from datetime import timedelta
 
-from aiohttp import ClientError, ClientSession, ClientTimeout
+from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
 from bot.slack import blocks
 from bot.slack.handlers import api_error, sync
+from bot.slack.steps import Steps, Thread
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
 from crew_runtime.service import approvals_required, covered, still_expected
 from storage import (
@@ -65,13 +65,6 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF = timedelta(minutes=5)
 CLAIM = timedelta(seconds=30)
-METADATA_TYPE = "countersign_outbox"
-# Slack's errors after which a call may have been applied in part, as its docs warn.
-MAYBE_APPLIED = frozenset({"fatal_error", "internal_error"})
-# Slack's clock and ours may differ a little: look for a lost post from a bit earlier.
-LOOKUP_MARGIN = timedelta(minutes=1)
-
-JSON = dict[str, Any]
 
 
 class NotYet(BotError):
@@ -136,7 +129,7 @@ class Dispatcher:
             if message is None:  # another dispatcher has it, or an earlier row of its run
                 held.add(listed.run_id)
                 continue
-            steps = _Steps(self.client, self.store, message, token)
+            steps = Steps(self.client, self.store, message, token)
             try:
                 async with self._holding(steps):
                     await self._deliver(steps)
@@ -155,7 +148,7 @@ class Dispatcher:
         return sent
 
     @contextlib.asynccontextmanager
-    async def _holding(self, steps: _Steps) -> AsyncIterator[None]:
+    async def _holding(self, steps: Steps) -> AsyncIterator[None]:
         """Renew the row's claim while it is delivered (a rate limit may wait minutes)."""
 
         async def renew() -> None:
@@ -180,7 +173,7 @@ class Dispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
 
-    async def _deliver(self, steps: _Steps) -> None:
+    async def _deliver(self, steps: Steps) -> None:
         message = steps.message
         run = await sync(self.store.get_run, message.run_id)
         if run.channel is None:  # started outside Slack with no channel configured
@@ -192,7 +185,7 @@ class Dispatcher:
             return
         if run.thread_ts is None:
             raise NotYet("the run's root message is not posted yet")
-        thread = _Thread(run.channel, run.thread_ts)
+        thread = Thread(run.channel, run.thread_ts)
         if kind == OutboxKind.REVIEW_OPENED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._review(steps, thread, run, review)
@@ -259,15 +252,15 @@ class Dispatcher:
         else:
             await steps.sent()
 
-    async def _root(self, steps: _Steps, run: Run, channel: str) -> None:
+    async def _root(self, steps: Steps, run: Run, channel: str) -> None:
         if run.thread_ts is not None:
             await steps.sent()
             return
         root = self._root_message(run)
-        posted = await steps.post("root", _Thread(channel, None), root)
+        posted = await steps.post("root", Thread(channel, None), root)
         await steps.sent(thread=(run.id, posted.channel, posted.ts))
 
-    async def _review(self, steps: _Steps, thread: _Thread, run: Run, review: Review) -> None:
+    async def _review(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
         if review.message_ts is not None:
             await steps.sent()
             return
@@ -386,7 +379,7 @@ class Dispatcher:
         return [str(user) for user in response.get("users") or []]
 
     async def _nudge_by_dm(
-        self, steps: _Steps, kind: OutboxKind, review: Review, run: Run, people: list[str]
+        self, steps: Steps, kind: OutboxKind, review: Review, run: Run, people: list[str]
     ) -> None:
         """The reminder or escalation to each of ``people``, in their DM, each once."""
         link = None
@@ -400,7 +393,7 @@ class Dispatcher:
         for person in people:
             opened = await self.client.conversations_open(users=person)
             dm = str(opened["channel"]["id"])
-            await steps.post(f"dm:{person}", _Thread(dm, None), nudge)
+            await steps.post(f"dm:{person}", Thread(dm, None), nudge)
 
     def _root_message(self, run: Run, waiting_on: list[ReviewKind] | None = None) -> blocks.Message:
         """The run's root message, with its crew's description and its reviewer's mention."""
@@ -411,205 +404,6 @@ class Dispatcher:
             waiting_on or (),
             reviewer_input=None if spec is None else spec.reviewers_from_input,
         )
-
-
-class _Thread(NamedTuple):
-    """Where a post goes: a channel, and the thread's root message (None: top level)."""
-
-    channel: str
-    ts: str | None
-
-
-class _Posted(NamedTuple):
-    """Where Slack put a message."""
-
-    channel: str
-    ts: str
-
-
-class _Steps:
-    """One row's delivery: its steps, each made once and recorded in the row when done.
-
-    ``progress`` maps a step to ``{"state": "tried"}`` (its Slack call may have been
-    made), or ``{"state": "done", ...}`` with what Slack made of it: the channel and ts
-    of a post, the id of an uploaded file.
-    """
-
-    def __init__(
-        self, client: AsyncWebClient, store: Store, message: OutboxMessage, token: str
-    ) -> None:
-        self.client = client
-        self.store = store
-        self.message = message
-        self.token = token
-        self.progress: JSON = dict(message.progress)
-
-    async def sent(
-        self,
-        *,
-        thread: tuple[str, str, str] | None = None,
-        review_message: tuple[str, str, str] | None = None,
-    ) -> None:
-        marked = await sync(
-            self.store.mark_sent,
-            self.message.id,
-            self.token,
-            thread=thread,
-            review_message=review_message,
-        )
-        if not marked:
-            raise OutboxClaimLost(self.message.id)
-
-    async def post_all(self, thread: _Thread, messages: list[blocks.Message]) -> _Posted:
-        """Post ``messages`` in order, each once; where the last one is."""
-        posted = _Posted(thread.channel, "")
-        for n, part in enumerate(messages, start=1):
-            posted = await self.post(f"post{n}", thread, part)
-        return posted
-
-    async def post(self, step: str, thread: _Thread, part: blocks.Message) -> _Posted:
-        """Post ``part`` unless it was posted already: by an earlier attempt that recorded
-        it, or by one whose answer was lost (found by its metadata)."""
-        state = self.progress.get(step)
-        if state is not None and state["state"] == "done":
-            return _Posted(state["channel"], state["ts"])
-        if state is None:
-            await self._save(step, {"state": "tried"})
-        elif (found := await self._find(step, thread)) is not None:
-            await self._save(step, {"state": "done", "channel": found.channel, "ts": found.ts})
-            return found
-        try:
-            response = await self.client.chat_postMessage(
-                channel=thread.channel,
-                thread_ts=thread.ts,
-                text=part.text,
-                blocks=part.blocks,
-                metadata={"event_type": METADATA_TYPE, "event_payload": self._tag(step)},
-            )
-        except SlackApiError as exc:
-            if _refused(exc):  # nothing was posted: the retry need not look for it
-                del self.progress[step]
-                await sync(
-                    self.store.save_outbox_progress, self.message.id, self.token, self.progress
-                )
-            raise
-        posted = _Posted(str(response["channel"]), str(response["ts"]))
-        await self._save(step, {"state": "done", "channel": posted.channel, "ts": posted.ts})
-        return posted
-
-    async def upload(self, step: str, thread: _Thread, content: str, filename: str) -> None:
-        """Upload ``content`` as a file in ``thread`` unless an earlier attempt did.
-
-        The three calls of the external upload flow, so that the file's id is recorded
-        before the upload is completed (shared): a retry asks Slack about that file.
-        """
-        state = self.progress.get(step)
-        if state is not None and state["state"] == "done":
-            return
-        if state is not None and await self._shared(str(state["file"]), thread):
-            await self._save(step, {"state": "done", "file": state["file"]})
-            return
-        data = content.encode()
-        started = await self.client.files_getUploadURLExternal(filename=filename, length=len(data))
-        file_id = str(started["file_id"])
-        await self._save(step, {"state": "tried", "file": file_id})
-        await self._put(str(started["upload_url"]), data)
-        await self.client.files_completeUploadExternal(
-            files=[{"id": file_id, "title": filename}],
-            channel_id=thread.channel,
-            thread_ts=thread.ts,
-        )
-        await self._save(step, {"state": "done", "file": file_id})
-
-    async def _save(self, step: str, state: JSON) -> None:
-        self.progress[step] = state
-        await sync(self.store.save_outbox_progress, self.message.id, self.token, self.progress)
-
-    def _tag(self, step: str) -> JSON:
-        return {"outbox_id": self.message.id, "run_id": self.message.run_id, "step": step}
-
-    async def _find(self, step: str, thread: _Thread) -> _Posted | None:
-        """The message an earlier attempt posted for ``step``, if Slack has it."""
-        since = self.message.created_at.replace(tzinfo=UTC) - LOOKUP_MARGIN
-        oldest = f"{since.timestamp():.6f}"
-        tag = self._tag(step)
-        cursor: str | None = None
-        while True:
-            try:
-                if thread.ts is None:
-                    page = await self.client.conversations_history(
-                        channel=thread.channel,
-                        oldest=oldest,
-                        include_all_metadata=True,
-                        cursor=cursor,
-                    )
-                else:
-                    page = await self.client.conversations_replies(
-                        channel=thread.channel,
-                        ts=thread.ts,
-                        oldest=oldest,
-                        include_all_metadata=True,
-                        cursor=cursor,
-                    )
-            except SlackApiError as exc:
-                if api_error(exc) != "channel_not_found":
-                    raise
-                # A channel configured by name: the lookup needs its id, which only an
-                # answer would have told. Posting again risks a duplicate; not posting
-                # would hold the run's thread forever.
-                log.warning(
-                    "outbox %d: cannot look for %s in %s", self.message.id, step, thread.channel
-                )
-                return None
-            for found in page.get("messages") or []:
-                metadata = found.get("metadata") or {}
-                if metadata.get("event_type") == METADATA_TYPE and (
-                    metadata.get("event_payload") == tag
-                ):
-                    log.info("outbox %d: %s was posted, its answer lost", self.message.id, step)
-                    return _Posted(thread.channel, str(found["ts"]))
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if not cursor:
-                return None
-
-    async def _shared(self, file_id: str, thread: _Thread) -> bool:
-        """Whether the file an earlier attempt uploaded is in the thread already."""
-        try:
-            info = await self.client.files_info(file=file_id)
-        except SlackApiError as exc:
-            if api_error(exc) == "file_not_found":  # never uploaded: start over
-                return False
-            raise
-        shares = (info.get("file") or {}).get("shares") or {}
-        for scope in ("public", "private"):
-            for share in (shares.get(scope) or {}).get(thread.channel, []):
-                if share.get("thread_ts") == thread.ts:
-                    return True
-        return False
-
-    async def _put(self, url: str, data: bytes) -> None:
-        """The upload's second call: the bytes to the URL Slack gave."""
-        timeout = ClientTimeout(total=self.client.timeout)
-        session = self.client.session
-        if session is not None:
-            await _post_bytes(session, url, data, timeout)
-            return
-        async with ClientSession() as own:
-            await _post_bytes(own, url, data, timeout)
-
-
-async def _post_bytes(
-    session: ClientSession, url: str, data: bytes, timeout: ClientTimeout
-) -> None:
-    async with session.post(url, data=data, timeout=timeout) as answer:
-        answer.raise_for_status()
-
-
-def _refused(exc: SlackApiError) -> bool:
-    """Whether Slack answered that it did not apply the call: a 429, or an error code
-    other than those with which "some aspect of the operation" may have succeeded."""
-    status = exc.response.status_code
-    return status == 429 or (status < 500 and api_error(exc) not in MAYBE_APPLIED)
 
 
 def _note(message: OutboxMessage) -> RunNote | None:
