@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks
-from bot.slack import block_text, blocks, modals
-from bot.slack.blocks import FILE_THRESHOLD, Message
+from bot.slack import block_text, blocks, modals, review_blocks
 from bot.slack.elements import split_text
+from bot.slack.message import Message
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
+from bot.slack.review_blocks import FILE_THRESHOLD
 from storage.details import TaskReviewDetails, details_from_json
 from storage.records import Approval, Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
@@ -152,10 +153,10 @@ def draft_text(message: Message) -> str:
 @pytest.mark.parametrize("kind", list(ReviewKind))
 def test_a_short_review_is_one_valid_message_with_its_buttons(kind: ReviewKind) -> None:
     review = make_review(HOSTILE, kind, details={"task": "t", "agent": HOSTILE, "tool": "x"})
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     found = buttons(message)
-    decisions = [f"countersign:{a}" for a in blocks.BUTTONS[kind]]
+    decisions = [f"countersign:{a}" for a in review_blocks.BUTTONS[kind]]
     assert [b["action_id"] for b in found] == [
         *decisions,
         "countersign:claim",
@@ -168,25 +169,25 @@ def test_a_short_review_is_one_valid_message_with_its_buttons(kind: ReviewKind) 
 
 def test_a_claimed_review_says_who_has_it_under_its_buttons() -> None:
     review = replace(make_review(), claimed_by="U0BEN")
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     claimed = [b for b in message.blocks if b["type"] == "context" and "Claimed" in str(b)]
     assert [b["elements"][0]["text"] for b in claimed] == ["Claimed by <@U0BEN>"]
-    shown = blocks.open_review_message(review)
+    shown = review_blocks.open_review_message(review)
     assert_message(shown)
     assert shown.text == "Claimed by <@U0BEN>" and buttons(shown) == buttons(message)
-    done = blocks.decided_message(decided(review, DecisionKind.APPROVE))
+    done = review_blocks.decided_message(decided(review, DecisionKind.APPROVE))
     assert "Claimed" not in str(done.blocks)
     # where it needs several approvals, the tally and the claim show together
     given = (Approval(review.id, "U0CAL", {}, NOW),)
-    tally = blocks.partly_approved_message(replace(review, approvals=given), 2, ("U0BEN",))
+    tally = review_blocks.partly_approved_message(replace(review, approvals=given), 2, ("U0BEN",))
     assert_message(tally)
     said = str(tally.blocks)
     assert "1 of 2 approvals" in said and "Claimed by <@U0BEN>" in said
 
 
 def test_reject_is_dangerous_and_asks_first() -> None:
-    [message] = blocks.review_messages(make_review(), make_run())
+    [message] = review_blocks.review_messages(make_review(), make_run())
     reject = next(b for b in buttons(message) if b["action_id"] == "countersign:reject")
     assert reject["style"] == "danger"
     assert set(reject["confirm"]) == {"title", "text", "confirm", "deny", "style"}
@@ -195,7 +196,7 @@ def test_reject_is_dangerous_and_asks_first() -> None:
 
 
 def test_a_draft_with_channel_ping_renders_escaped() -> None:
-    [message] = blocks.review_messages(make_review("Hey <!channel>, read this"), make_run())
+    [message] = review_blocks.review_messages(make_review("Hey <!channel>, read this"), make_run())
     assert "Hey &lt;!channel&gt;, read this" in draft_text(message)
     assert all(b["text"].get("verbatim") for b in message.blocks if b["type"] == "section")
 
@@ -216,7 +217,7 @@ def _long_draft(length: int) -> str:
 def test_a_30000_char_draft_is_split_across_valid_messages() -> None:
     draft = _long_draft(30_000)
     review = make_review(draft)
-    messages = blocks.review_messages(review, make_run())
+    messages = review_blocks.review_messages(review, make_run())
     assert len(messages) > 1
     for message in messages:
         assert_message(message)
@@ -235,7 +236,7 @@ DRAFT_PIECES = st.sampled_from(
 @given(st.lists(DRAFT_PIECES, max_size=120).map("".join))
 def test_any_draft_splits_into_valid_messages_that_reassemble(draft: str) -> None:
     review = make_review(draft, details={})
-    messages = blocks.review_messages(review, make_run())
+    messages = review_blocks.review_messages(review, make_run())
     for message in messages:
         assert_message(message)
     assert sum(bool(buttons(m)) for m in messages) == 1
@@ -260,9 +261,9 @@ def test_split_prefers_paragraphs() -> None:
 def test_a_very_long_draft_gets_a_summary_with_buttons() -> None:
     draft = _long_draft(FILE_THRESHOLD + 5000)
     review = make_review(draft)
-    assert blocks.needs_file(review)
-    assert not blocks.needs_file(make_review(_long_draft(FILE_THRESHOLD)))
-    message = blocks.review_file_summary(review, make_run(), "draft <v2>.md")
+    assert review_blocks.needs_file(review)
+    assert not review_blocks.needs_file(make_review(_long_draft(FILE_THRESHOLD)))
+    message = review_blocks.review_file_summary(review, make_run(), "draft <v2>.md")
     assert_message(message)
     assert len(buttons(message)) == 6  # four decisions, claim and reassign
     shown = json.dumps(message.blocks)
@@ -288,7 +289,7 @@ def test_decided_messages_say_who_what_when_without_buttons(
     kind: ReviewKind, decision: DecisionKind, said: str | None, says: str
 ) -> None:
     review = decided(make_review(HOSTILE, kind), decision, said)
-    message = blocks.decided_message(review)
+    message = review_blocks.decided_message(review)
     assert_message(message)
     assert buttons(message) == []
     shown = json.dumps(message.blocks, ensure_ascii=False)
@@ -300,8 +301,8 @@ def test_decided_messages_say_who_what_when_without_buttons(
 
 def test_decided_replaces_only_the_last_part_of_a_split_review() -> None:
     review = make_review(_long_draft(30_000), details={})
-    posted = blocks.review_messages(review, make_run())
-    message = blocks.decided_message(
+    posted = review_blocks.review_messages(review, make_run())
+    message = review_blocks.decided_message(
         decided(review, DecisionKind.CHANGES, "shorter"), as_file=False
     )
     assert_message(message)
@@ -321,13 +322,13 @@ def test_worst_case_chrome_still_fits(kind: ReviewKind) -> None:
         "round": 3,
     }
     review = make_review("&\n" * 15_000, kind, details=details)
-    for message in blocks.review_messages(review, make_run(crew="c" * 80)):
+    for message in review_blocks.review_messages(review, make_run(crew="c" * 80)):
         assert_message(message)
-    assert_message(blocks.review_file_summary(review, make_run(), "f" * 300))
+    assert_message(review_blocks.review_file_summary(review, make_run(), "f" * 300))
     for as_file in (True, False):
         for decision in DecisionKind:
             done = decided(review, decision, "&\n" * 5000)
-            assert_message(blocks.decided_message(done, as_file=as_file))
+            assert_message(review_blocks.decided_message(done, as_file=as_file))
 
 
 def test_split_text_refuses_a_limit_too_small_for_an_entity() -> None:
@@ -337,13 +338,13 @@ def test_split_text_refuses_a_limit_too_small_for_an_entity() -> None:
 
 def test_decided_file_review_keeps_its_summary() -> None:
     review = decided(make_review(_long_draft(FILE_THRESHOLD + 1)), DecisionKind.APPROVE)
-    message = blocks.decided_message(review)
+    message = review_blocks.decided_message(review)
     assert_message(message)
     assert "attached in this thread" in json.dumps(message.blocks)
 
 
 def test_a_cancelled_review_without_decision() -> None:
-    message = blocks.decided_message(make_review(status=ReviewStatus.SUPERSEDED))
+    message = review_blocks.decided_message(make_review(status=ReviewStatus.SUPERSEDED))
     assert_message(message)
     assert "Superseded" in message.text
 
@@ -444,19 +445,19 @@ def revise_buttons(message: Message) -> list[dict[str, Any]]:
 def test_a_later_task_review_offers_to_revise_an_earlier_task() -> None:
     first = make_review(stream="task0:Writer")
     later = make_review(stream="task1:Editor")
-    assert revise_buttons(blocks.review_messages(first, make_run())[-1]) == []
-    [message] = blocks.review_messages(later, make_run())
+    assert revise_buttons(review_blocks.review_messages(first, make_run())[-1]) == []
+    [message] = review_blocks.review_messages(later, make_run())
     assert_message(message)
     [button] = revise_buttons(message)
     assert button["value"] == later.run_id
     assert button["text"]["text"] == block_text.REVISE_BUTTON
     assert len(buttons(message)) == 7  # four decisions, revise, claim and reassign
-    assert revise_buttons(blocks.decided_message(decided(later, DecisionKind.APPROVE))) == []
+    assert revise_buttons(review_blocks.decided_message(decided(later, DecisionKind.APPROVE))) == []
 
 
 def test_only_the_last_message_of_a_split_review_offers_it() -> None:
     review = make_review("word " * 3000, stream="task2:Editor")
-    messages = blocks.review_messages(review, make_run())
+    messages = review_blocks.review_messages(review, make_run())
     assert len(messages) > 1
     assert [len(revise_buttons(m)) for m in messages] == [0] * (len(messages) - 1) + [1]
 
@@ -513,7 +514,7 @@ def typed_review(prompt: str, **details: Any) -> Review:
 
 def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
     draft = json.dumps({"headline": f"Otters {HOSTILE}", "sections": 3}, indent=2)
-    [message] = blocks.review_messages(typed_review(draft), make_run())
+    [message] = review_blocks.review_messages(typed_review(draft), make_run())
     assert_message(message)
     (code,) = [s for s in draft_text(message).split("\n\n") if s.startswith("```")]
     assert code == f"```{escape(draft)}```"
@@ -521,7 +522,7 @@ def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
 
 def test_a_long_typed_draft_keeps_each_code_block_within_a_section() -> None:
     draft = json.dumps({"headline": "o" * 9000, "sections": 3}, indent=2)
-    messages = blocks.review_messages(typed_review(draft), make_run())
+    messages = review_blocks.review_messages(typed_review(draft), make_run())
     for message in messages:
         assert_message(message)
     shown = [
@@ -535,7 +536,7 @@ def test_a_long_typed_draft_keeps_each_code_block_within_a_section() -> None:
 
 def test_a_typed_draft_that_is_not_json_says_so_and_is_shown_as_text() -> None:
     review = typed_review(f"Otters {HOSTILE}", output_problem=f"Invalid JSON {HOSTILE}")
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     shown = draft_text(message)
     assert "```" not in shown
@@ -544,7 +545,7 @@ def test_a_typed_draft_that_is_not_json_says_so_and_is_shown_as_text() -> None:
 
 def test_a_draft_reviewed_again_says_why_the_edit_was_not_used() -> None:
     review = typed_review("{}", refused_edit=f"the task's guardrail refused it: {HOSTILE}")
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     assert "The last edit was not used" in json.dumps(message.blocks)
 
@@ -566,7 +567,7 @@ def email_review() -> Review:
 
 def test_a_tool_call_shows_its_arguments_once_with_their_line_breaks() -> None:
     review = email_review()
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     shown = "\n".join(texts(message.blocks))
     assert shown.count("ana@example.com") == 1
@@ -574,7 +575,7 @@ def test_a_tool_call_shows_its_arguments_once_with_their_line_breaks() -> None:
     assert "*body:*\n```Hi,\n\nA few notes.\n\nBest regards```" in shown
     assert "*subject:* A note on &lt;otters&gt; &amp; co" in shown
     assert "*Tool:* Send an e-mail." in shown and "*Task:*" not in shown
-    done = blocks.decided_message(decided(review, DecisionKind.APPROVE))
+    done = review_blocks.decided_message(decided(review, DecisionKind.APPROVE))
     assert_message(done)
     assert "\n".join(texts(done.blocks)).count("ana@example.com") == 1
 
@@ -582,14 +583,14 @@ def test_a_tool_call_shows_its_arguments_once_with_their_line_breaks() -> None:
 def test_a_tool_calls_long_arguments_stay_within_a_message() -> None:
     args = {f"a{i}": "word " * 400 + "\nend" for i in range(80)}
     review = make_review("t", ReviewKind.TOOL_APPROVAL, details={"tool": "t", "args": args})
-    [message] = blocks.review_messages(review, make_run())
+    [message] = review_blocks.review_messages(review, make_run())
     assert_message(message)
     assert "more." in "\n".join(texts(message.blocks))  # "…and N more.": the rest is in Edit
 
 
 def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     def confirm(review: Review) -> str:
-        [message] = blocks.review_messages(review, make_run())
+        [message] = review_blocks.review_messages(review, make_run())
         reject = next(b for b in buttons(message) if b["action_id"] == "countersign:reject")
         words: str = reject["confirm"]["text"]["text"]
         return words

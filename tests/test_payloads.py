@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.sandbox import payloads as slack
-from bot.slack import blocks, modals
+from bot.slack import modals, review_blocks
 from bot.slack.payloads import (
     ACTIONS,
     BUTTON_PATTERN,
@@ -108,7 +108,7 @@ def user() -> Json:
 
 def click(action: str, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Json:
     """A block_actions payload for a click on the button the bot really rendered."""
-    posted = blocks.review_messages(review(kind), run())[-1].blocks
+    posted = review_blocks.review_messages(review(kind), run())[-1].blocks
     block, element = slack.find_element(posted, f"countersign:{action}")
     block = {**block, "block_id": block.get("block_id", "b1")}
     return {
@@ -166,7 +166,7 @@ def tool_edit_submission(typed: dict[str, Any]) -> Json:
 def revise_click() -> Json:
     """A click on "Revise an earlier task" in a later task's review message."""
     later = replace(review(), stream="task1:Editor")
-    posted = blocks.review_messages(later, run())[-1].blocks
+    posted = review_blocks.review_messages(later, run())[-1].blocks
     block, element = slack.find_element(posted, "countersign:revise")
     body = click("approve")
     body["message"]["blocks"] = posted

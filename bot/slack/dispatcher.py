@@ -40,7 +40,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
-from bot.slack import blocks
+from bot.slack import blocks, review_blocks
 from bot.slack.handlers import api_error, sync
 from bot.slack.steps import Steps, Thread
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
@@ -264,12 +264,12 @@ class Dispatcher:
         if review.message_ts is not None:
             await steps.sent()
             return
-        if blocks.needs_file(review):
+        if review_blocks.needs_file(review):
             filename = f"draft-{review.id}.md"
             await steps.upload("upload", thread, review.prompt, filename)
-            messages = [blocks.review_file_summary(review, run, filename)]
+            messages = [review_blocks.review_file_summary(review, run, filename)]
         else:
-            messages = blocks.review_messages(review, run)
+            messages = review_blocks.review_messages(review, run)
         last = await steps.post_all(thread, messages)
         # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried
         # with the row, whose posts are done and not made again.
@@ -280,7 +280,7 @@ class Dispatcher:
         """Swap a decided (or cancelled) review's buttons for who decided what."""
         if review.channel is None or review.message_ts is None:
             return
-        done = blocks.decided_message(review)
+        done = review_blocks.decided_message(review)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=done.text, blocks=done.blocks
         )
@@ -293,7 +293,7 @@ class Dispatcher:
         required = 1 if spec is None else approvals_required(spec, review)
         away = await sync(self.store.delegates)
         expected = () if spec is None else still_expected(spec, review, run, away)
-        tally = blocks.partly_approved_message(review, required, expected)
+        tally = review_blocks.partly_approved_message(review, required, expected)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
         )
@@ -306,7 +306,7 @@ class Dispatcher:
             return
         if review.channel is None or review.message_ts is None:
             return
-        shown = blocks.open_review_message(review)
+        shown = review_blocks.open_review_message(review)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=shown.text, blocks=shown.blocks
         )
