@@ -109,9 +109,8 @@ class Listeners(SlashCommands):
         if click.action != DecisionKind.APPROVE:
             # The trigger id dies 3 s after the click: open the modal before any
             # database read, which can queue behind busy crews, and fill it after.
-            view_id = await self._open_loading_view(client, click.trigger_id)
+            view_id = await self._open_loading_view(client, click)
             if view_id is None:
-                await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
                 return
         found, refusal = await self._clicked_review(click)
         channel = click.channel_id or (found[1].channel if found else None)
@@ -144,17 +143,25 @@ class Listeners(SlashCommands):
         return found, await self._refusal(click.user_id, found[1])
 
     async def _open_loading_view(
-        self, client: AsyncWebClient, trigger_id: str | None, words: str = text.LOADING
+        self,
+        client: AsyncWebClient,
+        click: ButtonClick | ReviseClick | ClaimClick,
+        words: str = text.LOADING,
     ) -> str | None:
+        """Open the click's modal, saying ``words`` until it is filled; its view id, or None
+        when Slack would not open it (the clicker is told so privately)."""
         try:
             response = await client.views_open(
-                trigger_id=trigger_id, view=modals.notice_view(words)
+                trigger_id=click.trigger_id, view=modals.notice_view(words)
             )
         except SlackApiError as exc:
             log.warning("views.open failed: %s", api_error(exc))
-            return None
-        view = response.get("view") or {}
-        return str(view.get("id")) if view.get("id") else None
+            response = None
+        view = (response.get("view") if response is not None else None) or {}
+        if view.get("id"):
+            return str(view["id"])
+        await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
+        return None
 
     async def _update_view(
         self, client: AsyncWebClient, view_id: str, view: dict[str, Any]
@@ -224,9 +231,8 @@ class Listeners(SlashCommands):
             log.warning("ignoring a malformed revise click: %s", exc)
             return
         # As in on_button: open the modal within the trigger id's 3 s, fill it after.
-        view_id = await self._open_loading_view(client, click.trigger_id, text.LOADING_RUN)
+        view_id = await self._open_loading_view(client, click, text.LOADING_RUN)
         if view_id is None:
-            await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
             return
         await self._update_view(client, view_id, await self._revise_view(click))
 
@@ -301,9 +307,8 @@ class Listeners(SlashCommands):
             return
         view_id = None
         if click.reassign:
-            view_id = await self._open_loading_view(client, click.trigger_id)
+            view_id = await self._open_loading_view(client, click)
             if view_id is None:
-                await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
                 return
         found, refusal = await self._clicked_review(click)
         channel = click.channel_id or (found[1].channel if found else None)
