@@ -39,7 +39,6 @@ from storage import (
 )
 from storage.schema import decisions
 from tests.crews import effects
-from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -394,7 +393,6 @@ on_expire = "approve"
 
 
 @pytest.mark.slow
-@ON_SQLITE
 def test_a_deadline_approves_a_gated_call_in_slack_and_the_thread_says_so(
     tmp_path: Path, db_url: str
 ) -> None:
@@ -433,7 +431,6 @@ escalate_after = "2s"
 
 
 @pytest.mark.slow
-@ON_SQLITE
 def test_reminders_and_escalations_go_as_dms_to_each_person_once(
     tmp_path: Path, db_url: str
 ) -> None:

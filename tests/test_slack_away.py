@@ -12,7 +12,6 @@ import pytest
 
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -28,7 +27,7 @@ from tests.test_slack_e2e import review_with_buttons, root_of
 from tests.test_slack_quorum import _as_now
 from tests.test_slack_reviewers import _answer
 
-pytestmark = [pytest.mark.slow, ON_SQLITE]
+pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.deal]

@@ -15,7 +15,6 @@ from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import ReviewStatus, Store
 from storage.schema import reviews
-from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -29,7 +28,7 @@ from tests.slack_harness import (
 )
 from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
-pytestmark = [pytest.mark.slow, ON_SQLITE]
+pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 

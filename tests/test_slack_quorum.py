@@ -13,7 +13,6 @@ import pytest
 from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import APPROVED_BY, ReviewStatus, RunStatus, Store
-from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -66,7 +65,6 @@ def _told(slack: StandInThread, user: str, before: int, words: str) -> str:
     return str(said[-1])
 
 
-@ON_SQLITE
 def test_two_approvers_the_starter_refused_a_second_click_told_and_a_race_decides_once(
     setup: tuple[Config, Store],
 ) -> None:

@@ -12,7 +12,6 @@ import pytest
 from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -25,7 +24,7 @@ from tests.slack_harness import (
 )
 from tests.test_slack_e2e import review_with_buttons, root_of
 
-pytestmark = [pytest.mark.slow, ON_SQLITE]
+pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.deal]
