@@ -46,10 +46,13 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
 
 def _home(slack: StandInThread, user: str, says: str) -> str:
     """The text of ``user``'s Home tab, once it says ``says``."""
-    return wait_until(
-        lambda: (view := slack.home_view(user)) and says in (shown := text_of(view)) and shown,
-        what=f"{user}'s Home to say {says!r}",
-    )
+
+    def shown() -> str | None:
+        view = slack.home_view(user)
+        said = None if view is None else text_of(view)
+        return said if said is not None and says in said else None
+
+    return wait_until(shown, what=f"{user}'s Home to say {says!r}")
 
 
 def _publishes(slack: StandInThread, user: str) -> int:
