@@ -455,7 +455,6 @@ def task_option(index: int, label: str) -> str:
 
 
 # The app's Home tab (bot.slack.home_blocks).
-HOME_FALLBACK = "Countersign: your reviews, your runs, your decisions"
 HOME_PENDING_TITLE = "Waiting for you"
 HOME_RUNS_TITLE = "Your runs still going"
 HOME_DECISIONS_TITLE = "Your last decisions"
