@@ -76,6 +76,7 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
 ) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
+        slack.open_home(MALLORY, tab="messages")  # the Messages tab is Slack's: nothing
         slack.open_home(MALLORY)
         empty = _home(slack, MALLORY, t.HOME_NOTHING_PENDING)
         assert t.HOME_NO_RUNS in empty and t.HOME_NO_DECISIONS in empty

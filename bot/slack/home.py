@@ -99,6 +99,10 @@ class Home:
             except (SlackApiError, ClientError, TimeoutError) as exc:
                 await self._failed(user_id, token, shown, attempts, exc)
                 continue
+            except Exception as exc:  # a bug, say: given up, never tried again and again
+                log.exception("home of %s: not published", user_id)
+                await sync(self.store.home_published, user_id, token, shown, error=repr(exc))
+                continue
             published += await sync(self.store.home_published, user_id, token, shown)
         return published
 
