@@ -7,7 +7,7 @@ nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -116,6 +116,34 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
         mine = _home(slack, ALICE, t.HOME_RUNS_TITLE)
         assert mine.count("*writer* · ") == 2 and t.HOME_NOTHING_PENDING in mine
         assert [c for c in slack.calls("views.publish") if not c.ok] == []
+
+
+GROUPED = f"""
+[crews.writer]
+factory = "tests.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["S0WRITERS"]
+"""
+
+
+def test_a_group_member_and_the_delegate_of_one_away_see_the_review_on_home(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Bob reviews as a member of a user group; Alice, in it too, is away and left her
+    reviews to Mallory: a new review refreshes Bob's Home and Mallory's, not Alice's."""
+    with configured(tmp_path, db_url, GROUPED) as (config, store):
+        store.away(ALICE, MALLORY, datetime(2099, 1, 1), by=ALICE)
+        with slack_and_bot(config, store) as (slack, _bot):
+            slack.add_usergroup("S0WRITERS", [ALICE, BOB])
+            for person in (BOB, MALLORY):
+                slack.open_home(person)
+                _home(slack, person, t.HOME_NOTHING_PENDING)
+            slack.slash_command(BOB, CHANNEL, "/crew", "run writer topic=otters")
+            (root,) = _roots(slack, 1)
+            review_with_buttons(slack, str(root["ts"]))
+            for person in (BOB, MALLORY):
+                _home(slack, person, t.home_pending_count(1))
+            assert _publishes(slack, ALICE) == 0
 
 
 def test_a_burst_of_changes_is_one_refresh(setup: tuple[Config, Store]) -> None:
