@@ -57,6 +57,8 @@ runs = Table(
     # A crew's runs by status, with their ids (read from the index alone): whose reviews a
     # person may decide, counts by crew and status.
     Index("ix_runs_crew_status", "crew", "status", "id"),
+    # A person's runs still going, for their App Home (storage.home).
+    Index("ix_runs_started_by", "started_by", "status"),
 )
 
 reviews = Table(
@@ -138,6 +140,8 @@ decisions = Table(
     Column("created_at", DateTime, nullable=False),
     Index("ix_decisions_run", "run_id"),
     Index("ix_decisions_created", "created_at"),
+    # A person's last decisions, for their App Home (storage.home).
+    Index("ix_decisions_decided_by", "decided_by", "created_at"),
 )
 
 # Who decided what, when, kept when retention prunes the run (storage.retention): copied from
@@ -337,4 +341,25 @@ flow_pending = Table(
     Column("context", JSON, nullable=False),
     Column("state", JSON, nullable=False),
     Column("created_at", DateTime, nullable=False),
+)
+
+# Who opened the app's Home tab, and the refresh each one's Home waits for (storage.home): a
+# change counts into ``wanted``; a publish showing it sets ``published`` to what it saw. One row
+# per person is one pending refresh at most, however many changes came (coalesced); a change
+# while a publish is under way leaves ``wanted`` ahead of it, so it is shown by the next one.
+home_tabs = Table(
+    "home_tabs",
+    metadata,
+    Column("user_id", String(PERSON_LENGTH), primary_key=True),
+    Column("opened_at", DateTime, nullable=False),
+    Column("wanted", Integer, nullable=False),
+    Column("published", Integer, nullable=False),
+    Column("due_at", DateTime, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text),
+    Column("published_at", DateTime),
+    # Held by one dispatcher (its claim token) until ``claimed_until``, as outbox rows are.
+    Column("claim", String(32)),
+    Column("claimed_until", DateTime),
+    Index("ix_home_tabs_due", "due_at"),
 )

@@ -4,8 +4,8 @@ One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``)
-and delegations while away (``storage.delegations``).
+(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
+delegations while away (``storage.delegations``) and the app's Home tab (``storage.home``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from storage.base import Clock, utc_now
 from storage.delegations import DelegationStore
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
+from storage.home import HomeStore
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
 from storage.retention import RetentionStore
@@ -36,6 +37,7 @@ class Store(
     RetentionStore,
     AuditStore,
     DelegationStore,
+    HomeStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

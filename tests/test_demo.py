@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
+from bot.slack import block_text as t
 from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 FEEDBACK = "Add a section on otter tools"
@@ -102,6 +103,24 @@ def test_what_the_demo_sends_is_kept_in_its_state_directory(tmp_path: Path) -> N
         demo.stop()
     sent = (tmp_path / "demo-state" / "sent-emails.jsonl").read_text().splitlines()
     assert [json.loads(line)["to"] for line in sent] == ["ada@example.com"]
+
+
+@pytest.mark.slow
+def test_the_home_tab_shows_what_waits_for_you(tmp_path: Path) -> None:
+    """The tour's Home tab: empty at first, then the outline waiting, with its thread's link."""
+    demo = DemoProcess(DEMO, tmp_path)
+    try:
+        page = SandboxClient(demo.url)
+        page.post("home", {})
+        page.wait(lambda s: s["home"] and t.HOME_NOTHING_PENDING in json.dumps(s["home"]), "Home")
+        page.post("send", {"text": "/crew run writer topic=otters"})
+        page.wait(
+            lambda s: s["home"] and t.home_pending_count(1) in json.dumps(s["home"]),
+            "the outline on the Home tab",
+        )
+    finally:
+        demo.stop()
+    assert "Traceback" not in demo.output, demo.output
 
 
 def outline_approval(state: dict) -> dict | None:

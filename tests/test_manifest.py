@@ -36,6 +36,8 @@ SCOPES: dict[str, set[str] | None] = {
     "usergroups_users_list": {"usergroups:read"},
     "views_open": None,
     "views_update": None,
+    "views_publish": None,
+    "auth_test": None,
 }
 SETTINGS_KEYS = {
     "event_subscriptions",
@@ -87,8 +89,13 @@ def test_commands_and_events_match_the_listeners(manifest: dict[str, Any]) -> No
     assert commands == set(re.findall(r'app\.command\("(/[a-z-]+)"\)', source))
     events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
     handled = set(re.findall(r'app\.event\("([a-z_]+)"\)', source))
-    assert handled == {"message", "app_mention"}
-    assert {"app_mention", "message.channels", "message.groups"} <= events
+    assert handled == {"message", "app_mention", "app_home_opened"}
+    assert {"app_mention", "app_home_opened", "message.channels", "message.groups"} <= events
+    # The Home tab the bot publishes to, and the Messages tab DM reminders arrive in.
+    assert manifest["features"]["app_home"] == {
+        "home_tab_enabled": True,
+        "messages_tab_enabled": True,
+    }
 
 
 def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:

@@ -63,7 +63,12 @@ def snapshot(ws: Workspace, *, user: str, channel: str, version: int, title: str
         "ephemerals": [
             _ephemeral(e, ws) for e in ws.ephemerals if e.user == user and e.channel == where.id
         ],
-        "views": [copy.deepcopy(v.view) for v in ws.views.values() if v.is_open and v.user == user],
+        "views": [
+            copy.deepcopy(v.view)
+            for v in ws.views.values()
+            if v.is_open and v.user == user and v.view.get("type") != "home"
+        ],
+        "home": copy.deepcopy(home.view) if (home := ws.home_view(user)) is not None else None,
         "files": [
             {**_file(f), "ts": ts}
             for f in ws.files.values()

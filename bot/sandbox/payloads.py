@@ -291,6 +291,22 @@ def message_event(channel: Channel, message: Json, kind: str = "message") -> Jso
     return event
 
 
+def app_home_opened(ws: Workspace, user: str, tab: str) -> Json:
+    """The ``app_home_opened`` event of ``user`` opening the app's ``tab`` ("home" or
+    "messages"): the DM's channel, and the Home view last published to them, if any."""
+    event: Json = {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": ws.channel(user).id,
+        "tab": tab,
+        "event_ts": ws.next_ts(),
+    }
+    published = ws.home_view(user)
+    if tab == "home" and published is not None:
+        event["view"] = copy.deepcopy(published.view)
+    return event
+
+
 def event_callback(ws: Workspace, event: Json, event_id: str, event_time: int) -> Json:
     """The Events API envelope Slack posts for ``event``."""
     return {

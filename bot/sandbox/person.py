@@ -234,6 +234,14 @@ class PersonSide:
         )
         return await self._send("events_api", envelope, tamper)
 
+    async def open_home(self, user: str, *, tab: str = "home") -> Delivery:
+        """``user`` opens the app's Home (its ``tab``): the ``app_home_opened`` event."""
+        try:
+            self.workspace.user(user)
+        except SlackApiFailure:
+            raise PersonActionRefused(f"no user {user}") from None
+        return await self.send_event(payloads.app_home_opened(self.workspace, user, tab))
+
     # -- interactivity ---------------------------------------------------------------------
 
     async def click_button(

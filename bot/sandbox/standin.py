@@ -335,9 +335,17 @@ class SlackStandIn(PersonSide):
         return [e for e in self.workspace.ephemerals if e.user == user]
 
     def open_views(self, user: str | None = None) -> list[Json]:
+        """The modals open (a Home tab is not one: :meth:`home_view`)."""
         return [
-            v.view for v in self.workspace.views.values() if v.is_open and user in (None, v.user)
+            v.view
+            for v in self.workspace.views.values()
+            if v.is_open and user in (None, v.user) and v.view.get("type") != "home"
         ]
+
+    def home_view(self, user: str) -> Json | None:
+        """The Home tab the bot last published to ``user`` (``views.publish``), if any."""
+        stored = self.workspace.home_view(user)
+        return None if stored is None else stored.view
 
     def files(self) -> list[StoredFile]:
         return list(self.workspace.files.values())

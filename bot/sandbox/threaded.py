@@ -178,6 +178,9 @@ class StandInThread:
     def open_views(self, user: str | None = None) -> list[Json]:
         return self._query(lambda: self.standin.open_views(user))
 
+    def home_view(self, user: str) -> Json | None:
+        return self._query(lambda: self.standin.home_view(user))
+
     def files(self) -> list[StoredFile]:
         return self._query(lambda: self.standin.files())
 
@@ -260,6 +263,9 @@ class StandInThread:
 
     def send_event(self, event: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
         return self._run(self.standin.send_event(event, tamper=tamper))
+
+    def open_home(self, user: str, *, tab: str = "home") -> Delivery:
+        return self._run(self.standin.open_home(user, tab=tab))
 
     def click_button(
         self,

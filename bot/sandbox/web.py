@@ -98,6 +98,7 @@ class SandboxPage:
             web.post("/sandbox/click", self._on_click),
             web.post("/sandbox/submit", self._on_submit),
             web.post("/sandbox/close", self._on_close),
+            web.post("/sandbox/home", self._on_home),
         ]
 
     async def close(self) -> None:
@@ -255,6 +256,16 @@ class SandboxPage:
         except UNREACHABLE:
             return _answer(warning=_unanswered(None))
         return _answer(warning=_unanswered(delivery) if delivery is not None else None)
+
+    async def _on_home(self, request: web.Request) -> web.Response:
+        """The person opens the app's Home tab (``app_home_opened``); the bot publishes it."""
+        try:
+            delivery = await self.standin.open_home(self.user)
+        except PersonActionRefused as refused:
+            return _answer(str(refused))
+        except UNREACHABLE:
+            return _answer(warning=_unanswered(None))
+        return _answer(warning=_unanswered(delivery))
 
 
 # -- answers ---------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ Methods: auth.test, chat.postMessage, chat.update, chat.delete, chat.postEphemer
 chat.getPermalink, conversations.info, conversations.members, conversations.open (a DM with
 one person, as Slack's ``users=U…``), conversations.history,
 conversations.replies, users.info, usergroups.users.list, views.open, views.update,
-views.push, files.getUploadURLExternal, files.completeUploadExternal, files.info,
-apps.connections.open.
+views.push, views.publish (a person's Home tab), files.getUploadURLExternal,
+files.completeUploadExternal, files.info, apps.connections.open.
 
 Message metadata (``metadata={"event_type": ..., "event_payload": {...}}``) is kept with the
 message, and listed by conversations.history and conversations.replies only when asked
@@ -321,6 +321,22 @@ class WebApi:
             raise SlackApiFailure("push_limit_reached")
         return {"view": self.ws.open_view(user, view, previous=top).view}
 
+    def views_publish(self, params: Mapping[str, Any]) -> Json:
+        """A person's Home tab, as Slack takes it: a view of type ``home`` (validated like
+        any view: 100 blocks, text limits), to a user who exists, replacing the one there
+        (same id, new hash) unless ``hash`` names another state (``hash_conflict``)."""
+        user = self.ws.user(params.get("user_id")).id
+        view = decoded(params, "view")
+        if isinstance(view, Mapping) and view.get("type") != "home":
+            raise SlackApiFailure("invalid_arguments", ["[ERROR] must be a view of type home"])
+        fail_on(validate_view(view))
+        stored = self.ws.home_view(user)
+        if stored is None:
+            return {"view": self.ws.open_view(user, view).view}
+        if params.get("hash") and params["hash"] != stored.view["hash"]:
+            raise SlackApiFailure("hash_conflict")
+        return {"view": self.ws.replace_view(stored, view).view}
+
     # -- files -----------------------------------------------------------------------------
 
     def upload_url(self, params: Mapping[str, Any]) -> Json:
@@ -423,6 +439,7 @@ METHODS: dict[str, Callable[[WebApi, Mapping[str, Any]], Json]] = {
     "views.open": WebApi.views_open,
     "views.update": WebApi.views_update,
     "views.push": WebApi.views_push,
+    "views.publish": WebApi.views_publish,
     "files.getUploadURLExternal": WebApi.upload_url,
     "files.completeUploadExternal": WebApi.complete_upload,
     "files.info": WebApi.file_info,

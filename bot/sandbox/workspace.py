@@ -305,6 +305,13 @@ class Workspace:
         message["edited"] = {"user": self.bot_user_id, "ts": self.next_ts()}
         return message
 
+    def home_view(self, user: str) -> StoredView | None:
+        """The Home tab ``views.publish`` last gave ``user``, if any."""
+        for stored in self.views.values():
+            if stored.user == user and stored.view.get("type") == "home":
+                return stored
+        return None
+
     def open_view(self, user: str, view: Json, previous: StoredView | None = None) -> StoredView:
         """Store a view the way Slack echoes it back: ids, hash, empty state."""
         view_id = self.new_id("V")

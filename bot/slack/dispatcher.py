@@ -42,9 +42,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import BotError
 from bot.slack import blocks, review_blocks
 from bot.slack.handlers import api_error, sync
+from bot.slack.home import Home
 from bot.slack.steps import Steps, Thread
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
-from crew_runtime.service import approvals_required, covered, still_expected
+from crew_runtime.service import Countersign, approvals_required, covered, still_expected
 from storage import (
     Decision,
     DecisionKind,
@@ -92,6 +93,8 @@ class Dispatcher:
         self.claim = claim
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # People's Home tabs: refreshed as the rows announcing their changes go out.
+        self.home = Home(client, Countersign(store, config), claim=claim)
 
     def wake(self) -> None:
         """Thread-safe: look at the outbox now rather than at the next tick."""
@@ -118,7 +121,7 @@ class Dispatcher:
             await asyncio.to_thread(wakeups.stop)
 
     async def drain(self) -> int:
-        """Send what is due; returns how many rows went out."""
+        """Send what is due, then the Home views due; returns how many went out."""
         sent = 0
         held: set[str] = set()
         for listed in await sync(self.store.due_outbox, 100):
@@ -134,6 +137,7 @@ class Dispatcher:
                 async with self._holding(steps):
                     await self._deliver(steps)
                 sent += 1
+                await self.home.noticed(message)
             except (NotYet, SlackApiError, ClientError, TimeoutError) as exc:
                 held.add(message.run_id)
                 reason = _reason(exc)
@@ -145,7 +149,7 @@ class Dispatcher:
             except OutboxClaimLost:
                 held.add(message.run_id)
                 log.warning("outbox %d: taken over by another dispatcher", message.id)
-        return sent
+        return sent + await self.home.drain()
 
     @contextlib.asynccontextmanager
     async def _holding(self, steps: Steps) -> AsyncIterator[None]:

@@ -1,5 +1,6 @@
 """Slack's entry points: review buttons and modals, the revise button and modal, replies in
-a run's thread, and (from :class:`bot.slack.slash.SlashCommands`) the ``/crew`` command.
+a run's thread, the Home tab opened, and (from :class:`bot.slack.slash.SlashCommands`) the
+``/crew`` command.
 
 Each listener acks first (Slack gives 3 s; modals need the trigger id right away),
 parses the payload with a pure function, checks who is asking, calls one runtime
@@ -89,6 +90,7 @@ class Listeners(SlashCommands):
         app.view(callback_id(REASSIGN))(self.on_reassign_submission)
         app.event("message")(self.on_message)
         app.event("app_mention")(self.on_message)
+        app.event("app_home_opened")(self.on_home_opened)
 
     # ------------------------------------------------------------ buttons
 
@@ -362,6 +364,14 @@ class Listeners(SlashCommands):
         await ack()
 
     # ------------------------------------------------------------ replies
+
+    async def on_home_opened(self, event: dict[str, Any]) -> None:
+        """Someone opened the app's Home tab: record them and wake the dispatcher, which
+        publishes their view (``bot.slack.home``); the Messages tab is Slack's."""
+        user = event.get("user")
+        if event.get("tab") == "home" and isinstance(user, str) and user:
+            await sync(self.store.open_home, user)
+            self.wake()
 
     async def on_message(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
         # Slack's retries and the app_mention/message twins of one message are one request

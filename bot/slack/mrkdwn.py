@@ -88,3 +88,17 @@ def slack_date(moment: datetime) -> str:
     aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     fallback = aware.strftime("%Y-%m-%d %H:%M UTC")
     return f"<!date^{int(aware.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def slack_ago(moment: datetime) -> str:
+    """How long ago ``moment`` was ("3 hours ago"), kept current by Slack as time passes,
+    with a UTC date as the fallback for old clients."""
+    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    fallback = aware.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(aware.timestamp())}^{{ago}}|{fallback}>"
+
+
+def link(url: str, label: str) -> str:
+    """A link whose label is ours (``label`` must not hold ``|`` or ``>``); ``url`` is
+    escaped as Slack asks of a URL in mrkdwn."""
+    return f"<{escape(url)}|{label}>"

@@ -26,6 +26,7 @@ from bot.slack.commands import (
 from bot.slack.handlers import Handlers, sync, words
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import PayloadError, parse_slash
+from bot.slack.pending import pending_for
 from crew_runtime.config import ConfigError, UnknownCrewError
 from crew_runtime.errors import UsageError
 from storage import AlreadyFinal, DelegationRefused, NotFound, RunNotFound
@@ -175,33 +176,8 @@ class SlashCommands(Handlers):
             return words(text.CHECK_FAILED)
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
-        """The oldest pending reviews ``user_id`` may decide, read by an index: the crews
-        they review, the runs naming them as reviewer, and for a crew naming no reviewers
-        the channels they are in; and the same for whoever away left their reviews to them."""
-        people = await sync(self.service.acting_for, user_id)
-        places: dict[str, set[str] | None] = {}
-        crews = self.config.crews.values()
-        named = {s.name: (s.reviewers_from_input, people) for s in crews if s.reviewers_from_input}
-        open_crews = {s.name for s in crews if not s.reviewers and s.name not in named}
-        for spec in crews:
-            for person in people:
-                if spec.reviewers and await self.reviewers.may_decide(person, spec.reviewers, None):
-                    places[spec.name] = None
-                    break
-        if open_crews:
-            channels: dict[str, set[str]] = {}
-            for crew, channel in await sync(self.store.pending_channels, list(open_crews)):
-                if channel and await self._in_channel(people, channel):
-                    channels.setdefault(crew, set()).add(channel)
-            places.update(channels)
-        found = await sync(self.store.pending_reviews, places, named=named, limit=blocks.MAX_LISTED)
+        found = await pending_for(self.service, self.reviewers, user_id, blocks.MAX_LISTED)
         return blocks.pending_message(found.reviews, found.runs, found.total)
-
-    async def _in_channel(self, people: tuple[str, ...], channel: str) -> bool:
-        for person in people:
-            if await self.reviewers.may_decide(person, (), channel):
-                return True
-        return False
 
 
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:

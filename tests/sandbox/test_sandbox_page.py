@@ -312,6 +312,33 @@ def test_click_reaches_the_bot_and_its_update_shows() -> None:
     run(setup, scenario)
 
 
+def test_opening_home_reaches_the_bot_and_its_published_view_shows() -> None:
+    """The page's Home link sends ``app_home_opened``; what the bot publishes is the state's
+    ``home``, not one of the modals."""
+    home = {
+        "type": "home",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}],
+    }
+
+    def setup(app: AsyncApp, seen: list[Any]) -> None:
+        @app.event("app_home_opened")
+        async def opened(event: Json, client: Any) -> None:
+            seen.append(event)
+            await client.views_publish(user_id=event["user"], view=home)
+
+    async def scenario(slack: SlackStandIn, app: AsyncApp, browser: Browser, seen: Any) -> None:
+        assert (await browser.state())["home"] is None
+        assert await browser.post("sandbox/home", {}) == {"ok": True}
+        assert (seen[0]["user"], seen[0]["tab"]) == (ALICE, "home")
+        await slack.wait_for(lambda: slack.calls("views.publish"))
+        state = await browser.state()
+        assert state["home"]["blocks"][0]["text"]["text"] == "hi" and state["views"] == []
+        await browser.post("sandbox/home", {})
+        assert seen[1]["view"]["id"] == state["home"]["id"]  # opened again: the view shown
+
+    run(setup, scenario)
+
+
 def test_a_click_from_a_stale_page_says_the_message_changed_and_reaches_nobody() -> None:
     """A tab that missed an update still shows the buttons the bot has taken away (or a
     message it deleted): its click reaches no bot, and the person is told in words."""

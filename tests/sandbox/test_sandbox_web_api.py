@@ -227,6 +227,38 @@ def test_views_are_validated_updated_and_found() -> None:
     run(scenario)
 
 
+def test_a_home_view_is_published_as_slack_takes_it() -> None:
+    """``views.publish``: a view of type home, 100 blocks at most, to a user who exists;
+    published again it keeps its id and takes a new hash, and a stale hash is refused."""
+    home = {
+        "type": "home",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}],
+    }
+
+    async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
+        modal = web.views_publish(user_id=ALICE, view=MODAL)
+        assert (await error_of(modal))["error"] == "invalid_arguments"
+        nobody = web.views_publish(user_id="UNOBODY", view=home)
+        assert (await error_of(nobody))["error"] == "user_not_found"
+        crowded = {"type": "home", "blocks": home["blocks"] * 101}
+        too_many = await error_of(web.views_publish(user_id=ALICE, view=crowded))
+        assert too_many["error"] == "invalid_arguments"
+        long_text = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}
+        too_long = web.views_publish(user_id=ALICE, view={"type": "home", "blocks": [long_text]})
+        assert (await error_of(too_long))["error"] == "invalid_arguments"
+        first = (await web.views_publish(user_id=ALICE, view=home))["view"]
+        assert first["type"] == "home" and first["id"] and first["hash"]
+        again = (await web.views_publish(user_id=ALICE, view=home, hash=first["hash"]))["view"]
+        assert again["id"] == first["id"]
+        stale = web.views_publish(user_id=ALICE, view=home, hash=first["hash"])
+        assert again["hash"] != first["hash"]
+        assert (await error_of(stale))["error"] == "hash_conflict"
+        assert slack.home_view(ALICE) == again
+        assert slack.home_view(BOB) is None and slack.open_views(ALICE) == []
+
+    run(scenario)
+
+
 def test_files_upload_v2_lands_in_the_thread() -> None:
     async def scenario(slack: SlackStandIn, web: AsyncWebClient) -> None:
         root = await web.chat_postMessage(channel=CHANNEL, text="Draft ready")

@@ -10,6 +10,7 @@
 const page = {
   state: null,
   threadTs: null, // the open thread's parent ts
+  home: false, // the app's Home tab is shown instead of the channel
   modalKey: null, // "<view id>:<hash>" of the modal on screen; a new hash redraws it
   drawn: {}, // what each list shows, to leave it alone when nothing changed
   nodes: {}, // per list: message key -> { json, node }, to keep unchanged messages' nodes
@@ -555,6 +556,37 @@ function render() {
       : [el("div", { class: "intro", text: `This is the very beginning of #${state.channel.name}. Type /crew help to start.` })]);
   renderThread();
   renderModal();
+  renderHome();
+}
+
+// The app's Home tab: the view the bot published to this person (views.publish), drawn
+// like a message's blocks; a link to a message of the channel opens its thread here.
+function renderHome() {
+  byTestId("home-pane").hidden = !page.home;
+  document.querySelector(".channel-pane").hidden = page.home;
+  byTestId("home-link").classList.toggle("active", page.home);
+  byTestId("channel-link").classList.toggle("active", !page.home);
+  const view = page.state.home;
+  const key = view ? `${view.id}:${view.hash}` : null;
+  if (!page.home || key === page.homeKey) return;
+  page.homeKey = key;
+  byTestId("home-view").replaceChildren(...(view ? blocks(view.blocks, {}) : [el("div", { class: "intro", text: "Loading…" })]));
+}
+
+function showHome(shown) {
+  page.home = shown;
+  page.homeKey = undefined;
+  if (shown) post("/sandbox/home", {});
+  renderHome();
+}
+
+function followLink(event) {
+  const link = event.target.closest("a");
+  const found = link && /\/archives\/([^/]+)\/p(\d+)(\d{6})(?:\?thread_ts=([\d.]+))?/.exec(link.href);
+  if (!found || found[1] !== page.state.channel.id) return;
+  event.preventDefault();
+  showHome(false);
+  openThread(found[4] ?? `${found[2]}.${found[3]}`);
 }
 
 function renderThread() {
@@ -692,6 +724,9 @@ function start() {
   composer("composer-form", "composer", "notice", () => null);
   composer("thread-composer-form", "thread-composer", "thread-notice", () => page.threadTs);
   byTestId("thread-close").addEventListener("click", () => { page.threadTs = null; renderThread(); });
+  byTestId("home-link").addEventListener("click", () => showHome(true));
+  byTestId("channel-link").addEventListener("click", () => showHome(false));
+  byTestId("home-view").addEventListener("click", followLink);
   document.addEventListener("keydown", (event) => {
     const modal = document.querySelector("[data-testid=modal]");
     if (event.key === "Escape" && modal && byTestId("confirm-overlay").hidden) {
