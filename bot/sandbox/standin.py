@@ -350,7 +350,7 @@ class SlackStandIn(PersonSide):
     def files(self) -> list[StoredFile]:
         return list(self.workspace.files.values())
 
-    async def wait_for(self, predicate: Callable[[], T | None], timeout: float = 5.0) -> T:
+    async def wait_for(self, predicate: Callable[[], T | None], timeout: float = 30.0) -> T:
         """Wait until ``predicate()`` returns something truthy (checked after each change)."""
         assert self._condition is not None, "start() the stand-in first"
 
@@ -363,12 +363,12 @@ class SlackStandIn(PersonSide):
 
         return await asyncio.wait_for(until(), timeout)
 
-    async def wait_for_call(self, method: str, count: int = 1, timeout: float = 5.0) -> Call:
+    async def wait_for_call(self, method: str, count: int = 1, timeout: float = 30.0) -> Call:
         """The ``count``-th call of ``method``, once it has arrived."""
         found = await self.wait_for(lambda: self.calls(method)[count - 1 : count], timeout)
         return found[0]
 
-    async def wait_for_socket(self, timeout: float = 5.0) -> None:
+    async def wait_for_socket(self, timeout: float = 30.0) -> None:
         await self.hub.wait_connected(timeout)
 
     # -- HTTP handlers ---------------------------------------------------------------------

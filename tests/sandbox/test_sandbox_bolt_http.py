@@ -136,8 +136,8 @@ def test_button_click_on_a_posted_message_round_trips() -> None:
     def setup(app: AsyncApp, seen: list[Any]) -> None:
         @app.action("approve")
         async def approve(ack: Any, body: dict[str, Any], client: Any) -> None:
-            await ack()
             seen.append(body)
+            await ack()
             container = body["container"]
             await client.chat_update(
                 channel=container["channel_id"], ts=container["message_ts"], text="Approved"
@@ -145,8 +145,8 @@ def test_button_click_on_a_posted_message_round_trips() -> None:
 
         @app.action("verdict")
         async def verdict(ack: Any, action: dict[str, Any]) -> None:
-            await ack()
             seen.append(action["selected_option"]["value"])
+            await ack()
 
     async def scenario(slack: SlackStandIn, app: AsyncApp, seen: list[Any]) -> None:
         root = await app.client.chat_postMessage(channel=CHANNEL, text="Run r1")

@@ -275,8 +275,8 @@ def test_click_reaches_the_bot_and_its_update_shows() -> None:
     def setup(app: AsyncApp, seen: list[Any]) -> None:
         @app.action("approve")
         async def approve(ack: Any, body: Json, client: Any) -> None:
+            seen.append(body["actions"][0])  # before the ack, which ends the click's request
             await ack()
-            seen.append(body["actions"][0])
             container = body["container"]
             await client.chat_update(
                 channel=container["channel_id"], ts=container["message_ts"], text="Approved"
@@ -284,8 +284,8 @@ def test_click_reaches_the_bot_and_its_update_shows() -> None:
 
         @app.action("verdict")
         async def verdict(ack: Any, action: Json) -> None:
-            await ack()
             seen.append(action)
+            await ack()
 
     async def scenario(slack: SlackStandIn, app: AsyncApp, browser: Browser, seen: Any) -> None:
         posted = await app.client.chat_postMessage(
@@ -346,8 +346,8 @@ def test_a_click_from_a_stale_page_says_the_message_changed_and_reaches_nobody()
     def setup(app: AsyncApp, seen: list[Any]) -> None:
         @app.action("approve")
         async def approve(ack: Any, body: Json) -> None:
-            await ack()
             seen.append(body)
+            await ack()
 
     async def scenario(slack: SlackStandIn, app: AsyncApp, browser: Browser, seen: Any) -> None:
         posted = await app.client.chat_postMessage(
@@ -384,8 +384,8 @@ def test_submit_shows_the_bots_errors_then_closes_and_close_notifies() -> None:
 
         @app.view_closed("feedback")
         async def closed(ack: Any, view: Json) -> None:
-            await ack()
             seen.append(("closed", view["id"]))
+            await ack()
 
     async def scenario(slack: SlackStandIn, app: AsyncApp, browser: Browser, seen: Any) -> None:
         await browser.post("sandbox/send", {"text": "/crew changes r1"})

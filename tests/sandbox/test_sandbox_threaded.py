@@ -46,8 +46,8 @@ def test_sync_wrapper_drives_a_bolt_app_end_to_end() -> None:
 
             @app.action("approve")
             async def approve(ack: Any, body: dict[str, Any]) -> None:
-                await ack()
                 decided.append(f"{body['user']['id']}:{body['actions'][0]['value']}")
+                await ack()
 
             @app.event("message")
             async def feedback(event: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """The app's Home tab: who opened it and the refresh each one's waits for; the indexes its
 view reads by (a person's runs, a person's decisions).
 
-Revision ID: 0020
+Revision ID: 0015
 Revises: 0014
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
+revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
