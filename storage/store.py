@@ -4,8 +4,9 @@ One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``)
-and delegations while away (``storage.delegations``).
+(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
+delegations while away (``storage.delegations``), the HTTP API's tokens (``storage.tokens``)
+and its pages of reviews (``storage.pages``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
+from storage.pages import ReviewPages
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
 from storage.standing import StandingStore
+from storage.tokens import TokenStore
 from storage.wakeups import Wakeups
 
 
@@ -36,6 +39,8 @@ class Store(
     RetentionStore,
     AuditStore,
     DelegationStore,
+    TokenStore,
+    ReviewPages,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 
