@@ -328,7 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--settled-fd", type=int, help=argparse.SUPPRESS)
 
     serve = command(
-        groups, "serve", run_serve, "the Slack bot with its dispatcher, scheduler and workers"
+        groups,
+        "serve",
+        run_serve,
+        "the Slack bot with its dispatcher, scheduler and workers, and the HTTP API on /api/v1",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (HTTP mode)")
     serve.add_argument("--port", type=_positive_int, default=3000, help="port (HTTP mode)")
