@@ -23,7 +23,7 @@ __all__ = ["PREFIX", "Scope", "TokenRefused", "Tokens", "parse_scopes"]
 
 PREFIX = "cs_"
 _TOKEN = re.compile(r"cs_([0-9a-f]{16})_[A-Za-z0-9_-]{43}")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,59}")
 
 
 class Scope(StrEnum):
@@ -76,7 +76,7 @@ class Tokens:
         """
         if not _NAME.fullmatch(name):
             raise TokenRefused(
-                f"token name {name!r}: use up to 100 letters, digits, '.', '_' and '-', "
+                f"token name {name!r}: use up to 60 letters, digits, '.', '_' and '-', "
                 "starting with a letter or digit"
             )
         if not by.strip() or len(by.strip()) > PERSON_LENGTH:

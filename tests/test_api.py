@@ -37,6 +37,11 @@ channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}", "{MALLORY}"]
 approvals_required = 2
 forbid_self_approval = true
+
+[crews.named]
+factory = "tests.crews:writer"
+inputs = ["topic", "approver"]
+reviewers_from_input = "approver"
 """
 
 
@@ -151,9 +156,27 @@ def test_a_bad_run_is_refused_naming_the_field(
     assert bench.store.list_runs() == []
 
 
-def test_malformed_json_and_unknown_ids(bench: Bench) -> None:
+def test_a_runs_reviewer_is_someone_slack_knows(bench: Bench) -> None:
+    nobody = {"crew": "named", "inputs": {"topic": "otters", "approver": "U0NOBODY"}}
+    answer = bench.api.post("/runs", nobody)
+    assert (answer.status, answer.error["field"]) == (400, "inputs.approver")
+    not_an_id = {"crew": "named", "inputs": {"topic": "otters", "approver": "alice"}}
+    answer = bench.api.post("/runs", not_an_id)
+    assert (answer.status, answer.error["field"]) == (400, "inputs.approver")
+    assert bench.store.list_runs() == []
+    alice = {"crew": "named", "inputs": {"topic": "otters", "approver": ALICE}}
+    assert bench.api.post("/runs", alice).status == 201
+
+
+def test_malformed_json_unknown_ids_and_endpoints(bench: Bench) -> None:
     answer = bench.api.post("/runs", raw=b'{"crew": ')
     assert (answer.status, answer.error["code"]) == (400, "malformed_json")
+    huge = bench.api.post("/runs", {"crew": "writer", "inputs": {"topic": "x" * 2_000_000}})
+    assert (huge.status, huge.error["code"]) == (413, "too_large")
+    for method, path in (("GET", "/nothing"), ("DELETE", "/runs/run_1"), ("GET", "/runs")):
+        unknown = bench.api.call(method, path, documented=False)
+        assert (unknown.status, unknown.error["code"]) == (404, "not_found")
+    assert bench.store.list_runs() == []
     assert bench.api.get("/runs/run_nope").status == 404
     missing = bench.decide("rev_nope", kind="approve", by=ALICE)
     assert (missing.status, missing.error["code"]) == (404, "not_found")

@@ -75,6 +75,8 @@ class Api(Handlers):
         for method, path, scope, handler in routes:
             app.router.add_route(method, PREFIX + path, _guarded(tokens, scope, handler))
         app.router.add_get(PREFIX + "/openapi.json", _document)
+        # Last: what no route above matched is answered in JSON too.
+        app.router.add_route("*", PREFIX + "/{tail:.*}", _no_such_endpoint)
 
     async def start_run(self, request: web.Request, token: ApiToken) -> web.Response:
         body = await _body(request, {"crew", "inputs", "by"})
@@ -255,6 +257,11 @@ async def _document(_request: web.Request) -> web.Response:
     return _json(openapi.document())
 
 
+async def _no_such_endpoint(request: web.Request) -> web.Response:
+    said = f"no endpoint {request.method} {request.path}: see {PREFIX}/openapi.json"
+    return ApiError(404, "not_found", said).response()
+
+
 def _json(document: Json, status: int = 200) -> web.Response:
     return web.json_response(
         document, status=status, dumps=lambda d: json.dumps(d, ensure_ascii=False)
@@ -265,6 +272,8 @@ async def _body(request: web.Request, fields: set[str]) -> Json:
     """The request's JSON object, holding no field but ``fields``."""
     try:
         body = json.loads(await request.read())
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "too_large", "the body is larger than 1 MiB") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
     if not isinstance(body, dict):

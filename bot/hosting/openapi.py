@@ -194,6 +194,8 @@ _PATHS: Json = {
                 "responses": {
                     "201": _answer("the run, queued", _ref("Run")),
                     "400": _error("malformed JSON, an unknown crew, missing or unknown inputs"),
+                    "413": _error("a body larger than 1 MiB"),
+                    "503": _error("Slack could not say who the run's reviewer input names"),
                 },
             },
         )
@@ -257,6 +259,7 @@ _PATHS: Json = {
                     ),
                     "404": _error("no review with that id"),
                     "409": _error("decided already (saying by whom), or by approved already"),
+                    "413": _error("a body larger than 1 MiB"),
                     "422": _error("a decision this review cannot take"),
                     "503": _error("Slack could not say who may decide; try again"),
                 },
