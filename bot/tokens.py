@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from bot.errors import BotError
 from storage import PERSON_LENGTH, ApiToken, Store
+from storage.tokens import TOUCH_EVERY
 
 __all__ = ["PREFIX", "Scope", "TokenRefused", "Tokens", "parse_scopes"]
 
@@ -103,5 +104,7 @@ class Tokens:
             return None
         if token.revoked_at is not None:
             return None
-        self.store.touch_token(token.id)
+        used = token.last_used_at
+        if used is None or self.store.clock() - used >= TOUCH_EVERY:  # else no write at all
+            self.store.touch_token(token.id)
         return token
