@@ -143,6 +143,7 @@ def test_a_run_started_through_the_api_is_queued_for_its_channel(bench: Bench) -
         ),
         ({"crew": "writer", "inputs": {"topic": 3}}, "invalid", "inputs.topic"),
         ({"crew": "writer", "inputs": ["topic"]}, "invalid", "inputs"),
+        ({"crew": "writer", "inputs": {"topic": "x", "1st": "y"}}, "invalid", "inputs.1st"),
         ({"crew": "writer", "inputs": {"topic": "x"}, "extra": 1}, "invalid", "extra"),
         ({"crew": "writer", "inputs": {"topic": "a\x00b"}}, "unstorable", None),
         ([1, 2], "malformed_json", None),

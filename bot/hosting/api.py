@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,8 @@ PAGE_LIMIT = 50
 :data:`MAX_LIMIT`)."""
 MAX_LIMIT = 200
 _ALL = "all"
+# The names CrewAI interpolates as {placeholders} (the CLI's key=value takes the same).
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 Json = dict[str, Any]
 Route = Callable[[web.Request, ApiToken], Awaitable[web.Response]]
@@ -85,6 +88,9 @@ class Api(Handlers):
         if not isinstance(inputs, dict):
             raise ApiError(400, "invalid", "inputs must be an object of strings", "inputs")
         for name, value in inputs.items():
+            if not _INPUT_NAME.fullmatch(name):
+                said = "an input's name is letters, digits and '_', not starting with a digit"
+                raise ApiError(400, "invalid", said, f"inputs.{name}")
             if not isinstance(value, str):
                 raise ApiError(
                     400, "invalid", "an input's value must be a string", f"inputs.{name}"
