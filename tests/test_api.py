@@ -127,6 +127,8 @@ def test_a_run_started_through_the_api_is_queued_for_its_channel(bench: Bench) -
     first = bench.api.post("/runs", body, headers=keyed)
     again = bench.api.post("/runs", body, headers=keyed)
     assert first.body["id"] == again.body["id"] and first.body["started_by"] == BOB
+    too_long = bench.api.post("/runs", body, headers={"Idempotency-Key": "k" * 101})
+    assert (too_long.status, too_long.error["field"]) == (400, "Idempotency-Key")
     assert len(bench.store.list_runs()) == 2
 
 

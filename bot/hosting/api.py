@@ -55,6 +55,8 @@ PAGE_LIMIT = 50
 """Reviews in a page of ``GET /reviews`` unless ``limit`` says otherwise (at most
 :data:`MAX_LIMIT`)."""
 MAX_LIMIT = 200
+MAX_KEY = 100
+"""The longest ``Idempotency-Key`` (the request keys' column holds it with the token's id)."""
 _ALL = "all"
 # The names CrewAI interpolates as {placeholders} (the CLI's key=value takes the same).
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -106,14 +108,14 @@ class Api(Handlers):
         reviewer = spec.reviewers_from_input
         if reviewer is not None and inputs.get(reviewer):
             await self._check_person(inputs[reviewer], f"inputs.{reviewer}")
-        key = request.headers.get("Idempotency-Key")
+        request_key = _request_key(request, token)
         try:
             run = await sync(
                 self.service.start_run,
                 crew,
                 inputs,
                 started_by=by,
-                request_key=f"api:{token.id}:{key}" if key else None,
+                request_key=request_key,
             )
         except CountersignError as exc:
             raise refusal(exc) from None
@@ -188,7 +190,7 @@ class Api(Handlers):
             raise ApiError(
                 403, "not_a_reviewer", f"{by} may not decide the reviews of this run", "by"
             )
-        key = request.headers.get("Idempotency-Key")
+        request_key = _request_key(request, token)
         try:
             review = await sync(
                 self.service.decide,
@@ -197,7 +199,7 @@ class Api(Handlers):
                 text,
                 by=by,
                 by_name=await self.reviewers.name_of(by),
-                request_key=f"api:{token.id}:{key}" if key else None,
+                request_key=request_key,
                 standing=standing,
             )
         except CountersignError as exc:
@@ -299,6 +301,18 @@ def _text(body: Json, field: str, *, required: bool = False) -> Any:
         said = "is required" if value is None else "must be a non-empty string"
         raise ApiError(400, "invalid", f"{field} {said}", field)
     return value
+
+
+def _request_key(request: web.Request, token: ApiToken) -> str | None:
+    """What the request's ``Idempotency-Key`` makes of it: a key of the token's own, so two
+    clients' keys never meet."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY:
+        said = f"Idempotency-Key must be 1 to {MAX_KEY} characters"
+        raise ApiError(400, "invalid", said, "Idempotency-Key")
+    return f"api:{token.id}:{key}"
 
 
 def _status(word: str) -> ReviewStatus | None:
