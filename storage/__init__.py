@@ -31,12 +31,16 @@ from storage.errors import (
     RunNotFound,
     StandingNotFound,
     StorageError,
+    TokenExists,
+    TokenNotFound,
+    TokenRevoked,
     TransitionRejected,
     UnstorableValue,
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
 from storage.records import (
+    ApiToken,
     Approval,
     Decision,
     Delegation,
@@ -79,6 +83,7 @@ __all__ = [
     "AlreadyDecided",
     "AlreadyFinal",
     "AlreadyRevoked",
+    "ApiToken",
     "Approval",
     "CountersignError",
     "Decision",
@@ -120,6 +125,9 @@ __all__ = [
     "StorageError",
     "Store",
     "TaskReviewDetails",
+    "TokenExists",
+    "TokenNotFound",
+    "TokenRevoked",
     "ToolApprovalDetails",
     "TransitionRejected",
     "UnstorableValue",

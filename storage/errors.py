@@ -11,9 +11,11 @@ CountersignError
 │   ├── NotFound
 │   │   ├── RunNotFound
 │   │   ├── ReviewNotFound
-│   │   └── StandingNotFound
+│   │   ├── StandingNotFound
+│   │   └── TokenNotFound
 │   ├── UnstorableValue                    the database refused a value, and always will
 │   ├── DelegationRefused                  away in the past, to oneself, or in a circle
+│   ├── TokenExists                        an API token of that name exists already
 │   └── TransitionRejected                 a compare-and-set found another status
 │       ├── LeaseLost                      the execution's claim on the run is gone
 │       ├── OutboxClaimLost                another dispatcher took the outbox row over
@@ -22,7 +24,8 @@ CountersignError
 │       ├── AlreadyApproved                 this reviewer approved already
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
 │       ├── NotWaiting                     the run is not waiting for a review
-│       └── AlreadyRevoked                 someone revoked the standing approval first
+│       ├── AlreadyRevoked                 someone revoked the standing approval first
+│       └── TokenRevoked                   someone revoked the API token first
 ├── CrewRuntimeError                       (crew_runtime.errors)
 │   ├── UsageError                         bad input from a person: say it, change nothing
 │   │   ├── InputsRefused                  inputs a crew lacks, or does not take
@@ -43,7 +46,9 @@ CountersignError
     ├── PayloadError                       a Slack payload without what it must have
     ├── CheckFailed                        Slack did not say who may decide
     ├── CannotListen                       a port serve or a worker cannot listen on
-    └── NotYet                             an outbox row waits for an earlier one
+    ├── NotYet                             an outbox row waits for an earlier one
+    ├── TokenRefused                       an API token's name or scopes that cannot be
+    └── ApiError                           an HTTP API request refused (its status and why)
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors
@@ -56,9 +61,11 @@ StorageError
 ├── NotFound
 │   ├── RunNotFound
 │   ├── ReviewNotFound
-│   └── StandingNotFound
+│   ├── StandingNotFound
+│   └── TokenNotFound
 ├── UnstorableValue             the database refused a value, and always will
 ├── DelegationRefused           away in the past, to oneself, or in a circle
+├── TokenExists                 an API token of that name exists already
 └── TransitionRejected          a compare-and-set found another status
     ├── LeaseLost               the execution's claim on the run is gone
     ├── OutboxClaimLost         another dispatcher took the outbox row over
@@ -67,7 +74,8 @@ StorageError
     ├── AlreadyApproved          this reviewer approved already
     ├── DecisionNotAllowed      e.g. "approve" on a question
     ├── NotWaiting              the run is not waiting for a review
-    └── AlreadyRevoked          someone revoked the standing approval first
+    ├── AlreadyRevoked          someone revoked the standing approval first
+    └── TokenRevoked            someone revoked the API token first
 
 IllegalTransition (not a StorageError: a bug, nobody should catch it) is raised when code asks
 for a status change the state tables of ``storage.status`` do not list.
@@ -108,6 +116,12 @@ class StandingNotFound(NotFound):
         self.standing_id = standing_id
 
 
+class TokenNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no API token named {name!r}")
+        self.name = name
+
+
 class UnstorableValue(StorageError):
     """The database refused a value it can never store: a NUL in PostgreSQL's text, a lone
     surrogate in any text, a string longer than its column. Writing it again fails again,
@@ -128,6 +142,15 @@ class DelegationRefused(StorageError):
         self.person = person
         self.delegate = delegate
         self.reason = reason
+
+
+class TokenExists(StorageError):
+    """An API token of that name exists (revoked or not): names are never reused, so the
+    audit of what a name did stays one token's."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"an API token named {name!r} exists already: choose another name")
+        self.name = name
 
 
 class TransitionRejected(StorageError):
@@ -230,5 +253,17 @@ class AlreadyRevoked(TransitionRejected):
             f"standing approval {standing_id} was revoked by {by} at {at:%Y-%m-%d %H:%M} UTC"
         )
         self.standing_id = standing_id
+        self.by = by
+        self.at = at
+
+
+class TokenRevoked(TransitionRejected):
+    """The API token was revoked already; ``by``/``at`` say by whom and when."""
+
+    def __init__(self, name: str, by: str, at: datetime) -> None:
+        super().__init__(
+            f"API token {name!r} was revoked already, by {by} at {at:%Y-%m-%d %H:%M} UTC"
+        )
+        self.name = name
         self.by = by
         self.at = at

@@ -211,3 +211,19 @@ class Delegation:
     created_at: datetime
     ended_by: str | None
     ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A bearer token of the HTTP API: its name, the scopes it grants, and the SHA-256 of
+    its secret (the secret itself is shown once, when made, and never stored)."""
+
+    id: str
+    name: str
+    secret_hash: str
+    scopes: tuple[str, ...]
+    created_by: str
+    created_at: datetime
+    revoked_by: str | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None

@@ -34,10 +34,10 @@ from storage.journal import REPLAYABLE
 from storage.records import Approval, NewDecision, PendingReviews, Review
 from storage.rows import (
     approvals_by_review,
-    decisions_by_review,
     load_review,
     load_run,
     to_review,
+    to_reviews,
     to_run,
 )
 from storage.schema import (
@@ -89,11 +89,7 @@ class ReviewStore(StoreBase):
         if opened_from:
             query = query.where(reviews.c.journal_pos >= opened_from)
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-            ids = [row.id for row in rows]
-            found = decisions_by_review(conn, ids)
-            given = approvals_by_review(conn, ids)
-            return [to_review(row, found.get(row.id), given.get(row.id, ())) for row in rows]
+            return to_reviews(conn, conn.execute(query).all())
 
     def pending_reviews(
         self,

@@ -3,6 +3,7 @@ an outbox message, a standing approval."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Row, select
@@ -110,6 +111,14 @@ def to_run(row: Row[Any]) -> Run:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+def to_reviews(conn: Connection, rows: Sequence[Row[Any]]) -> list[Review]:
+    """The reviews of ``rows``, in their order, each with its decision and approvals."""
+    ids = [row.id for row in rows]
+    found = decisions_by_review(conn, ids)
+    given = approvals_by_review(conn, ids)
+    return [to_review(row, found.get(row.id), given.get(row.id, ())) for row in rows]
 
 
 def to_review(

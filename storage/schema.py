@@ -246,6 +246,22 @@ delegations = Table(
     ),
 )
 
+# Bearer tokens of the HTTP API (storage.tokens): the SHA-256 of the secret only, never the
+# secret; the scopes it grants; revoked by a compare-and-set on ``revoked_at``.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("secret_hash", String(64), nullable=False),
+    Column("scopes", JSON, nullable=False),
+    Column("created_by", String(PERSON_LENGTH), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("revoked_by", String(PERSON_LENGTH)),
+    Column("revoked_at", DateTime),
+    Column("last_used_at", DateTime),
+)
+
 journal = Table(
     "journal",
     metadata,

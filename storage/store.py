@@ -5,7 +5,8 @@ One synchronous API: workers call it directly, the async bot through one
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
 (``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
-delegations while away (``storage.delegations``) and the app's Home tab (``storage.home``).
+delegations while away (``storage.delegations``), the app's Home tab (``storage.home``), the
+HTTP API's tokens (``storage.tokens``) and its pages of reviews (``storage.pages``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from storage.engine import make_engine
 from storage.home import HomeStore
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
+from storage.pages import ReviewPages
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
 from storage.standing import StandingStore
+from storage.tokens import TokenStore
 from storage.wakeups import Wakeups
 
 
@@ -38,6 +41,8 @@ class Store(
     AuditStore,
     DelegationStore,
     HomeStore,
+    TokenStore,
+    ReviewPages,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

@@ -52,8 +52,10 @@ class BotThread:
         port: int,
         *,
         socket_mode: bool = False,
+        workers: int = 2,
     ) -> None:
         self.deployment_args = (slack, config, store)
+        self.workers = workers
         self.port = port
         self.socket_mode = socket_mode
         self.url = f"http://127.0.0.1:{port}/slack/events"
@@ -77,7 +79,7 @@ class BotThread:
             slack,
             config,
             store,
-            workers=2,
+            workers=self.workers,
             lease=timedelta(seconds=5),
             poll=timedelta(seconds=0.1),
             sweep_every=0.2,
@@ -120,7 +122,7 @@ def new_standin(**options: Any) -> SlackStandIn:
 
 @contextmanager
 def slack_and_bot(
-    config: Config, store: Store, *, socket_mode: bool = False
+    config: Config, store: Store, *, socket_mode: bool = False, workers: int = 2
 ) -> Iterator[tuple[StandInThread, BotThread]]:
     port = free_port()
     standin = new_standin(
@@ -134,7 +136,9 @@ def slack_and_bot(
             app_token=standin.app_token,
             api_url=slack.api_url,
         )
-        with BotThread(settings, config, store, port, socket_mode=socket_mode) as bot:
+        with BotThread(
+            settings, config, store, port, socket_mode=socket_mode, workers=workers
+        ) as bot:
             if socket_mode:
                 slack.wait_for_socket(timeout=30)
             yield slack, bot

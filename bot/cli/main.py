@@ -17,6 +17,9 @@ Commands::
     countersign reviewers away USER --until YYYY-MM-DD --to USER [--by USER]
     countersign reviewers back USER [--by USER]
     countersign reviewers list [--json]           who is away, until when, and for whom
+    countersign tokens create NAME --scopes start,read,decide [--by USER]   prints it once
+    countersign tokens list [--json]
+    countersign tokens revoke NAME [--by USER]
     countersign worker [--until-idle] [--concurrency N] [--lease SECONDS] [--poll SECONDS]
                        [--no-listen] [--metrics-port P [--metrics-host H]]
     countersign serve [--host H] [--port P] [--socket-mode] [--workers N | --no-workers]
@@ -46,7 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.cli import admin as c
-from bot.cli import retention
+from bot.cli import retention, tokens
 from bot.cli.context import Context
 from bot.cli.demo import STATE_DIR, run_demo
 from bot.cli.render import iso
@@ -272,6 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
     plist = command(people, "list", c.reviewers_list, "who is away now")
     plist.add_argument("--json", action="store_true", help="print JSON")
 
+    api = group("tokens", "bearer tokens of the HTTP API that serve answers on /api/v1")
+    tcreate = command(api, "create", tokens.tokens_create, "make a token; prints it once")
+    tcreate.add_argument("name", metavar="NAME", help="letters, digits, '.', '_' and '-'")
+    tcreate.add_argument(
+        "--scopes",
+        metavar="SCOPES",
+        required=True,
+        help="what it may do, comma-separated: start (runs), read (runs, reviews), decide",
+    )
+    tcreate.add_argument("--by", metavar="USER", help="who makes it (default: $USER)")
+    tlist = command(api, "list", tokens.tokens_list, "the tokens, never their secrets")
+    tlist.add_argument("--json", action="store_true", help="print JSON")
+    trevoke = command(api, "revoke", tokens.tokens_revoke, "refuse a token from now on")
+    trevoke.add_argument("name", metavar="NAME")
+    trevoke.add_argument("--by", metavar="USER", help="who revokes it (default: $USER)")
+
     worker = command(groups, "worker", run_worker, "execute runs until stopped")
     worker.add_argument("--until-idle", action="store_true", help="exit when no run is left")
     worker.add_argument("--concurrency", metavar="N", type=_positive_int, help="runs at once")
@@ -309,7 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--settled-fd", type=int, help=argparse.SUPPRESS)
 
     serve = command(
-        groups, "serve", run_serve, "the Slack bot with its dispatcher, scheduler and workers"
+        groups,
+        "serve",
+        run_serve,
+        "the Slack bot with its dispatcher, scheduler and workers, and the HTTP API on /api/v1",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (HTTP mode)")
     serve.add_argument("--port", type=_positive_int, default=3000, help="port (HTTP mode)")

@@ -1,28 +1,18 @@
-"""Runs and reviews as the CLI shows them: JSON documents, plain-text tables and blocks.
+"""Runs and reviews as the CLI shows them: JSON documents (``bot.documents``, shared with the
+HTTP API), plain-text tables and blocks.
 
 Pure functions from storage records to strings or JSON-ready dicts, so the shapes are
-tested without a database and the CLI's commands stay a few lines each. Times are
-ISO 8601 in UTC with a ``Z``: storage holds naive UTC, and a reader should not have to
-know that.
+tested without a database and the CLI's commands stay a few lines each.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Any
 
+from bot.documents import delegation_json, iso, review_json, run_json
 from crew_runtime.config import CrewSpec
-from storage import (
-    Decision,
-    Delegation,
-    Review,
-    ReviewStatus,
-    Run,
-    StandingApproval,
-    details_to_json,
-)
+from storage import Review, ReviewStatus, Run, StandingApproval
 
 __all__ = [
     "crews_table",
@@ -39,71 +29,6 @@ __all__ = [
 
 # Prompts and drafts can be pages long; a table row shows the start of the first line.
 _CELL_WIDTH = 60
-
-
-def iso(moment: datetime | None) -> str | None:
-    """``2026-01-01T12:00:00Z`` for a naive-UTC or aware time; None stays None."""
-    if moment is None:
-        return None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.isoformat(timespec="seconds") + "Z"
-
-
-# --- JSON ---------------------------------------------------------------------------------
-
-
-def decision_json(decision: Decision | None) -> dict[str, Any] | None:
-    if decision is None:
-        return None
-    return {
-        "kind": decision.kind.value,
-        "text": decision.text,
-        "original": decision.original,
-        "by": decision.decided_by,
-        "at": iso(decision.created_at),
-    }
-
-
-def delegation_json(delegation: Delegation) -> dict[str, Any]:
-    return {
-        "person": delegation.person,
-        "delegate": delegation.delegate,
-        "until": iso(delegation.until),
-        "by": delegation.created_by,
-        "at": iso(delegation.created_at),
-    }
-
-
-def review_json(review: Review) -> dict[str, Any]:
-    return {
-        "id": review.id,
-        "run_id": review.run_id,
-        "kind": review.kind.value,
-        "status": review.status.value,
-        "prompt": review.prompt,
-        "details": details_to_json(review.details),
-        "created_at": iso(review.created_at),
-        "decision": decision_json(review.decision),
-        "approvals": [{"by": a.decided_by, "at": iso(a.created_at)} for a in review.approvals],
-        "claimed_by": review.claimed_by,
-        "claimed_at": iso(review.claimed_at),
-    }
-
-
-def run_json(run: Run, reviews: Iterable[Review]) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "crew": run.crew,
-        "status": run.status.value,
-        "inputs": dict(run.inputs),
-        "output": run.output,
-        "error": run.error,
-        "started_by": run.started_by,
-        "created_at": iso(run.created_at),
-        "updated_at": iso(run.updated_at),
-        "reviews": [review_json(review) for review in reviews],
-    }
 
 
 # --- tables -------------------------------------------------------------------------------

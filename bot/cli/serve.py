@@ -1,6 +1,7 @@
 """``countersign serve``: the bot, the dispatcher, the scheduler and a worker pool in one process.
 
-HTTP by default (Slack's requests on ``/slack/events``, plus ``/healthz`` and ``/metrics``),
+HTTP by default (Slack's requests on ``/slack/events``, the HTTP API on ``/api/v1``, plus
+``/healthz`` and ``/metrics``),
 or Socket Mode with ``--socket-mode`` for development without a public URL (``--metrics-port``
 then serves ``/healthz`` and ``/metrics``). Missing Slack
 credentials stop it at start with one line saying which and where to find them.

@@ -1,6 +1,7 @@
 """``countersign serve``: one command is a whole deployment.
 
-The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode),
+The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode), the
+HTTP API on ``/api/v1`` (``bot.hosting.api``; HTTP mode only),
 the outbox dispatcher, APScheduler's housekeeping jobs and an embedded worker pool
 (a child ``countersign worker`` process by default, see ``bot.hosting.pool``) share one
 store. Nothing here blocks the event loop, so Slack's acks stay fast whatever the
@@ -29,6 +30,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot.hosting.api import Api
 from bot.hosting.http import SlackEndpoint
 from bot.hosting.metrics import Endpoints, listen, start_site
 from bot.hosting.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
@@ -184,7 +186,10 @@ class Deployment:
                 on_settled=self.dispatcher.wake,
                 metrics_at=worker_metrics,
             )
-        self.listeners = Listeners(Countersign(store, config), Reviewers(self.client), self.wake)
+        service = Countersign(store, config)
+        reviewers = Reviewers(self.client)
+        self.listeners = Listeners(service, reviewers, self.wake)
+        self.api = Api(service, reviewers, self.wake)
         # process_before_response: a dispatch returns once its listener is done and says
         # whether it failed, so the intake knows when a recorded request is handled.
         self.app = AsyncApp(
@@ -217,6 +222,7 @@ class Deployment:
         app = web.Application()
         endpoint = SlackEndpoint(self.intake, self.slack.signing_secret)  # HTTP only
         app.router.add_post("/slack/events", endpoint.handle)
+        self.api.add_routes(app)
         self.endpoints.add_routes(app)
         return app
 

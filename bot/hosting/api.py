@@ -1,0 +1,352 @@
+"""The HTTP API under ``/api/v1``: start runs, read runs and reviews, decide reviews.
+
+Each request carries a bearer token (``countersign tokens create``, ``bot.tokens``) whose
+scopes allow what it asks: ``start`` for ``POST /runs``, ``read`` for ``GET /runs/{id}``
+and ``GET /reviews``, ``decide`` for ``POST /reviews/{id}/decision``. The token is checked
+before anything else is read, so a request refused for it changes nothing.
+
+A decision is recorded as the person its ``by`` names, and is held to the rules a click in
+Slack is: ``by`` must be one of the run's reviewers (or in its channel, for a crew open to
+it; or holding the reviews of one of them while they are away), and the runtime's service
+applies the crew's quorum, ``forbid_self_approval`` and exactly-once decision. The token
+holder vouches for ``by``: a token with ``decide`` may decide as any reviewer.
+
+A run started here is the run ``/crew run`` starts: its root message goes to the crew's
+channel through the outbox, so its reviews are in Slack too. The bodies are the CLI's
+``--json`` shapes (``bot.documents``); ``/api/v1/openapi.json`` describes every one
+(``bot.hosting.openapi``). Storage is synchronous and crosses to the event loop through
+``bot.slack.handlers.sync``, as the Slack handlers' calls do.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from bot.documents import review_json, run_json
+from bot.hosting import openapi
+from bot.hosting.api_errors import ApiError, refusal
+from bot.slack.authz import CheckFailed
+from bot.slack.handlers import Handlers, sync
+from bot.tokens import Scope, Tokens
+from crew_runtime.config import UnknownCrewError
+from storage import (
+    HUMAN_DECISIONS,
+    ApiToken,
+    CountersignError,
+    DecisionKind,
+    ReviewStatus,
+)
+
+__all__ = ["PREFIX", "Api"]
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v1"
+PAGE_LIMIT = 50
+"""Reviews in a page of ``GET /reviews`` unless ``limit`` says otherwise (at most
+:data:`MAX_LIMIT`)."""
+MAX_LIMIT = 200
+MAX_KEY = 100
+"""The longest ``Idempotency-Key`` (the request keys' column holds it with the token's id)."""
+_ALL = "all"
+# The names CrewAI interpolates as {placeholders} (the CLI's key=value takes the same).
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+Json = dict[str, Any]
+Route = Callable[[web.Request, ApiToken], Awaitable[web.Response]]
+
+
+class Api(Handlers):
+    """The handlers of ``/api/v1``, bound to the service, who may decide, and the wake-up
+    of workers and the dispatcher, as the Slack handlers are."""
+
+    def add_routes(self, app: web.Application) -> None:
+        tokens = Tokens(self.store)
+        routes = (
+            ("POST", "/runs", Scope.START, self.start_run),
+            ("GET", "/runs/{run_id}", Scope.READ, self.get_run),
+            ("GET", "/reviews", Scope.READ, self.list_reviews),
+            ("POST", "/reviews/{review_id}/decision", Scope.DECIDE, self.decide),
+        )
+        for method, path, scope, handler in routes:
+            app.router.add_route(method, PREFIX + path, _guarded(tokens, scope, handler))
+        app.router.add_get(PREFIX + "/openapi.json", _document)
+        # Last: what no route above matched is answered in JSON too.
+        app.router.add_route("*", PREFIX + "/{tail:.*}", _no_such_endpoint)
+
+    async def start_run(self, request: web.Request, token: ApiToken) -> web.Response:
+        body = await _body(request, {"crew", "inputs", "by"})
+        crew = _text(body, "crew", required=True)
+        inputs = body.get("inputs", {})
+        if not isinstance(inputs, dict):
+            raise ApiError(400, "invalid", "inputs must be an object of strings", "inputs")
+        for name, value in inputs.items():
+            if not _INPUT_NAME.fullmatch(name):
+                said = "an input's name is letters, digits and '_', not starting with a digit"
+                raise ApiError(400, "invalid", said, f"inputs.{name}")
+            if not isinstance(value, str):
+                raise ApiError(
+                    400, "invalid", "an input's value must be a string", f"inputs.{name}"
+                )
+        by = _text(body, "by") or f"api:{token.name}"
+        try:
+            spec = self.config.get(crew)
+        except UnknownCrewError as exc:
+            known = ", ".join(exc.known) or "none are defined"
+            raise ApiError(
+                400, "unknown_crew", f"no crew or flow named {crew!r} (known: {known})", "crew"
+            ) from None
+        reviewer = spec.reviewers_from_input
+        if reviewer is not None and inputs.get(reviewer):
+            await self._check_person(inputs[reviewer], f"inputs.{reviewer}")
+        request_key = _request_key(request, token)
+        try:
+            run = await sync(
+                self.service.start_run,
+                crew,
+                inputs,
+                started_by=by,
+                request_key=request_key,
+            )
+        except CountersignError as exc:
+            raise refusal(exc) from None
+        log.info("run %s (%s) started by %s through token %s", run.id, crew, by, token.name)
+        self.wake()
+        return _json(run_json(run, []), 201)
+
+    async def get_run(self, request: web.Request, _token: ApiToken) -> web.Response:
+        run_id = request.match_info["run_id"]
+
+        def read() -> Json:
+            run = self.store.get_run(run_id)
+            return run_json(run, self.store.list_reviews(status=None, run_id=run.id))
+
+        try:
+            return _json(await sync(read))
+        except CountersignError as exc:
+            raise refusal(exc) from None
+
+    async def list_reviews(self, request: web.Request, _token: ApiToken) -> web.Response:
+        query = request.query
+        unknown = sorted(set(query) - {"status", "crew", "limit", "cursor"})
+        if unknown:
+            raise ApiError(400, "invalid", "no such query parameter", unknown[0])
+        status = _status(query.get("status", ReviewStatus.PENDING.value))
+        crew = query.get("crew")
+        if crew is not None and crew not in self.config.crews:
+            raise ApiError(400, "unknown_crew", f"no crew or flow named {crew!r}", "crew")
+        limit = _limit(query.get("limit"))
+        after = _cursor(query["cursor"]) if "cursor" in query else None
+        page = await sync(
+            self.store.review_page, status=status, crew=crew, limit=limit + 1, after=after
+        )
+        more = len(page) > limit
+        page = page[:limit]
+        last = page[-1] if more else None
+        return _json(
+            {
+                "reviews": [review_json(review) for review in page],
+                "next_cursor": None if last is None else _encode(last.created_at, last.id),
+            }
+        )
+
+    async def decide(self, request: web.Request, token: ApiToken) -> web.Response:
+        review_id = request.match_info["review_id"]
+        body = await _body(request, {"kind", "text", "by", "standing"})
+        word = _text(body, "kind", required=True)
+        try:
+            kind = DecisionKind(word)
+        except ValueError:
+            kind = DecisionKind.EXPIRE  # not a person's: refused just below
+        if kind not in HUMAN_DECISIONS:
+            choices = "|".join(HUMAN_DECISIONS)
+            raise ApiError(400, "invalid", f"unknown decision {word!r}: use {choices}", "kind")
+        text = _text(body, "text")
+        if kind.needs_text and not (text or "").strip():
+            raise ApiError(400, "invalid", f"{kind.value!r} needs text", "text")
+        by = _text(body, "by", required=True).strip()
+        standing = body.get("standing", False)
+        if not isinstance(standing, bool):
+            raise ApiError(400, "invalid", "standing must be true or false", "standing")
+        found = await self._review_and_run(review_id)
+        if found is None:
+            raise ApiError(404, "not_found", f"no review with id {review_id!r}")
+        try:
+            allowed = await self._may_act(by, found[1])
+        except CheckFailed:
+            raise ApiError(
+                503, "check_failed", "Slack did not say who may decide: try again"
+            ) from None
+        if not allowed:
+            raise ApiError(
+                403, "not_a_reviewer", f"{by} may not decide the reviews of this run", "by"
+            )
+        request_key = _request_key(request, token)
+        try:
+            review = await sync(
+                self.service.decide,
+                review_id,
+                kind,
+                text,
+                by=by,
+                by_name=await self.reviewers.name_of(by),
+                request_key=request_key,
+                standing=standing,
+            )
+        except CountersignError as exc:
+            raise refusal(exc) from None
+        log.info("review %s: %s by %s through token %s", review_id, kind, by, token.name)
+        self.wake()
+        return _json(review_json(review))
+
+    async def _check_person(self, user_id: str, field: str) -> None:
+        """A run's reviewer input names someone Slack knows, active and not a bot (what
+        ``/crew run`` checks of its mention)."""
+        try:
+            why = await self.reviewers.not_a_person(user_id)
+        except CheckFailed:
+            raise ApiError(
+                503, "check_failed", "Slack did not say who that is: try again"
+            ) from None
+        if why is not None:
+            raise ApiError(400, "invalid", f"{user_id} cannot review: {why}", field)
+
+
+def _guarded(
+    tokens: Tokens, scope: Scope, handler: Route
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``handler`` behind the bearer token check, its errors answered as JSON."""
+
+    async def guarded(request: web.Request) -> web.Response:
+        try:
+            token = await _authenticate(tokens, request)
+            if scope.value not in token.scopes:
+                raise ApiError(
+                    403,
+                    "insufficient_scope",
+                    f"this token's scopes ({','.join(token.scopes)}) do not include {scope}",
+                    challenge=f'Bearer error="insufficient_scope", scope="{scope}"',
+                )
+            return await handler(request, token)
+        except ApiError as exc:
+            return exc.response()
+
+    return guarded
+
+
+async def _authenticate(tokens: Tokens, request: web.Request) -> ApiToken:
+    header = request.headers.get("Authorization", "")
+    scheme, _, secret = header.partition(" ")
+    if not header:
+        raise ApiError(401, "unauthorized", "send a token: Authorization: Bearer <token>")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise ApiError(401, "unauthorized", "the Authorization header is not 'Bearer <token>'")
+    token = await sync(tokens.authenticate, secret.strip())
+    if token is None:
+        raise ApiError(
+            401,
+            "invalid_token",
+            "the token is unknown or revoked",
+            challenge='Bearer error="invalid_token"',
+        )
+    return token
+
+
+async def _document(_request: web.Request) -> web.Response:
+    return _json(openapi.document())
+
+
+async def _no_such_endpoint(request: web.Request) -> web.Response:
+    said = f"no endpoint {request.method} {request.path}: see {PREFIX}/openapi.json"
+    return ApiError(404, "not_found", said).response()
+
+
+def _json(document: Json, status: int = 200) -> web.Response:
+    return web.json_response(
+        document, status=status, dumps=lambda d: json.dumps(d, ensure_ascii=False)
+    )
+
+
+async def _body(request: web.Request, fields: set[str]) -> Json:
+    """The request's JSON object, holding no field but ``fields``."""
+    try:
+        body = json.loads(await request.read())
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, "too_large", "the body is larger than 1 MiB") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "malformed_json", "the body must be a JSON object")
+    unknown = sorted(set(body) - fields)
+    if unknown:
+        raise ApiError(400, "invalid", "no such field", unknown[0])
+    return body
+
+
+def _text(body: Json, field: str, *, required: bool = False) -> Any:
+    """A string field (None when absent and not ``required``)."""
+    value = body.get(field)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        said = "is required" if value is None else "must be a non-empty string"
+        raise ApiError(400, "invalid", f"{field} {said}", field)
+    return value
+
+
+def _request_key(request: web.Request, token: ApiToken) -> str | None:
+    """What the request's ``Idempotency-Key`` makes of it: a key of the token's own, so two
+    clients' keys never meet."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY:
+        said = f"Idempotency-Key must be 1 to {MAX_KEY} characters"
+        raise ApiError(400, "invalid", said, "Idempotency-Key")
+    return f"api:{token.id}:{key}"
+
+
+def _status(word: str) -> ReviewStatus | None:
+    if word == _ALL:
+        return None
+    try:
+        return ReviewStatus(word)
+    except ValueError:
+        choices = "|".join([*(s.value for s in ReviewStatus), _ALL])
+        raise ApiError(
+            400, "invalid", f"unknown status {word!r}: use {choices}", "status"
+        ) from None
+
+
+def _limit(word: str | None) -> int:
+    if word is None:
+        return PAGE_LIMIT
+    if not word.isdigit() or not 1 <= int(word) <= MAX_LIMIT:
+        raise ApiError(400, "invalid", f"limit must be a number from 1 to {MAX_LIMIT}", "limit")
+    return int(word)
+
+
+def _encode(at: datetime, review_id: str) -> str:
+    raw = json.dumps([at.isoformat(), review_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _cursor(word: str) -> tuple[datetime, str]:
+    """The position a ``next_cursor`` names."""
+    try:
+        raw = base64.urlsafe_b64decode(word + "=" * (-len(word) % 4))
+        at, review_id = json.loads(raw)
+        return datetime.fromisoformat(at), str(review_id)
+    except (binascii.Error, ValueError, TypeError):
+        raise ApiError(
+            400, "invalid", "not a cursor this API gave (use next_cursor as it came)", "cursor"
+        ) from None

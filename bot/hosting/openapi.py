@@ -1,0 +1,294 @@
+"""The OpenAPI 3.1 document of the HTTP API (``GET /api/v1/openapi.json``).
+
+Written by hand beside the shapes it describes (``bot.documents``, ``bot.hosting.api_errors``),
+with the vocabularies (statuses, kinds, scopes) taken from the code that defines them;
+``tests/test_api.py`` validates the document and every response the tests get against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.tokens import Scope
+from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, RunStatus
+
+Json = dict[str, Any]
+
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_TIME = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: Json, *, required: list[str] | None = None) -> Json:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+    }
+
+
+def _answer(description: str, schema: Json) -> Json:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> Json:
+    return _answer(description, _ref("Error"))
+
+
+_SCHEMAS: Json = {
+    "Error": _object(
+        {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "field": _NULLABLE_TEXT,
+                    "decided_by": _NULLABLE_TEXT,
+                    "decision": _NULLABLE_TEXT,
+                    "decided_at": _NULLABLE_TIME,
+                },
+                "required": ["code", "message", "field"],
+                "additionalProperties": False,
+            }
+        }
+    ),
+    "Decision": _object(
+        {
+            "kind": {"enum": [k.value for k in DecisionKind]},
+            "text": _NULLABLE_TEXT,
+            "original": _NULLABLE_TEXT,
+            "by": {"type": "string"},
+            "at": _TIME,
+        }
+    ),
+    "Review": _object(
+        {
+            "id": {"type": "string"},
+            "run_id": {"type": "string"},
+            "kind": {"enum": [k.value for k in ReviewKind]},
+            "status": {"enum": [s.value for s in ReviewStatus]},
+            "prompt": {"type": "string"},
+            "details": {"type": "object", "description": "what this kind of review holds"},
+            "created_at": _TIME,
+            "decision": {"oneOf": [_ref("Decision"), {"type": "null"}]},
+            "approvals": {
+                "type": "array",
+                "description": "the approvals so far of a review that needs several",
+                "items": _object({"by": {"type": "string"}, "at": _TIME}),
+            },
+            "claimed_by": _NULLABLE_TEXT,
+            "claimed_at": _NULLABLE_TIME,
+        }
+    ),
+    "Run": _object(
+        {
+            "id": {"type": "string"},
+            "crew": {"type": "string"},
+            "status": {"enum": [s.value for s in RunStatus]},
+            "inputs": {"type": "object", "additionalProperties": {"type": "string"}},
+            "output": _NULLABLE_TEXT,
+            "error": _NULLABLE_TEXT,
+            "started_by": _NULLABLE_TEXT,
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "reviews": {"type": "array", "items": _ref("Review")},
+        }
+    ),
+    "ReviewPage": _object(
+        {
+            "reviews": {"type": "array", "items": _ref("Review")},
+            "next_cursor": {
+                "type": ["string", "null"],
+                "description": "pass as ?cursor= for the next page; null on the last one",
+            },
+        }
+    ),
+    "StartRun": _object(
+        {
+            "crew": {"type": "string", "description": "a crew or flow of the configuration"},
+            "inputs": {"type": "object", "additionalProperties": {"type": "string"}},
+            "by": {
+                "type": "string",
+                "description": "who starts it (a Slack user id, say); default api:<token name>",
+            },
+        },
+        required=["crew"],
+    ),
+    "NewDecision": _object(
+        {
+            "kind": {"enum": [k.value for k in HUMAN_DECISIONS]},
+            "text": {
+                "type": ["string", "null"],
+                "description": "needed by edit, changes and answer; a reason for reject",
+            },
+            "by": {
+                "type": "string",
+                "description": "who decides (a Slack user id): held to the crew's reviewers",
+            },
+            "standing": {
+                "type": "boolean",
+                "description": "also approve the tool's later calls (the gate's allow_standing)",
+            },
+        },
+        required=["kind", "by"],
+    ),
+}
+
+_AUTH = {
+    "401": _error("no token, or one unknown or revoked (WWW-Authenticate says so)"),
+    "403": _error("the token lacks the scope"),
+}
+_IDEMPOTENCY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "the same key (per token) sent again is answered as the first time",
+    "schema": {"type": "string", "maxLength": 100},
+}
+
+
+def _secured(scope: Scope, operation: Json) -> Json:
+    operation["security"] = [{"bearer": [scope.value]}]
+    operation["responses"] = {**_AUTH, **operation["responses"]}
+    return operation
+
+
+def _path_id(name: str) -> Json:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, schema: Json, description: str) -> Json:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+_PATHS: Json = {
+    "/openapi.json": {
+        "get": {
+            "summary": "This document (no token needed)",
+            "security": [],
+            "responses": {"200": _answer("the OpenAPI document", {"type": "object"})},
+        }
+    },
+    "/runs": {
+        "post": _secured(
+            Scope.START,
+            {
+                "summary": "Start a run of a crew (its Slack thread is posted as for /crew run)",
+                "parameters": [_IDEMPOTENCY],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("StartRun")}},
+                },
+                "responses": {
+                    "201": _answer("the run, queued", _ref("Run")),
+                    "400": _error("malformed JSON, an unknown crew, missing or unknown inputs"),
+                    "413": _error("a body larger than 1 MiB"),
+                    "503": _error("Slack could not say who the run's reviewer input names"),
+                },
+            },
+        )
+    },
+    "/runs/{run_id}": {
+        "get": _secured(
+            Scope.READ,
+            {
+                "summary": "A run with its reviews and their decisions",
+                "parameters": [_path_id("run_id")],
+                "responses": {
+                    "200": _answer("the run", _ref("Run")),
+                    "404": _error("no run with that id"),
+                },
+            },
+        )
+    },
+    "/reviews": {
+        "get": _secured(
+            Scope.READ,
+            {
+                "summary": "Reviews by status and crew, oldest first, a page at a time",
+                "parameters": [
+                    _query(
+                        "status",
+                        {"enum": [*(s.value for s in ReviewStatus), "all"]},
+                        "default pending",
+                    ),
+                    _query("crew", {"type": "string"}, "only this crew's runs"),
+                    _query(
+                        "limit", {"type": "integer", "minimum": 1, "maximum": 200}, "default 50"
+                    ),
+                    _query("cursor", {"type": "string"}, "the next_cursor of the page before"),
+                ],
+                "responses": {
+                    "200": _answer("a page of reviews", _ref("ReviewPage")),
+                    "400": _error("an unknown status, crew or parameter, a bad limit or cursor"),
+                },
+            },
+        )
+    },
+    "/reviews/{review_id}/decision": {
+        "post": _secured(
+            Scope.DECIDE,
+            {
+                "summary": "Decide a review, as a click in Slack would (who may, quorum, once)",
+                "parameters": [_path_id("review_id"), _IDEMPOTENCY],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("NewDecision")}},
+                },
+                "responses": {
+                    "200": _answer(
+                        "the review: decided, or still pending with one more approval",
+                        _ref("Review"),
+                    ),
+                    "400": _error("malformed JSON, an unknown kind, text missing"),
+                    "403": _error(
+                        "the token lacks the scope, or by may not decide (not_a_reviewer, "
+                        "self_approval)"
+                    ),
+                    "404": _error("no review with that id"),
+                    "409": _error("decided already (saying by whom), or by approved already"),
+                    "413": _error("a body larger than 1 MiB"),
+                    "422": _error("a decision this review cannot take"),
+                    "503": _error("Slack could not say who may decide; try again"),
+                },
+            },
+        )
+    },
+}
+
+
+def document() -> Json:
+    """The whole document, paths relative to its server, ``/api/v1``."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Countersign",
+            "version": "1",
+            "description": "Start crews' runs, read them and decide their reviews.",
+        },
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "countersign tokens create NAME --scopes start,read,decide",
+                }
+            },
+            "schemas": _SCHEMAS,
+        },
+        "paths": _PATHS,
+    }
