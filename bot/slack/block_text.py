@@ -160,8 +160,8 @@ def approve_all_label(tool: str, match: Mapping[str, Any]) -> str:
 
 def standing_note(tool: str, match: Mapping[str, Any], by: str) -> str:
     """What a standing approval approves, and who granted it (mrkdwn, escaped)."""
-    values = ", ".join(f"{escape(name)} = {escape(json_value(v))}" for name, v in match.items())
-    values = truncate(values, 500) if values else ""
+    raw = ", ".join(f"{name} = {json_value(v)}" for name, v in match.items())
+    values = truncate(raw, 500) if raw else ""
     return (
         f"Standing approval of {code(tool)}"
         + (f" ({values})" if values else "")
