@@ -4,6 +4,7 @@ after a revocation (text from a model escaped), and the clicks' payloads."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -16,54 +17,21 @@ from bot.slack.message import Message
 from bot.slack.payloads import PayloadError, parse_approve_all, parse_revoke_click
 from bot.slack.standing_blocks import standing_message, with_approve_all
 from storage.details import details_from_json
-from storage.records import Review, Run, StandingApproval
-from storage.status import ReviewKind, ReviewStatus, RunStatus
+from storage.records import Review, StandingApproval
+from storage.status import ReviewKind
+from tests.test_payloads import review, run
 
 NOW = datetime(2026, 1, 1, 12, 0)
 Json = dict[str, Any]
 
 
 def _call(args: Json) -> Review:
-    return Review(
-        id="rev_0a1b2c3d4e5f",
-        run_id="run_0a1b2c3d4e5f",
-        kind=ReviewKind.TOOL_APPROVAL,
-        status=ReviewStatus.PENDING,
-        stream="task0:Clerk",
-        seq=0,
+    """A pending review of a call of ``pay`` with ``args``."""
+    details = {"tool": "pay", "description": "Pays", "args": args}
+    return replace(
+        review(ReviewKind.TOOL_APPROVAL),
         prompt=f"pay({args})",
-        details=details_from_json(
-            ReviewKind.TOOL_APPROVAL, {"tool": "pay", "description": "Pays", "args": args}
-        ),
-        journal_pos=1,
-        channel="C0PAY",
-        message_ts="1700000250.000400",
-        created_at=NOW,
-        decided_at=None,
-        remind_at=None,
-        escalate_at=None,
-        expires_at=None,
-    )
-
-
-def _run() -> Run:
-    return Run(
-        id="run_0a1b2c3d4e5f",
-        crew="payroll",
-        inputs={},
-        status=RunStatus.WAITING,
-        output=None,
-        error=None,
-        divergence=None,
-        started_by="U0ALICE",
-        channel="C0PAY",
-        thread_ts="1700000000.000100",
-        attempts=1,
-        lease_owner=None,
-        lease_token=None,
-        lease_expires=None,
-        created_at=NOW,
-        updated_at=NOW,
+        details=details_from_json(ReviewKind.TOOL_APPROVAL, details),
     )
 
 
@@ -78,7 +46,7 @@ def _valid(message: Message) -> None:
 
 def test_the_button_goes_beside_approve_and_names_the_values() -> None:
     review = _call({"amount": 1500, "to": "ACME"})
-    (last,) = review_blocks.review_messages(review, _run())
+    (last,) = review_blocks.review_messages(review, run())
     shown = with_approve_all(last, review, "pay", {"to": "ACME"})
     ids = [b["action_id"] for b in _buttons(shown)]
     assert ids[:3] == ["countersign:approve", "countersign:approve_all", "countersign:edit"]
@@ -87,7 +55,7 @@ def test_the_button_goes_beside_approve_and_names_the_values() -> None:
     assert button["text"]["text"] == "Approve all pay calls (to = ACME)"
     _valid(shown)
     assert with_approve_all(last, review, "pay", None) == last  # the gate does not allow it
-    assert last.blocks == review_blocks.review_messages(review, _run())[0].blocks  # untouched
+    assert last.blocks == review_blocks.review_messages(review, run())[0].blocks  # untouched
 
 
 @pytest.mark.parametrize(
@@ -106,7 +74,7 @@ def test_the_label_shows_each_value_shortened(match: Json, label: str) -> None:
 def test_a_long_label_is_cut_to_the_buttons_limit() -> None:
     match = {f"field{n}": "x" * 30 for n in range(5)}
     review = _call(match)
-    (last,) = review_blocks.review_messages(review, _run())
+    (last,) = review_blocks.review_messages(review, run())
     button = _buttons(with_approve_all(last, review, "pay", match))[1]
     assert len(button["text"]["text"]) == 75 and button["text"]["text"].endswith("…")
 
