@@ -92,7 +92,8 @@ error (nobody could reach it).
 A gate's ``allow_standing = true`` lets the approval of one call of its tool also approve the
 tool's later calls in the run (a standing approval), those whose arguments named in
 ``standing_match`` (default: none, so every call) have the approved call's values; only where
-its calls need one approval (its ``approvals_required``, else the crew's, is 1).
+its calls need one approval (its ``approvals_required``, else the crew's, is 1). In Slack its
+calls' reviews then have an "Approve all <tool> calls" button beside Approve.
 
 With ``reviewers_from_input``, each run names its own reviewer: the input holds a Slack user
 id (``/crew run`` takes a mention), and that person alone decides the run's reviews and is

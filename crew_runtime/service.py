@@ -412,14 +412,13 @@ def _standing_match(
     details = review.details
     if not isinstance(details, ToolApprovalDetails) or decision != DecisionKind.APPROVE:
         raise UsageError("only the approval of a gated tool's call can approve its later calls")
-    names = None if spec is None else spec.standing_match(details.tool)
-    if names is None:
+    match = None if spec is None else spec.standing_values(details.tool, details.args or {})
+    if match is None:
         raise UsageError(
             f"the gate of {details.tool} does not allow approving its later calls "
             f"(allow_standing = true in its [crews.NAME.gates.{details.tool}] table)"
         )
-    args = details.args or {}
-    return {name: args.get(name) for name in names}
+    return match
 
 
 def approvals_required(spec: CrewSpec, review: Review) -> int:

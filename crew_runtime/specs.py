@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from crew_runtime import streams
 from crew_runtime.errors import CrewRuntimeError
@@ -108,6 +108,12 @@ class CrewSpec:
         """The arguments whose values a standing approval of ``tool`` keeps to (empty: it
         approves every later call), or None where the gate allows no standing approval."""
         return self.standing.get(tool)
+
+    def standing_values(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The values a standing approval granted on a call of ``tool`` with ``args`` keeps
+        to (those its gate's ``standing_match`` names), or None where it allows none."""
+        names = self.standing_match(tool)
+        return None if names is None else {name: args.get(name) for name in names}
 
     def deadlines_for(self, *, tool: str | None = None, task: int | None = None) -> Deadlines:
         """When a review of the gated ``tool``'s call, or of task number ``task`` (from 1), is

@@ -5,8 +5,12 @@ gated tool call the journal's record of the call as it ran); retention copies th
 ``audit`` table in the transaction that deletes those rows (:func:`copy_audit`), so a pruned
 run keeps its trail until ``keep_audit`` prunes that too. Deciding writes nothing extra: the
 rows a decision already commits are the record. Claims and reassignments of a review are
-records too (``decision`` "claim" or "reassign", ``assigned_to`` who has it since), read from
-``review_events``, which outlives its run without a copy.
+records too (``decision`` "claim" or "reassign", ``assigned_to`` who has it since), and so are
+standing approvals granted and revoked (``decision`` "standing" or "standing_revoked", the
+tool and the argument values in ``details``), read from ``review_events``, which outlives its
+run without a copy. Delegations while away are records of no run (``decision`` "away", the
+delegate in ``assigned_to``, who is away and until when in ``details``; "back" when one ended
+early, or was replaced by a new one), read from ``delegations``.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, insert, select
+from sqlalchemy import Connection, Select, and_, insert, literal, select, union_all
 
 from storage.base import StoreBase
-from storage.schema import audit, decisions, journal, review_events, reviews, runs
-from storage.status import APPROVED_BY, DecisionKind, ReviewKind
+from storage.schema import audit, decisions, delegations, journal, review_events, reviews, runs
+from storage.status import APPROVED_BY, DecisionKind, ReviewEventKind, ReviewKind
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
 _STREAM_BATCH = 1_000
+# A delegation's records: begun, and ended early (or replaced by a new one).
+_AWAY = "away"
+_BACK = "back"
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,10 @@ class AuditRecord:
     model proposed them, as the reviewer approved them, and as the tool was called; for a
     review that needed several approvals, who had approved it (``approved_by``); for a claim
     or a reassignment (``decision`` "claim" or "reassign"), who has the review since
-    (``assigned_to``)."""
+    (``assigned_to``); for a standing approval granted or revoked (``decision`` "standing" or
+    "standing_revoked"), its id, tool and argument values (``details``); for a delegation
+    (``decision`` "away" or "back", no run), the delegate (``assigned_to``) and who is away
+    and until when (``details``)."""
 
     run_id: str
     crew: str
@@ -43,14 +53,15 @@ class AuditRecord:
     decision: str
     decided_by: str
     decided_at: datetime
-    feedback: str | None
-    approved_by: list[str] | None
-    proposed_args: dict[str, Any] | None
-    approved_args: dict[str, Any] | None
-    executed_args: dict[str, Any] | None
-    channel: str | None
-    thread_ts: str | None
+    feedback: str | None = None
+    approved_by: list[str] | None = None
+    proposed_args: dict[str, Any] | None = None
+    approved_args: dict[str, Any] | None = None
+    executed_args: dict[str, Any] | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
     assigned_to: str | None = None
+    details: dict[str, Any] | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -125,6 +136,7 @@ def _kept_record(row: Any) -> AuditRecord:
 
 
 def _event_record(row: Any) -> AuditRecord:
+    handed = row.kind in (ReviewEventKind.CLAIM, ReviewEventKind.REASSIGN)
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -133,15 +145,55 @@ def _event_record(row: Any) -> AuditRecord:
         decision=row.kind,
         decided_by=row.by,
         decided_at=row.at,
-        feedback=None,
-        approved_by=None,
-        proposed_args=None,
-        approved_args=None,
-        executed_args=None,
         channel=row.channel,
         thread_ts=row.thread_ts,
-        assigned_to=row.to,
+        assigned_to=row.to if handed else None,
+        details=row.details,
     )
+
+
+def _delegation_query(since: datetime, until: datetime) -> Select[Any]:
+    """Delegations begun (``away``) and ended early or replaced (``back``) in the range, as
+    one stream in time order."""
+    columns = (
+        delegations.c.id,
+        delegations.c.person,
+        delegations.c.delegate,
+        delegations.c.until,
+    )
+    away = select(
+        *columns,
+        literal(_AWAY).label("kind"),
+        delegations.c.created_by.label("by"),
+        delegations.c.created_at.label("at"),
+    ).where(delegations.c.created_at >= since, delegations.c.created_at < until)
+    back = select(
+        *columns,
+        literal(_BACK).label("kind"),
+        delegations.c.ended_by.label("by"),
+        delegations.c.ended_at.label("at"),
+    ).where(delegations.c.ended_at >= since, delegations.c.ended_at < until)
+    both = union_all(away, back).subquery()
+    return select(both).order_by(both.c.at, both.c.id, both.c.kind)
+
+
+def _delegation_record(row: Any) -> AuditRecord:
+    details = {"person": row.person, "delegate": row.delegate, "until": _iso(row.until)}
+    return AuditRecord(
+        run_id="",
+        crew="",
+        review_id="",
+        review_kind="",
+        decision=row.kind,
+        decided_by=row.by,
+        decided_at=row.at,
+        assigned_to=row.delegate,
+        details=details,
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat() + "Z"
 
 
 def copy_audit(conn: Connection, run_ids: Collection[str], *, since: datetime | None) -> int:
@@ -163,12 +215,13 @@ class AuditStore(StoreBase):
     def audit_records(
         self, *, since: datetime, until: datetime, crew: str | None = None
     ) -> Iterator[AuditRecord]:
-        """Every decision, claim and reassignment made in ``[since, until)`` (of ``crew``'s
-        runs), oldest first.
+        """Every decision, claim, reassignment, standing approval granted or revoked and
+        delegation begun or ended made in ``[since, until)``, oldest first; with ``crew``,
+        that crew's runs' alone (a delegation belongs to no crew).
 
-        Three server-side cursors, the live decisions, the kept records of pruned runs and
-        the review events, merged by time: memory stays the same whatever the size of the
-        range.
+        Server-side cursors (the live decisions, the kept records of pruned runs, the review
+        events, the delegations) merged by time: memory stays the same whatever the size of
+        the range.
         """
         live = _live_query().where(decisions.c.created_at >= since, decisions.c.created_at < until)
         kept = select(audit).where(audit.c.decided_at >= since, audit.c.decided_at < until)
@@ -186,12 +239,16 @@ class AuditStore(StoreBase):
             self.engine.connect() as live_conn,
             self.engine.connect() as kept_conn,
             self.engine.connect() as events_conn,
+            self.engine.connect() as away_conn,
         ):
-            streams = (
+            streams = [
                 (_live_record(row) for row in _streamed(live_conn, live)),
                 (_kept_record(row) for row in _streamed(kept_conn, kept)),
                 (_event_record(row) for row in _streamed(events_conn, events)),
-            )
+            ]
+            if crew is None:
+                away = _delegation_query(since, until)
+                streams.append(_delegation_record(row) for row in _streamed(away_conn, away))
             yield from heapq.merge(*streams, key=lambda r: (r.decided_at, r.review_id))
 
 

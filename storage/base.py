@@ -62,19 +62,30 @@ class StoreBase:
         review_id: str | None = None,
         payload: JSON | None = None,
     ) -> None:
-        now = self.clock()
-        conn.execute(
-            insert(outbox).values(
-                run_id=run_id,
-                review_id=review_id,
-                kind=kind,
-                payload=payload or {},
-                created_at=now,
-                next_attempt_at=now,
-                attempts=0,
-            )
+        enqueue(conn, self.clock(), run_id, kind, review_id, payload)
+
+
+def enqueue(
+    conn: Connection,
+    now: datetime,
+    run_id: str,
+    kind: OutboxKind,
+    review_id: str | None = None,
+    payload: JSON | None = None,
+) -> None:
+    """Write the outbox row announcing a change, in the change's transaction."""
+    conn.execute(
+        insert(outbox).values(
+            run_id=run_id,
+            review_id=review_id,
+            kind=kind,
+            payload=payload or {},
+            created_at=now,
+            next_attempt_at=now,
+            attempts=0,
         )
-        notify(conn, OUTBOX)
+    )
+    notify(conn, OUTBOX)
 
 
 def _first_line(exc: BaseException) -> str:

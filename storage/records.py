@@ -72,6 +72,8 @@ class StandingApproval:
     created_at: datetime
     revoked_by: str | None = None
     revoked_at: datetime | None = None
+    channel: str | None = None  # where its thread message is, once posted
+    message_ts: str | None = None
 
     def covers(self, tool: str, args: Mapping[str, Any]) -> bool:
         """Whether a call of ``tool`` with ``args`` is approved by this (if not revoked)."""

@@ -6,9 +6,11 @@ that is queued, running or waiting loses no row. A run is deleted whole only onc
 message announcing it was delivered. Deletes go in batches of a few hundred runs,
 each batch one transaction: pruning a million rows holds no lock for long and never builds a
 giant transaction. Before a batch deletes a run's decisions or journal, it copies their
-audit records (``storage.audit.copy_audit``) in the same transaction. Claims and reassignments
-(``review_events``) need no copy: they are kept apart from their runs already, and go with
-the audit records when ``keep_audit`` ends.
+audit records (``storage.audit.copy_audit``) in the same transaction. Claims, reassignments
+and standing approvals granted or revoked (``review_events``) need no copy: they are kept
+apart from their runs already, and go with the audit records when ``keep_audit`` ends.
+Delegations while away are audit records of no crew: the deployment's ``keep_audit`` prunes
+them once that long has passed since they ended (early, or at their ``until``).
 """
 
 from __future__ import annotations
@@ -20,15 +22,36 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Table, delete, select, true, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    delete,
+    func,
+    literal,
+    select,
+    true,
+    tuple_,
+)
 
 from storage.audit import copy_audit
 from storage.base import StoreBase
-from storage.schema import audit, decisions, journal, outbox, review_events, reviews, runs
+from storage.schema import (
+    audit,
+    decisions,
+    delegations,
+    journal,
+    outbox,
+    review_events,
+    reviews,
+    runs,
+)
 from storage.status import FINAL_RUN_STATUSES
 
 BATCH = 500
 """Runs (or audit records) deleted per transaction."""
+NO_CREW = "(no crew)"
+"""Where a prune counts the rows of no crew's: delegations while away."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +114,10 @@ class RetentionStore(StoreBase):
                 ):
                     where = in_scope(table.c.crew) & (at < audit_since)
                     self._prune_audit(pruned, dry_run, (table, at, key), where, batch)
+        if policy.default.keep_audit is not None:  # delegations belong to no crew
+            over = func.coalesce(delegations.c.ended_at, delegations.c.until)
+            aged = over < now - policy.default.keep_audit
+            self._prune_audit(pruned, dry_run, (delegations, over, delegations.c.id), aged, batch)
         return pruned
 
     def _old_runs(
@@ -148,10 +175,11 @@ class RetentionStore(StoreBase):
         """Delete the kept audit rows (``columns``: the table, its time and its key) that
         ``where`` says, ``batch`` at a time."""
         table, at, key = columns
+        crew = table.c.crew if "crew" in table.c else literal(NO_CREW)
         after: tuple[datetime, Any] | None = None
         while True:
             query = (
-                select(key.label("key"), table.c.crew, at.label("at"))
+                select(key.label("key"), crew.label("crew"), at.label("at"))
                 .where(where)
                 .order_by(at, key)
                 .limit(batch)

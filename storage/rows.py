@@ -182,4 +182,6 @@ def to_standing(row: Row[Any]) -> StandingApproval:
         created_at=row.created_at,
         revoked_by=row.revoked_by,
         revoked_at=row.revoked_at,
+        channel=row.channel,
+        message_ts=row.message_ts,
     )

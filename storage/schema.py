@@ -183,8 +183,9 @@ approvals = Table(
     Index("ix_approvals_run", "run_id"),
 )
 
-# Claims and reassignments of reviews, for the audit trail (``countersign audit export``). No
-# foreign key: like ``audit`` it outlives its run, until ``keep_audit`` prunes it.
+# Claims and reassignments of reviews, and standing approvals granted and revoked, for the audit
+# trail (``countersign audit export``). No foreign key: like ``audit`` it outlives its run, until
+# ``keep_audit`` prunes it.
 review_events = Table(
     "review_events",
     metadata,
@@ -193,7 +194,7 @@ review_events = Table(
     Column("run_id", String(32), nullable=False),
     Column("crew", String(100), nullable=False),
     Column("review_kind", String(16), nullable=False),
-    Column("kind", String(16), nullable=False),  # ReviewEventKind: claim | reassign
+    Column("kind", String(16), nullable=False),  # ReviewEventKind
     Column("by", String(PERSON_LENGTH), nullable=False),
     Column("to", String(PERSON_LENGTH), nullable=False),
     # The request that made it: replayed, it is answered as the first time.
@@ -201,6 +202,8 @@ review_events = Table(
     Column("at", DateTime, nullable=False),
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
+    # What a standing approval's events add: its id, tool and argument values (``match``).
+    Column("details", JSON),
     UniqueConstraint("review_id", "request_key", name="uq_review_events_request"),
     Index("ix_review_events_at", "at"),
 )
@@ -220,6 +223,9 @@ standing_approvals = Table(
     Column("created_at", DateTime, nullable=False),
     Column("revoked_by", String(PERSON_LENGTH)),
     Column("revoked_at", DateTime),
+    # Where its thread message is, once posted (revoking it edits that message).
+    Column("channel", String(64)),
+    Column("message_ts", String(32)),
     Index("ix_standing_approvals_run", "run_id", "tool"),
 )
 

@@ -132,10 +132,13 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 
 
 class ReviewEventKind(StrEnum):
-    """What happened to who handles a review (``review_events``, in the audit trail)."""
+    """What happened to a review besides its decision (``review_events``, in the audit trail):
+    who handles it, and standing approvals granted with it and revoked."""
 
     CLAIM = "claim"  # someone said they handle it
     REASSIGN = "reassign"  # someone handed it to another reviewer
+    STANDING = "standing"  # someone approved the call and the tool's later matching calls
+    STANDING_REVOKED = "standing_revoked"  # someone revoked that standing approval
 
 
 class OnExpire(StrEnum):
@@ -164,6 +167,8 @@ class OutboxKind(StrEnum):
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
     REVIEW_CLAIMED = "review_claimed"  # claimed or reassigned: payload by, to, before
+    STANDING_GRANTED = "standing_granted"  # payload standing: its id; a thread message
+    STANDING_REVOKED = "standing_revoked"  # payload standing: its id; that message edited
     RUN_DIVERGED = "run_diverged"
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"

@@ -186,6 +186,25 @@ def wait_healthy(port: int, check_alive: Callable[[], None]) -> None:
     wait_until(healthy, timeout=60, what="the bot to answer /healthz")
 
 
+def said(slack: StandInThread, root_ts: str, words: str) -> Json:
+    """The first message of the run's thread (in ``CHANNEL``) that says ``words``, once there."""
+    return wait_until(
+        lambda: next((m for m in slack.thread(CHANNEL, root_ts) if words in text_of(m)), None),
+        what=f"the thread to say {words!r}",
+    )
+
+
+def shows(slack: StandInThread, root_ts: str, ts: str, words: str) -> Json:
+    """Message ``ts`` of the run's thread once it shows ``words`` (after an edit, say)."""
+    return wait_until(
+        lambda: next(
+            (m for m in slack.thread(CHANNEL, root_ts) if m["ts"] == ts and words in text_of(m)),
+            None,
+        ),
+        what=f"message {ts} to show {words!r}",
+    )
+
+
 def buttons(message: Json) -> dict[str, Json]:
     """The buttons of a message, by action_id."""
     found = {}

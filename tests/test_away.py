@@ -15,6 +15,7 @@ from crew_runtime.config import load_config
 from crew_runtime.service import covered, still_expected
 from storage import DelegationRefused, Store
 from storage.delegations import resolve
+from storage.retention import NO_CREW, Retention, RetentionPolicy
 from tests.test_cli import Cli, assert_refused
 from tests.test_quorum import GOVERNED, _approve, _at_once, _waiting_review
 from tests.test_storage import FakeClock
@@ -64,6 +65,47 @@ def test_back_ends_it_early_once_and_a_new_absence_replaces_the_old(
     assert ended.ended_at == clock.now
     assert timed.back("UANA", by="UANA") is None
     assert timed.delegates() == {}
+
+
+def test_delegations_are_audit_records_of_no_crew_until_keep_audit_ends(
+    timed: Store, clock: FakeClock
+) -> None:
+    start = clock.now
+    timed.away("UANA", "UBEN", LATER, by="UANA")
+    timed.away("UANA", "UCAT", LATER, by="UADMIN")  # replaces the first: it ends now
+    clock.advance(hours=1)
+    timed.back("UANA", by="UCAT")
+    until = clock.now + timedelta(days=1000)
+    timed.away("UDAN", "UEVE", until, by="UDAN")  # still in force when retention runs
+
+    def trail(crew: str | None = None) -> list[tuple[str, str, str | None, str]]:
+        records = timed.audit_records(since=start, until=until, crew=crew)
+        return [
+            (r.decision, r.decided_by, r.assigned_to, (r.details or {}).get("person", ""))
+            for r in records
+            if r.run_id == "" and r.crew == ""
+        ]
+
+    assert trail() == [
+        ("away", "UANA", "UBEN", "UANA"),
+        ("back", "UADMIN", "UBEN", "UANA"),
+        ("away", "UADMIN", "UCAT", "UANA"),
+        ("back", "UCAT", "UCAT", "UANA"),
+        ("away", "UDAN", "UEVE", "UDAN"),
+    ]
+    (first, *_) = timed.audit_records(since=start, until=until)
+    assert first.details == {"person": "UANA", "delegate": "UBEN", "until": "2026-01-10T00:00:00Z"}
+    assert trail(crew="outreach") == []  # a delegation belongs to no crew
+
+    clock.advance(days=400)
+    keep_audit = RetentionPolicy(Retention(keep_audit=timedelta(days=365)))
+    assert timed.prune(keep_audit, dry_run=True) == {NO_CREW: {"delegations": 2}}
+    assert len(trail()) == 5  # a dry run deletes nothing
+    one_crews = RetentionPolicy(crews={"outreach": Retention(keep_audit=timedelta(days=1))})
+    assert timed.prune(one_crews) == {}  # a crew's keep_audit is not the deployment's
+    timed.prune(keep_audit)
+    assert trail() == [("away", "UDAN", "UEVE", "UDAN")]
+    assert timed.delegates() == {"UDAN": "UEVE"}
 
 
 def test_a_past_date_oneself_and_a_circle_are_refused_and_change_nothing(timed: Store) -> None:

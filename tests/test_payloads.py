@@ -39,12 +39,14 @@ from bot.slack.payloads import (
     ThreadMessage,
     action_id,
     callback_id,
+    parse_approve_all,
     parse_button,
     parse_claim_click,
     parse_message_event,
     parse_reassign_submission,
     parse_revise_click,
     parse_revise_submission,
+    parse_revoke_click,
     parse_slash,
     parse_submission,
 )
@@ -581,6 +583,8 @@ JSONISH = st.recursive(
 )
 PARSERS: list[Callable[[Any], object]] = [
     parse_button,
+    parse_approve_all,
+    parse_revoke_click,
     parse_submission,
     parse_message_event,
     parse_slash,

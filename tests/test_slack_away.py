@@ -18,13 +18,13 @@ from tests.slack_harness import (
     CHANNEL,
     MALLORY,
     configured,
+    shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
 from tests.test_deadlines import NUDGED, _run_in_slack
 from tests.test_slack_e2e import review_with_buttons, root_of
-from tests.test_slack_quorum import _as_now
 from tests.test_slack_reviewers import _answer
 
 pytestmark = pytest.mark.slow
@@ -144,9 +144,9 @@ def test_a_quorum_expects_the_delegate_and_counts_their_approval(
             root = root_of(slack)
             outline = review_with_buttons(slack, root["ts"])
             slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
-            tallied = text_of(_as_now(slack, root["ts"], outline["ts"], "1 of 2 approvals"))
+            tallied = text_of(shows(slack, root["ts"], outline["ts"], "1 of 2 approvals"))
             expected = tallied.split("needed")[1]
             assert f"<@{MALLORY}>" in expected and f"<@{BOB}>" not in expected
             slack.click_button(MALLORY, CHANNEL, outline["ts"], "countersign:approve")
-            decided = _as_now(slack, root["ts"], outline["ts"], "Approved by")
+            decided = shows(slack, root["ts"], outline["ts"], "Approved by")
             assert f"Approvals given: <@{ALICE}>, <@{MALLORY}>" in text_of(decided)

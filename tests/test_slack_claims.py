@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import ReviewStatus, Store
 from storage.schema import reviews
@@ -22,6 +21,8 @@ from tests.slack_harness import (
     MALLORY,
     buttons,
     configured,
+    said,
+    shows,
     slack_and_bot,
     text_of,
     wait_until,
@@ -53,23 +54,6 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
         yield pair
 
 
-def _said(slack: StandInThread, root_ts: str, words: str) -> Json:
-    return wait_until(
-        lambda: next((m for m in slack.thread(CHANNEL, root_ts) if words in text_of(m)), None),
-        what=f"the thread to say {words!r}",
-    )
-
-
-def _shows(slack: StandInThread, root_ts: str, ts: str, words: str) -> Json:
-    return wait_until(
-        lambda: next(
-            (m for m in slack.thread(CHANNEL, root_ts) if m["ts"] == ts and words in text_of(m)),
-            None,
-        ),
-        what=f"message {ts} to show {words!r}",
-    )
-
-
 def _due_now(store: Store, review_id: str) -> None:
     """Make the review's reminder due (the sweep of the running bot then sends it)."""
     with store.engine.begin() as conn:
@@ -99,12 +83,12 @@ def test_claim_take_over_and_reassign_show_in_the_thread_and_reminders_follow(
 
         # Bob claims it; Alice's later claim moves it, and the thread says so each time.
         clicked = slack.click_button(BOB, CHANNEL, outline["ts"], "countersign:claim")
-        _said(slack, root["ts"], f"<@{BOB}> claimed this review")
-        _shows(slack, root["ts"], outline["ts"], f"Claimed by <@{BOB}>")
+        said(slack, root["ts"], f"<@{BOB}> claimed this review")
+        shows(slack, root["ts"], outline["ts"], f"Claimed by <@{BOB}>")
         assert slack.retry(clicked).status == 200  # Slack's retry of the click: recorded once
         slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:claim")  # after the retry
-        _said(slack, root["ts"], f"<@{ALICE}> took this review over from <@{BOB}>")
-        shown = _shows(slack, root["ts"], outline["ts"], f"Claimed by <@{ALICE}>")
+        said(slack, root["ts"], f"<@{ALICE}> took this review over from <@{BOB}>")
+        shown = shows(slack, root["ts"], outline["ts"], f"Claimed by <@{ALICE}>")
         assert "countersign:approve" in buttons(shown)
 
         # Reassign: choosing someone who may not decide is an error in the modal.
@@ -115,23 +99,23 @@ def test_claim_take_over_and_reassign_show_in_the_thread_and_reminders_follow(
         assert "not a reviewer" in refused.json["errors"]["to"]
         assert store.get_review(review.id).claimed_by == ALICE
         assert slack.submit_view(ALICE, view["id"], {"to": BOB}).status == 200
-        _said(slack, root["ts"], f"<@{ALICE}> reassigned this review to <@{BOB}>")
-        _shows(slack, root["ts"], outline["ts"], f"Claimed by <@{BOB}>")
+        said(slack, root["ts"], f"<@{ALICE}> reassigned this review to <@{BOB}>")
+        shows(slack, root["ts"], outline["ts"], f"Claimed by <@{BOB}>")
         assert store.get_review(review.id).claimed_by == BOB
 
         # A reminder now mentions whoever has the review.
         _due_now(store, review.id)
-        reminder = _said(slack, root["ts"], "⏰")
+        reminder = said(slack, root["ts"], "⏰")
         assert f"<@{BOB}>" in text_of(reminder) and f"<@{ALICE}>" not in text_of(reminder)
 
         # Anyone allowed still decides; the audit trail has each claim and the reassignment.
         slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
-        decided = _shows(slack, root["ts"], outline["ts"], "Approved by")
+        decided = shows(slack, root["ts"], outline["ts"], "Approved by")
         assert not buttons(decided)
         assert store.get_review(review.id).status == ReviewStatus.DECIDED
         records = store.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1))
-        said = [text_of(m) for m in slack.thread(CHANNEL, root["ts"])]
-        assert sum("claimed this review" in words for words in said) == 1
+        thread = [text_of(m) for m in slack.thread(CHANNEL, root["ts"])]
+        assert sum("claimed this review" in words for words in thread) == 1
         assert [(r.decision, r.decided_by, r.assigned_to) for r in records] == [
             ("claim", BOB, BOB),
             ("claim", ALICE, ALICE),
@@ -150,7 +134,7 @@ def test_a_reminder_by_dm_goes_to_whoever_claimed_the_review_alone(
         outline = review_with_buttons(slack, root["ts"])
         (review,) = store.list_reviews()
         slack.click_button(BOB, CHANNEL, outline["ts"], "countersign:claim")
-        _said(slack, root["ts"], f"<@{BOB}> claimed this review")
+        said(slack, root["ts"], f"<@{BOB}> claimed this review")
         _due_now(store, review.id)
         (told,) = wait_until(lambda: slack.direct_messages(BOB), what="the reminder in Bob's DM")
         assert text_of(told).startswith("⏰ A task review of a `dm` run is still waiting")

@@ -20,6 +20,7 @@ from tests.slack_harness import (
     MALLORY,
     buttons,
     configured,
+    shows,
     slack_and_bot,
     text_of,
     wait_until,
@@ -44,17 +45,6 @@ forbid_self_approval = true
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     with configured(tmp_path, db_url, CONFIG) as pair:
         yield pair
-
-
-def _as_now(slack: StandInThread, root_ts: str, ts: str, shows: str) -> Json:
-    """The thread's message ``ts`` once it shows ``shows`` (the dispatcher updates it)."""
-    return wait_until(
-        lambda: next(
-            (m for m in slack.thread(CHANNEL, root_ts) if m["ts"] == ts and shows in text_of(m)),
-            None,
-        ),
-        what=f"message {ts} to show {shows!r}",
-    )
 
 
 def _told(slack: StandInThread, user: str, before: int, words: str) -> str:
@@ -84,7 +74,7 @@ def test_two_approvers_the_starter_refused_a_second_click_told_and_a_race_decide
         # One approval of two: Bob is told, the message shows him and who is still expected.
         slack.click_button(BOB, CHANNEL, outline["ts"], "countersign:approve")
         assert "1 of 2" in _told(slack, BOB, 0, "Your approval is counted")
-        tallied = _as_now(slack, root["ts"], outline["ts"], "1 of 2 approvals")
+        tallied = shows(slack, root["ts"], outline["ts"], "1 of 2 approvals")
         shown = text_of(tallied)
         assert f"1 of 2 approvals: <@{BOB}>" in shown
         assert f"from <@{MALLORY}>" in shown and f"<@{ALICE}>" not in shown.split("needed")[1]
@@ -96,7 +86,7 @@ def test_two_approvers_the_starter_refused_a_second_click_told_and_a_race_decide
 
         # Mallory's approval reaches the quorum: the review is decided, the run goes on.
         slack.click_button(MALLORY, CHANNEL, outline["ts"], "countersign:approve")
-        decided = _as_now(slack, root["ts"], outline["ts"], "Approved by")
+        decided = shows(slack, root["ts"], outline["ts"], "Approved by")
         assert not buttons(decided)
         assert f"Approvals given: <@{BOB}>, <@{MALLORY}>" in text_of(decided)
         (first,) = store.list_reviews(status=ReviewStatus.DECIDED, run_id=run.id)

@@ -3,9 +3,10 @@ the run with the same values of named arguments, until revoked."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,52 @@ def test_a_replay_keeps_the_journaled_choice_after_a_revocation(payroll: Bench) 
         {"amount": 1500, "to": "ACME"},
         {"amount": 1200, "to": "GLOBEX"},
     ]
+
+
+def test_standing_approvals_are_audit_records_that_outlive_their_run(
+    payroll: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    review_id = _first_review(payroll, "payroll_any")
+    run_id = payroll.store.get_review(review_id).run_id
+    _approve_standing(payroll, review_id)
+    payroll.work_here()
+    assert payroll.run(run_id).status == RunStatus.SUCCEEDED
+    (standing,) = payroll.store.standing_approvals(run_id)
+    payroll.service.revoke_standing(standing.id, by="U_BEN")  # a finished run's, too
+
+    cli = Cli(payroll.db_url, payroll.config_path, capsys)
+    exported = cli.ok("audit", "export", "--since", "2000-01-01", "--until", "2100-01-01")
+    records = [json.loads(line) for line in exported.out.splitlines()]
+    said = {"standing": standing.id, "tool": "pay", "match": {}}
+    assert [
+        (r["decision"], r["decided_by"], r["review_id"], r["assigned_to"], r["details"])
+        for r in records
+    ] == [
+        ("approve", "U_ANA", review_id, None, None),
+        ("standing", "U_ANA", review_id, None, said),
+        ("standing_revoked", "U_BEN", review_id, None, said),
+    ]
+    assert {r["crew"] for r in records} == {"payroll_any"}
+
+    # Retention deletes the run; its records stay until keep_audit ends.
+    later = Store.open(payroll.db_url, clock=lambda: utc_now() + timedelta(days=400))
+    try:
+        deliver(later)
+        assert later.prune(RetentionPolicy(Retention(keep_runs=timedelta(days=365))))
+        kept = later.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1))
+        assert [(r.decision, r.details) for r in kept] == [
+            ("approve", None),
+            ("standing", said),
+            ("standing_revoked", said),
+        ]
+        gone = Retention(keep_runs=timedelta(days=365), keep_audit=timedelta(days=365))
+        assert later.prune(RetentionPolicy(gone))["payroll_any"] == {
+            "audit": 1,
+            "review_events": 2,
+        }
+        assert list(later.audit_records(since=datetime(2000, 1, 1), until=utc_now())) == []
+    finally:
+        later.close()
 
 
 # --- the command line ----------------------------------------------------------------------

@@ -429,11 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = group("audit", "the audit trail: who decided what, when")
     export = command(
-        audit, "export", retention.audit_export, "one record per decision, oldest first"
+        audit,
+        "export",
+        retention.audit_export,
+        "one record per decision, claim, standing approval and delegation, oldest first",
     )
     export.add_argument("--since", metavar="DATE", required=True, help="ISO date, UTC, from")
     export.add_argument("--until", metavar="DATE", required=True, help="ISO date, UTC, before")
-    export.add_argument("--crew", metavar="NAME", help="only this crew's runs")
+    export.add_argument(
+        "--crew", metavar="NAME", help="only this crew's runs (no delegations, which have none)"
+    )
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument(
         "--workspace",

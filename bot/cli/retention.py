@@ -36,6 +36,7 @@ FIELDS = (
     "executed_args",
     "assigned_to",
     "permalink",
+    "details",
 )
 
 
@@ -129,10 +130,10 @@ def write_records(
 
 def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
     return {
-        "run_id": record.run_id,
-        "crew": record.crew,
-        "review_id": record.review_id,
-        "review_kind": record.review_kind,
+        "run_id": record.run_id or None,  # a delegation's record is of no run
+        "crew": record.crew or None,
+        "review_id": record.review_id or None,
+        "review_kind": record.review_kind or None,
         "decided_by": record.decided_by,
         "decided_at": record.decided_at.isoformat() + "Z",
         "decision": record.decision,
@@ -143,4 +144,5 @@ def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
         "executed_args": record.executed_args,
         "assigned_to": record.assigned_to,
         "permalink": permalink(workspace, record.channel, record.thread_ts),
+        "details": record.details,
     }

@@ -9,10 +9,13 @@ options) take it as it is. What the bot answers a person (replies, refusals) is 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import json
+from collections.abc import Collection, Mapping
 from datetime import datetime
+from typing import Any
 
 from bot.slack.mrkdwn import (
+    ELLIPSIS,
     channel_ref,
     code,
     escape,
@@ -141,6 +144,59 @@ def claimed_note(by: str, to: str, before: str | None) -> str:
     if before is not None:
         return f"{mention(to)} took this review over from {mention(before)}."
     return f"{mention(to)} claimed this review: they are handling it."
+
+
+# --- standing approvals -------------------------------------------------------------------
+
+REVOKE_BUTTON = "Revoke"
+_VALUE_CHARS = 24  # of one argument's value in the button's label
+
+
+def approve_all_label(tool: str, match: Mapping[str, Any]) -> str:
+    """The button approving a gated call and the tool's later calls (with ``match``'s
+    values): plain text, cut to Slack's 75 characters by the button."""
+    values = ", ".join(f"{name} = {_value(v, _VALUE_CHARS)}" for name, v in match.items())
+    return f"Approve all {tool} calls" + (f" ({values})" if values else "")
+
+
+def standing_note(tool: str, match: Mapping[str, Any], by: str) -> str:
+    """What a standing approval approves, and who granted it (mrkdwn, escaped)."""
+    raw = ", ".join(f"{name} = {json_value(v)}" for name, v in match.items())
+    values = truncate(raw, 500) if raw else ""
+    return (
+        f"Standing approval of {code(tool)}"
+        + (f" ({values})" if values else "")
+        + (f" by {user_ref(by)}")
+    )
+
+
+def standing_granted(tool: str, match: Mapping[str, Any], by: str) -> str:
+    later = "later calls with these values" if match else "later calls of it"
+    return f"{standing_note(tool, match, by)} — {later} in this run run without review."
+
+
+def standing_revoked(
+    tool: str, match: Mapping[str, Any], by: str, revoked_by: str, at: datetime
+) -> str:
+    return (
+        f"{standing_note(tool, match, by)} — revoked by {user_ref(revoked_by)} "
+        f"{slack_date(at)}: later calls of {code(tool)} are reviewed again."
+    )
+
+
+def standing_ref(standing_id: str) -> str:
+    return f"Standing approval {code(standing_id)}"
+
+
+def json_value(value: Any) -> str:
+    """An argument's value as the audit trail and the CLI show it: JSON."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _value(value: Any, limit: int) -> str:
+    """A value in a plain-text label: text as it is, anything else as JSON; cut to ``limit``."""
+    shown = value if isinstance(value, str) else json_value(value)
+    return shown if len(shown) <= limit else shown[: limit - 1] + ELLIPSIS
 
 
 REJECT_CONFIRM_TITLE = "Reject?"

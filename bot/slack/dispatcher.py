@@ -40,7 +40,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
-from bot.slack import blocks, review_blocks
+from bot.slack import blocks, review_blocks, standing_blocks
 from bot.slack.handlers import api_error, sync
 from bot.slack.home import Home
 from bot.slack.steps import Steps, Thread
@@ -57,7 +57,9 @@ from storage import (
     ReviewStatus,
     Run,
     RunStatus,
+    StandingNotFound,
     Store,
+    ToolApprovalDetails,
 )
 from storage.status import RunNote
 from storage.wakeups import OUTBOX
@@ -203,6 +205,8 @@ class Dispatcher:
             if review.status == ReviewStatus.PENDING:
                 await self._tally(review, run)
             await steps.sent()
+        elif kind in (OutboxKind.STANDING_GRANTED, OutboxKind.STANDING_REVOKED):
+            await self._standing(steps, thread, str(message.payload.get("standing", "")))
         elif kind == OutboxKind.REVIEW_CLAIMED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             if review.status == ReviewStatus.PENDING:
@@ -274,6 +278,7 @@ class Dispatcher:
             messages = [review_blocks.review_file_summary(review, run, filename)]
         else:
             messages = review_blocks.review_messages(review, run)
+        messages[-1] = self._with_approve_all(messages[-1], review, run)
         last = await steps.post_all(thread, messages)
         # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried
         # with the row, whose posts are done and not made again.
@@ -310,10 +315,42 @@ class Dispatcher:
             return
         if review.channel is None or review.message_ts is None:
             return
-        shown = review_blocks.open_review_message(review)
+        shown = self._with_approve_all(review_blocks.open_review_message(review), review, run)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=shown.text, blocks=shown.blocks
         )
+
+    def _with_approve_all(
+        self, message: blocks.Message, review: Review, run: Run
+    ) -> blocks.Message:
+        """A pending gated call's last message, with "Approve all <tool> calls" where its
+        gate allows standing approvals."""
+        spec, details = self.config.crews.get(run.crew), review.details
+        if spec is None or not isinstance(details, ToolApprovalDetails):
+            return message
+        match = spec.standing_values(details.tool, details.args or {})
+        return standing_blocks.with_approve_all(message, review, details.tool, match)
+
+    async def _standing(self, steps: Steps, thread: Thread, standing_id: str) -> None:
+        """A standing approval in the thread: its message, posted once when granted (as it
+        stands by then) and edited when revoked to say by whom and when."""
+        try:
+            standing = await sync(self.store.get_standing, standing_id)
+        except StandingNotFound:
+            await steps.sent()
+            return
+        shown = standing_blocks.standing_message(standing)
+        if OutboxKind(steps.message.kind) == OutboxKind.STANDING_GRANTED:
+            posted = await steps.post("post1", thread, shown)
+            await sync(self.store.place_standing, standing.id, posted.channel, posted.ts)
+        elif standing.channel is not None and standing.message_ts is not None:
+            await self.client.chat_update(
+                channel=standing.channel,
+                ts=standing.message_ts,
+                text=shown.text,
+                blocks=shown.blocks,
+            )
+        await steps.sent()
 
     async def _update_root(self, run: Run) -> None:
         fresh = await sync(self.store.get_run, run.id)

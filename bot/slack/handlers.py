@@ -1,9 +1,11 @@
 """What the bot's Slack handlers share: the one boundary between the event loop and
 synchronous code, who may see and act on a run, and telling a person something privately.
 
-The handlers themselves are :class:`bot.slack.slash.SlashCommands` (``/crew``) and
-:class:`bot.slack.listeners.Listeners` (buttons, modals, thread replies), built on
-:class:`Handlers` as the Store is built on its parts.
+The handlers themselves are :class:`bot.slack.slash.SlashCommands` (``/crew``),
+:class:`bot.slack.standing_buttons.StandingButtons` (approving all of a tool's calls, revoking
+that) and :class:`bot.slack.listeners.Listeners` (buttons, modals, thread replies), built on
+:class:`Handlers` as the Store is built on its parts. What several of them do is here too: the
+review a button was clicked on and whether the clicker may act on it, recording a decision.
 """
 
 from __future__ import annotations
@@ -17,11 +19,21 @@ from slack_sdk.errors import SlackApiError
 
 from bot.slack import blocks, text
 from bot.slack.authz import CheckFailed, Reviewers
+from bot.slack.payloads import ButtonClick, ClaimClick
 from crew_runtime import log_fields
 from crew_runtime.config import CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
-from storage import NotFound, Review, Run, RunStatus, StorageError
+from storage import (
+    AlreadyDecided,
+    DecisionKind,
+    NotFound,
+    Review,
+    ReviewStatus,
+    Run,
+    RunStatus,
+    StorageError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +70,58 @@ class Handlers:
             return None
         log_fields.RUN_ID.set(run.id)
         return review, run
+
+    async def _clicked_review(
+        self, click: ButtonClick | ClaimClick
+    ) -> tuple[tuple[Review, Run] | None, str | None]:
+        """The review a button was clicked on, with its run, and why the clicker may not act
+        on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer."""
+        found = await self._review_and_run(click.review_id)
+        if found is None:
+            return None, text.REVIEW_GONE
+        if not _on_its_message(click, *found):
+            return found, text.NOT_THE_REVIEW_MESSAGE
+        if found[0].status != ReviewStatus.PENDING:
+            return found, text.already_decided(found[0])
+        return found, await self._refusal(click.user_id, found[1])
+
+    async def _decide(
+        self,
+        review: Review,
+        kind: DecisionKind,
+        words: str | None,
+        user_id: str,
+        channel: str | None,
+        request_key: str | None,
+        *,
+        standing: bool = False,
+    ) -> None:
+        """Record ``user_id``'s decision (with ``standing``, an approval that also grants a
+        standing approval of the tool's later calls) and tell them privately if it was
+        refused or came too late."""
+        try:
+            recorded = await sync(
+                self.service.decide,
+                review.id,
+                kind,
+                words,
+                by=user_id,
+                by_name=await self.reviewers.name_of(user_id),
+                request_key=request_key,
+                standing=standing,
+            )
+        except AlreadyDecided as exc:
+            await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
+            return
+        except (UsageError, StorageError) as exc:
+            await self._ephemeral_via_api(channel, user_id, text.refusal(exc))
+            return
+        log.info("review %s: %s by %s", review.id, kind, user_id)
+        self.wake()
+        if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
+            required = await sync(self.service.approvals_required, recorded)
+            counted = text.approval_counted(len(recorded.approvals), required)
+            await self._ephemeral_via_api(channel, user_id, counted)
 
     async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
         """A run's inputs and reviews are shown in its channel, and elsewhere only to
@@ -118,6 +182,15 @@ class Handlers:
         except (UsageError, StorageError) as exc:
             log.warning("revisable tasks of %s: %s", run.id, exc)
             return []
+
+
+def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -> bool:
+    """Whether a click was made on its review's own message: a click elsewhere carrying the
+    review's id was not. Until the dispatcher has recorded where the message went (it does
+    so after its last step), a click in the run's thread stands for it."""
+    if review.message_ts is not None:
+        return (click.channel_id, click.message_ts) == (review.channel, review.message_ts)
+    return (click.channel_id, click.thread_ts) == (run.channel, run.thread_ts)
 
 
 def words(said: str) -> blocks.Message:

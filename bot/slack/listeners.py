@@ -48,18 +48,16 @@ from bot.slack.payloads import (
 )
 from bot.slack.replies import interpret_reply
 from bot.slack.slash import SlashCommands
+from bot.slack.standing_buttons import StandingButtons
 from crew_runtime import log_fields
 from crew_runtime.arguments import coerce_fields, field_errors
 from crew_runtime.errors import UsageError
 from crew_runtime.outputs import parse_edited_output
 from storage import (
-    AlreadyDecided,
     DecisionKind,
     NotFound,
     Review,
     ReviewKind,
-    ReviewStatus,
-    Run,
     StorageError,
     TaskReviewDetails,
     ToolApprovalDetails,
@@ -75,11 +73,13 @@ _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 _ERRORS_LIMIT = 600
 
 
-class Listeners(SlashCommands):
+class Listeners(StandingButtons, SlashCommands):
     """The bot's listeners: ``/crew`` (:class:`SlashCommands`), review buttons and modals,
-    the revise button and modal, and replies in a run's thread."""
+    approving all of a tool's calls and revoking that (:class:`StandingButtons`), the revise
+    button and modal, and replies in a run's thread."""
 
     def register(self, app: AsyncApp) -> None:
+        self.register_standing(app)
         app.command("/crew")(self.on_command)
         app.action(BUTTON_PATTERN)(self.on_button)
         app.view(MODAL_PATTERN)(self.on_submission)
@@ -129,20 +129,6 @@ class Listeners(SlashCommands):
             await self._decide(
                 found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
             )
-
-    async def _clicked_review(
-        self, click: ButtonClick | ClaimClick
-    ) -> tuple[tuple[Review, Run] | None, str | None]:
-        """The review a button was clicked on, with its run, and why the clicker may not act
-        on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer."""
-        found = await self._review_and_run(click.review_id)
-        if found is None:
-            return None, text.REVIEW_GONE
-        if not _on_its_message(click, *found):
-            return found, text.NOT_THE_REVIEW_MESSAGE
-        if found[0].status != ReviewStatus.PENDING:
-            return found, text.already_decided(found[0])
-        return found, await self._refusal(click.user_id, found[1])
 
     async def _open_loading_view(
         self,
@@ -416,49 +402,6 @@ class Listeners(SlashCommands):
             message.channel_id,
             context.get(REQUEST_KEY),
         )
-
-    # ------------------------------------------------------------ helpers
-
-    async def _decide(
-        self,
-        review: Review,
-        kind: DecisionKind,
-        words: str | None,
-        user_id: str,
-        channel: str | None,
-        request_key: str | None,
-    ) -> None:
-        try:
-            recorded = await sync(
-                self.service.decide,
-                review.id,
-                kind,
-                words,
-                by=user_id,
-                by_name=await self.reviewers.name_of(user_id),
-                request_key=request_key,
-            )
-        except AlreadyDecided as exc:
-            await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
-            return
-        except (UsageError, StorageError) as exc:
-            await self._ephemeral_via_api(channel, user_id, text.refusal(exc))
-            return
-        log.info("review %s: %s by %s", review.id, kind, user_id)
-        self.wake()
-        if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
-            required = await sync(self.service.approvals_required, recorded)
-            counted = text.approval_counted(len(recorded.approvals), required)
-            await self._ephemeral_via_api(channel, user_id, counted)
-
-
-def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -> bool:
-    """Whether a click was made on its review's own message: a click elsewhere carrying the
-    review's id was not. Until the dispatcher has recorded where the message went (it does
-    so after its last step), a click in the run's thread stands for it."""
-    if review.message_ts is not None:
-        return (click.channel_id, click.message_ts) == (review.channel, review.message_ts)
-    return (click.channel_id, click.thread_ts) == (run.channel, run.thread_ts)
 
 
 def _edited_args(

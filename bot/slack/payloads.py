@@ -29,6 +29,7 @@ from storage.status import HUMAN_DECISIONS, DecisionKind
 __all__ = [
     "ACTIONS",
     "ACTION_PREFIX",
+    "APPROVE_ALL",
     "ARG_PREFIX",
     "BUTTON_PATTERN",
     "CLAIM",
@@ -38,6 +39,7 @@ __all__ = [
     "MODAL_PREFIX",
     "REASSIGN",
     "REVISE",
+    "REVOKE",
     "ButtonClick",
     "ClaimClick",
     "ModalSubmission",
@@ -45,17 +47,20 @@ __all__ = [
     "ReassignSubmission",
     "ReviseClick",
     "ReviseSubmission",
+    "RevokeClick",
     "SlashCommand",
     "ThreadMessage",
     "action_id",
     "arg_block_id",
     "callback_id",
+    "parse_approve_all",
     "parse_button",
     "parse_claim_click",
     "parse_message_event",
     "parse_reassign_submission",
     "parse_revise_click",
     "parse_revise_submission",
+    "parse_revoke_click",
     "parse_slash",
     "parse_submission",
 ]
@@ -71,6 +76,11 @@ CLAIM = "claim"
 """The button that claims a review for whoever clicks; its value is the review id."""
 REASSIGN = "reassign"
 """The button (and modal) that hands a review to another reviewer; its value is the review id."""
+APPROVE_ALL = "approve_all"
+"""The button that approves a gated call and grants a standing approval of the tool's later
+calls in the run; its value is the review id."""
+REVOKE = "revoke_standing"
+"""The button that revokes a standing approval; its value is the standing approval's id."""
 """The button (and modal) that re-opens an earlier task of a run; its value is the run id.
 Not a decision on a review: it reopens one decided before."""
 
@@ -165,6 +175,16 @@ class ClaimClick:
     message_ts: str | None
     trigger_id: str | None
     thread_ts: str | None = None
+
+
+@dataclass(frozen=True)
+class RevokeClick:
+    """A click on a standing approval's "Revoke" button, in its message in the run's thread."""
+
+    standing_id: str
+    user_id: str
+    channel_id: str | None
+    message_ts: str | None
 
 
 @dataclass(frozen=True)
@@ -328,6 +348,27 @@ def parse_claim_click(body: Mapping[str, Any]) -> ClaimClick:
         _str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (CLAIM, REASSIGN), "action_id"
     )
     return ClaimClick(reassign=action == REASSIGN, **_on_review(body, clicked))
+
+
+def parse_approve_all(body: Mapping[str, Any]) -> ClaimClick:
+    """A click on a review's "Approve all … calls" button, whose ``value`` is the review id
+    (read like a claim: ``reassign`` is False)."""
+    body, clicked = _click(body)
+    _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (APPROVE_ALL,), "action_id")
+    return ClaimClick(reassign=False, **_on_review(body, clicked))
+
+
+def parse_revoke_click(body: Mapping[str, Any]) -> RevokeClick:
+    """A click on a standing approval's "Revoke" button, whose ``value`` is its id."""
+    body, clicked = _click(body)
+    _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (REVOKE,), "action_id")
+    channel_id, message_ts = _clicked_message(body)
+    return RevokeClick(
+        standing_id=_id(clicked, "value", "actions[0]"),
+        user_id=_user(body),
+        channel_id=channel_id,
+        message_ts=message_ts,
+    )
 
 
 def parse_reassign_submission(body: Mapping[str, Any]) -> ReassignSubmission:

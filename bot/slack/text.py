@@ -32,6 +32,7 @@ from storage.errors import (
     AlreadyApproved,
     AlreadyDecided,
     AlreadyFinal,
+    AlreadyRevoked,
     CountersignError,
     DecisionNotAllowed,
     DelegationRefused,
@@ -39,6 +40,7 @@ from storage.errors import (
     NotWaiting,
     ReviewNotFound,
     RunNotFound,
+    StandingNotFound,
     UnstorableValue,
 )
 from storage.records import Decision, Review
@@ -289,6 +291,8 @@ def not_found(exc: NotFound) -> str:
         return f"I can't find the run {code(exc.run_id)}. Its id is in the run's thread."
     if isinstance(exc, ReviewNotFound):
         return f"I can't find the review {code(exc.review_id)}."
+    if isinstance(exc, StandingNotFound):
+        return f"I can't find the standing approval {code(exc.standing_id)}."
     return "I can't find that."
 
 
@@ -397,6 +401,11 @@ def refusal(exc: CountersignError) -> str:
             return f"{user_ref(exc.person)} is not a reviewer of this run. Nothing was recorded."
         case AlreadyFinal():
             return already_final(exc.run_id, exc.status)
+        case AlreadyRevoked():
+            return (
+                f"{user_ref(exc.by)} revoked this standing approval already "
+                f"({slack_date(exc.at)}): later calls are reviewed."
+            )
         case NotWaiting():
             return f"Run {code(exc.run_id)} is not waiting for a review any more."
         case DecisionNotAllowed():
