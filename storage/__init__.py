@@ -67,6 +67,7 @@ from storage.status import (
     RunStatus,
 )
 from storage.store import Store
+from storage.webhooks import WebhookEvent, WebhookEventType
 
 __all__ = [
     "ALLOWED_DECISIONS",
@@ -123,6 +124,8 @@ __all__ = [
     "ToolApprovalDetails",
     "TransitionRejected",
     "UnstorableValue",
+    "WebhookEvent",
+    "WebhookEventType",
     "details_from_json",
     "details_to_json",
     "make_engine",

@@ -5,7 +5,7 @@ One synchronous API: workers call it directly, the async bot through one
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
 (``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``)
-and delegations while away (``storage.delegations``).
+delegations while away (``storage.delegations``) and webhook events (``storage.webhooks``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from storage.reviews import ReviewStore
 from storage.runs import RunStore
 from storage.standing import StandingStore
 from storage.wakeups import Wakeups
+from storage.webhooks import WebhookStore
 
 
 class Store(
@@ -36,6 +37,7 @@ class Store(
     RetentionStore,
     AuditStore,
     DelegationStore,
+    WebhookStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 
