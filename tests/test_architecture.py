@@ -43,6 +43,9 @@ FORBIDDEN_FIRST_PARTY = {
 FORBIDDEN_IN_BOT = {
     "bot.slack": {"bot.hosting", "bot.cli"},
     "bot.hosting": {"bot.cli"},
+    # The webhook sender reads the CLI's JSON shapes (bot.cli.render, pure functions) and
+    # nothing else of the CLI's.
+    "bot.webhooks": {"bot.hosting", "bot.cli.main", "bot.cli.context"},
 }
 
 
