@@ -26,7 +26,7 @@ HANG = "hang"
 
 def readme_verify() -> Callable[[bytes, str, bytes], bool]:
     """The ``verify`` of the README's Webhooks section, as a receiver would copy it."""
-    section = README.read_text().split("### Webhooks", 1)[1]
+    section = README.read_text().split("\n## Webhooks\n", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None, "the README's Webhooks section has no Python snippet"
     scope: dict[str, Any] = {}
