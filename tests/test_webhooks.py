@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bot.webhooks.sender import Backoff, WebhookSender
+from crew_runtime import metrics
 from crew_runtime.config import Config, load_config
 from crew_runtime.webhooks import webhook_secrets
 from storage import (
@@ -224,6 +225,8 @@ def test_a_webhook_is_given_up_after_its_attempts(
     tmp_path: Path, store: Store, sending: list[SenderThread], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="bot.webhooks.sender")
+    gave_up = {"crew": "deal", "outcome": "gave_up"}
+    before = metrics.REGISTRY.get_sample_value("countersign_webhook_deliveries_total", gave_up)
     with receiving(SECRET, [500] * 10) as receiver:
         config = configured(tmp_path, ("deal", receiver.url, '["run.finished"]'))
         run = store.create_run("deal", {})
@@ -234,6 +237,8 @@ def test_a_webhook_is_given_up_after_its_attempts(
 
     assert receiver.count(event.id) == 3
     assert f"gave up on event {event.id} (run.finished) after 3 attempts" in caplog.text
+    after = metrics.REGISTRY.get_sample_value("countersign_webhook_deliveries_total", gave_up)
+    assert (after or 0) == (before or 0) + 1
     assert SECRET.decode() not in caplog.text
 
 
