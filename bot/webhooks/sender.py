@@ -19,7 +19,6 @@ recording it sends that event again (receivers deduplicate by its id).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import functools
 import logging
@@ -35,12 +34,12 @@ from urllib.parse import urlsplit
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from bot.slack.handlers import sync
+from bot.waking import Waking
 from bot.webhooks.body import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, body_of, signature
 from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.specs import WebhookSpec
 from storage import Store, WebhookEvent
-from storage.wakeups import OUTBOX
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class Backoff:
         return ceiling * random.uniform(0.5, 1.0)  # noqa: S311 (jitter, not a secret)
 
 
-class WebhookSender:
+class WebhookSender(Waking):
     """Sends webhook events; wake it from any thread after a commit.
 
     Args:
@@ -98,6 +97,7 @@ class WebhookSender:
         max_attempts: int = MAX_ATTEMPTS,
         give_up_after: timedelta = GIVE_UP_AFTER,
     ) -> None:
+        super().__init__()
         self.store = store
         self.secrets = secrets
         self.claim = claim
@@ -115,37 +115,20 @@ class WebhookSender:
             for event in webhook.events
         }
         self._flying: dict[str, asyncio.Task[None]] = {}
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def wake(self) -> None:
-        """Thread-safe: look at the events now rather than at the next tick."""
-        if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
         """Send events until ``stop``: when woken (a commit in this process, or on
         PostgreSQL one in any process: the outbox's wake-up) and every ``interval`` seconds
         anyway; at the end, let the POSTs under way finish (each within ``timeout``)."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        wakeups = self.store.wakeups({OUTBOX: self.wake})
-        wakeups.start()
-        try:
-            async with ClientSession(
-                timeout=ClientTimeout(total=self.timeout.total_seconds())
-            ) as session:
-                while not stop.is_set():
-                    try:
-                        await self._launch(session)
-                    except Exception:
-                        log.exception("webhook sending failed; retrying")
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=interval)
-                    self._wake.clear()
-                await asyncio.gather(*self._flying.values(), return_exceptions=True)
-        finally:
-            await asyncio.to_thread(wakeups.stop)
+        timeout = ClientTimeout(total=self.timeout.total_seconds())
+        async with self.listening(self.store), ClientSession(timeout=timeout) as session:
+            while not stop.is_set():
+                try:
+                    await self._launch(session)
+                except Exception:
+                    log.exception("webhook sending failed; retrying")
+                await self.doze(interval)
+            await asyncio.gather(*self._flying.values(), return_exceptions=True)
 
     async def _launch(self, session: ClientSession) -> None:
         """Claim the due events not in flight and send each in a task of its own; mark done
