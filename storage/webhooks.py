@@ -45,6 +45,7 @@ class WebhookEvent:
     body: str | None
     created_at: datetime
     progress: JSON = field(default_factory=dict)
+    done_at: datetime | None = None  # delivered to, or given up by, every webhook wanting it
 
 
 def record_event(
@@ -186,4 +187,5 @@ def _to_event(row: Row[Any]) -> WebhookEvent:
         body=row.body,
         created_at=row.created_at,
         progress=row.progress,
+        done_at=row.done_at,
     )

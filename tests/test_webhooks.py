@@ -273,7 +273,9 @@ def test_events_of_a_crew_without_webhooks_are_closed_unsent(
         store.cancel_run(deal.id, by="U0ANA")
         start(sending, store, config)
         wait_until(lambda: len(receiver.ids()) == 1, 60, "the one event a webhook wants")
-        wait_until(lambda: store.due_webhook_events() == [], 60, "the others closed")
+        wait_until(
+            lambda: all(e.done_at for e in store.list_webhook_events()), 60, "the others closed"
+        )
 
     [told] = receiver.ids()
     assert [e.type for e in store.list_webhook_events() if e.id == told] == [
@@ -334,3 +336,19 @@ def test_a_change_that_rolls_back_makes_no_event(store: Store) -> None:
     with pytest.raises(LeaseLost):
         store.finish_run(run.id, "not-the-token", RunStatus.SUCCEEDED, output="x")
     assert store.list_webhook_events(run_id=run.id) == []
+
+
+def test_a_webhook_dropped_from_the_file_holds_its_events_back_no_more(
+    tmp_path: Path, store: Store, sending: list[SenderThread]
+) -> None:
+    with receiving(SECRET, [500] * 100) as dropped, receiving(SECRET) as kept:
+        run = store.create_run("deal", {})
+        store.cancel_run(run.id, by="U0ANA")
+        [event] = store.list_webhook_events(run_id=run.id)
+        first = SenderThread(store, configured(tmp_path, ("deal", dropped.url, EVERY)))
+        wait_until(lambda: dropped.count(event.id) >= 1, 60, "an attempt, failed")
+        first.stop()
+        start(sending, store, configured(tmp_path, ("deal", kept.url, EVERY)))
+        wait_until(lambda: kept.ids() == {event.id}, 60, "the webhook kept")
+        wait_until(lambda: store.list_webhook_events()[0].done_at, 60, "the event done")
+        assert _state(store, run.id, dropped) == "retry", "its record stays"

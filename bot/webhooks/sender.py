@@ -161,19 +161,19 @@ class WebhookSender(Waking):
                     log.warning("webhook event %s: taken over by another sender", event.id)
                     return
             progress = dict(event.progress)
-            now = time.time()
-            targets = [
-                webhook
-                for webhook in self.webhooks.get(event.crew, ())
-                if event.type in webhook.events
-                and progress.get(webhook.url, {}).get("state", "retry") == "retry"
-                and progress.get(webhook.url, {}).get("next", 0) <= now
-            ]
+            # The crew's webhooks that want the event now (one dropped from the file since
+            # keeps its record, and holds the event back no more).
+            wanted = [w for w in self.webhooks.get(event.crew, ()) if event.type in w.events]
+            due = [w for w in wanted if _due(progress.get(w.url, {}), time.time())]
             tried = await asyncio.gather(
-                *(self._post(session, event, body, w, progress.get(w.url, {})) for w in targets)
+                *(self._post(session, event, body, w, progress.get(w.url, {})) for w in due)
             )
-            progress.update({w.url: state for w, state in zip(targets, tried, strict=True)})
-            waits = [s["next"] for s in progress.values() if s.get("state") == "retry"]
+            progress.update({w.url: state for w, state in zip(due, tried, strict=True)})
+            waits = [
+                progress[w.url]["next"]
+                for w in wanted
+                if progress.get(w.url, {}).get("state") == "retry"
+            ]
             retry_in = None if not waits else timedelta(seconds=max(min(waits) - time.time(), 0))
             if not await sync(self.store.settle_webhook_event, event.id, token, progress, retry_in):
                 log.warning("webhook event %s: taken over by another sender", event.id)
@@ -246,6 +246,11 @@ class WebhookSender(Waking):
             delay,
         )
         return {"state": "retry", "attempts": attempts, "error": error, "next": time.time() + delay}
+
+
+def _due(state: Mapping[str, Any], now: float) -> bool:
+    """Whether a webhook's delivery (``state``, none yet: empty) is to be tried now."""
+    return bool(state.get("state", "retry") == "retry" and float(state.get("next", 0)) <= now)
 
 
 def _retry_after(value: str | None) -> float | None:
