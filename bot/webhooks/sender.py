@@ -221,6 +221,7 @@ class WebhookSender(Waking):
                 wait = _retry_after(answer.headers.get("Retry-After"))
         except (ClientError, TimeoutError) as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            error = error.replace(webhook.url, _where(webhook))  # a query may hold a token
         age = datetime.now(UTC).replace(tzinfo=None) - event.created_at
         if attempts >= self.max_attempts or age >= self.give_up_after:
             metrics.count_webhook(event.crew, "gave_up")
