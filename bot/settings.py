@@ -15,6 +15,7 @@ variable             meaning                                          default
 ``SLACK_SIGNING_SECRET`` verifies that requests come from Slack        —
 ``SLACK_APP_TOKEN``  app-level token (``xapp-…``), for Socket Mode     —
 ``SLACK_API_URL``    Web API base URL (the offline sandbox sets it)    ``https://slack.com/api/``
+(any name)           a webhook's secret, named by its ``secret_env``   —
 ==================== ================================================ =========================
 
 A database URL may carry a password: it never appears in ``repr(settings)``; show it with
@@ -24,7 +25,7 @@ A database URL may carry a password: it never appears in ``repr(settings)``; sho
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -53,6 +54,8 @@ class Settings:
         log_level: A level name from :data:`LOG_LEVELS`.
         log_format: How log lines are written, from :data:`LOG_FORMATS`.
         default_user: Who CLI actions are recorded as when ``--by`` is not given.
+        environ: The whole environment, for the variables the configuration names (a
+            webhook's ``secret_env``); never shown.
     """
 
     database_url: str = DEFAULT_URL
@@ -64,6 +67,7 @@ class Settings:
     slack_app_token: str | None = None
     slack_api_url: str | None = None
     log_format: str = "text"
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -97,6 +101,7 @@ class Settings:
             slack_signing_secret=environ.get("SLACK_SIGNING_SECRET") or None,
             slack_app_token=environ.get("SLACK_APP_TOKEN") or None,
             slack_api_url=environ.get("SLACK_API_URL") or None,
+            environ=dict(environ),
         )
 
     def __repr__(self) -> str:

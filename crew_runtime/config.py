@@ -27,6 +27,10 @@ Example::
     factory = "my_crews.deal:build"
     inputs = ["customer", "approver"]
     reviewers_from_input = "approver"     # /crew run deal approver=@dana: Dana reviews that run
+    webhooks = [                          # signed POSTs of the crew's events (README, "Webhooks")
+      {url = "https://hooks.example.com/deal", events = ["run.waiting", "run.finished",
+       "review.decided"], secret_env = "DEAL_WEBHOOK_SECRET"},
+    ]
 
     [crews.blog.gates.send_email]        # a gated tool's calls: their own quorum and deadlines
     approvals_required = 3
@@ -77,6 +81,11 @@ key                 meaning                                     default
                     remind_by, allow_standing,
                     standing_match}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
+``webhooks``        ``[{url, events, secret_env}]``: where to   ``[]``
+                    POST which of ``run.waiting``,
+                    ``run.finished``, ``review.decided``,
+                    signed with the secret in the environment
+                    variable ``secret_env`` names
 ``keep_journal``    this crew's own ``[retention]`` keys        the
 ``keep_runs``                                                   deployment's
 ``keep_audit``
@@ -98,6 +107,10 @@ calls' reviews then have an "Approve all <tool> calls" button beside Approve.
 With ``reviewers_from_input``, each run names its own reviewer: the input holds a Slack user
 id (``/crew run`` takes a mention), and that person alone decides the run's reviews and is
 the one reminded. It cannot be combined with ``reviewers``, and every quorum stays 1.
+
+A webhook's secret is never in the file: ``secret_env`` names the environment variable that
+holds it (a ``secret`` key is an error), and ``serve`` refuses to start when one is unset
+(:func:`crew_runtime.webhooks.webhook_secrets`). A crew lists a URL once.
 
 A crew that names inputs (either key) takes no others: a run given an input it does not
 name is refused with the names it takes. A crew that names none takes any.

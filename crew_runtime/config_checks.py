@@ -24,6 +24,7 @@ from crew_runtime.specs import (
     Kind,
     RemindBy,
 )
+from crew_runtime.webhooks import parse_webhooks
 from storage.retention import Retention
 from storage.status import OnExpire
 
@@ -59,6 +60,7 @@ _KNOWN_KEYS = (
     "reviewers_from_input",
     "gates",
     "tasks",
+    "webhooks",
 )
 _DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
 # What a [crews.NAME.gates.TOOL] or .tasks.N table sets; a gate's may also allow standing
@@ -222,6 +224,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         task_deadlines=MappingProxyType(task_deadlines),
         standing=MappingProxyType(_standing(gate_rules, gates, approvals, f"{key}.gates", where)),
         retention=_retention(table, key, where),
+        webhooks=parse_webhooks(table.get("webhooks", []), f"{key}.webhooks", where.error),
     )
 
 

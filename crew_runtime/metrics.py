@@ -5,9 +5,10 @@ Two kinds:
 - **Counted in a process** (:data:`REGISTRY`): what this process did, counted as it happens.
   A worker counts its executions (by how they ended), the LLM and tool calls they made live
   or served from the journal, and the leases it lost; whoever records a decision observes its
-  time to decision; ``serve`` counts the reminders and escalations its sweep sends and the
-  Slack API calls that failed. Each process serves its own (``serve``'s ``/metrics``, a
-  worker's ``--metrics-port``); Prometheus adds them up across processes.
+  time to decision; ``serve`` counts the reminders and escalations its sweep sends, the
+  Slack API calls that failed and its attempts to deliver webhook events. Each process
+  serves its own (``serve``'s ``/metrics``, a worker's ``--metrics-port``); Prometheus adds
+  them up across processes.
 - **Read from the database at scrape time** (:class:`DatabaseCollector`): runs by crew and
   status, pending reviews by crew and age, the inbox's and outbox's backlog. Only ``serve``
   serves these (one deployment, one reading), from ``storage.stats``' aggregate queries.
@@ -46,6 +47,7 @@ __all__ = [
     "count_slack_error",
     "count_started",
     "count_sweep",
+    "count_webhook",
     "database_registry",
     "exposition",
     "observe_decision",
@@ -116,6 +118,15 @@ SLACK_API_ERRORS = Counter(
     registry=REGISTRY,
 )
 
+WEBHOOK_DELIVERIES = Counter(
+    "countersign_webhook_deliveries",
+    "Attempts to deliver a webhook event, by crew and outcome: delivered, retry (a network "
+    "error, a timeout, a 408, 429 or 5xx: tried again later), gave_up (attempts or time "
+    "spent) or refused (any other answer: not tried again)",
+    ["crew", "outcome"],
+    registry=REGISTRY,
+)
+
 # The sweep's counts (storage's Store.sweep_reviews) by the counter each one goes to.
 _SWEEP_KEYS = {"reminded": "reminders", "escalated": "escalations", "expired": "expiries"}
 
@@ -154,6 +165,10 @@ def count_sweep(done: Mapping[str, int]) -> None:
 
 def count_slack_error(method: str, error: str) -> None:
     SLACK_API_ERRORS.labels(method, error).inc()
+
+
+def count_webhook(crew: str, outcome: str) -> None:
+    WEBHOOK_DELIVERIES.labels(crew, outcome).inc()
 
 
 class DatabaseCollector(Collector):

@@ -18,6 +18,7 @@ from crew_runtime.errors import CrewRuntimeError
 from storage.details import ReviewDetails, ToolApprovalDetails
 from storage.retention import Retention, RetentionPolicy
 from storage.status import OnExpire, ReviewKind
+from storage.webhooks import WebhookEventType
 
 Kind = Literal["crew", "flow"]
 RemindBy = Literal["thread", "dm"]  # where reminders and escalations go
@@ -72,6 +73,16 @@ class Deadlines:
         )
 
 
+@dataclass(frozen=True)
+class WebhookSpec:
+    """One of a crew's ``webhooks``: where its events go, which, and the environment
+    variable holding the secret that signs them (never the secret itself)."""
+
+    url: str
+    events: tuple[WebhookEventType, ...]
+    secret_env: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class CrewSpec:
     """One ``[crews.NAME]`` or ``[flows.NAME]`` table, validated.
@@ -103,6 +114,7 @@ class CrewSpec:
     task_deadlines: Mapping[int, Deadlines] = field(default_factory=lambda: MappingProxyType({}))
     reviewers_from_input: str | None = None
     standing: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    webhooks: tuple[WebhookSpec, ...] = ()
 
     def standing_match(self, tool: str) -> tuple[str, ...] | None:
         """The arguments whose values a standing approval of ``tool`` keeps to (empty: it

@@ -71,6 +71,7 @@ from storage.status import (
     RunStatus,
 )
 from storage.store import Store
+from storage.webhooks import WebhookEvent, WebhookEventType
 
 __all__ = [
     "ALLOWED_DECISIONS",
@@ -131,6 +132,8 @@ __all__ = [
     "ToolApprovalDetails",
     "TransitionRejected",
     "UnstorableValue",
+    "WebhookEvent",
+    "WebhookEventType",
     "details_from_json",
     "details_to_json",
     "make_engine",

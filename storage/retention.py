@@ -45,6 +45,7 @@ from storage.schema import (
     review_events,
     reviews,
     runs,
+    webhook_events,
 )
 from storage.status import FINAL_RUN_STATUSES
 
@@ -155,7 +156,9 @@ class RetentionStore(StoreBase):
         with self._tx() as conn:
             ids = _prunable(conn, list(crews), whole=whole)
             copy_audit(conn, ids, since=audit_since)
-            tables = (journal, outbox, decisions, reviews, runs) if whole else (journal,)
+            tables = (
+                (journal, outbox, webhook_events, decisions, reviews, runs) if whole else (journal,)
+            )
             for table in tables:
                 where = (
                     table.c.id.in_(ids) & _finished() if table is runs else table.c.run_id.in_(ids)
@@ -218,12 +221,16 @@ def _finished() -> ColumnElement[bool]:
 
 def _prunable(conn: Connection, ids: list[str], *, whole: bool) -> list[str]:
     """The runs of ``ids`` that are finished, their rows locked for the transaction; to be
-    deleted ``whole``, also with every message announcing them delivered (a run whose end
-    Slack has not been told yet waits for the dispatcher)."""
+    deleted ``whole``, also with every message announcing them delivered and every webhook
+    event done (a run whose end Slack or a webhook has not been told yet waits for the
+    dispatcher or the webhook sender)."""
     query = select(runs.c.id).where(runs.c.id.in_(ids), _finished())
     if whole:
         unsent = select(outbox.c.id).where(outbox.c.run_id == runs.c.id, outbox.c.sent_at.is_(None))
-        query = query.where(~unsent.exists())
+        untold = select(webhook_events.c.id).where(
+            webhook_events.c.run_id == runs.c.id, webhook_events.c.done_at.is_(None)
+        )
+        query = query.where(~unsent.exists(), ~untold.exists())
     return list(conn.execute(query.with_for_update()).scalars())
 
 

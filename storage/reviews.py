@@ -63,6 +63,7 @@ from storage.status import (
     RunStatus,
 )
 from storage.transitions import move_reviews, move_run
+from storage.webhooks import WebhookEventType, record_event
 
 
 class ReviewStore(StoreBase):
@@ -278,6 +279,7 @@ class ReviewStore(StoreBase):
         if still_pending == 0:
             move_run(conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
         self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review.id)
+        record_event(conn, now, WebhookEventType.REVIEW_DECIDED, review.run_id, review.id)
 
     def claim_review(
         self,

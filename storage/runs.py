@@ -23,6 +23,7 @@ from storage.schema import flow_pending, reviews, runs, snapshots
 from storage.status import FINAL_RUN_STATUSES, OutboxKind, ReviewStatus, RunStatus
 from storage.transitions import move_reviews, move_run
 from storage.wakeups import RUNS, notify
+from storage.webhooks import WebhookEventType, record_event
 
 # A run whose worker died this many times is failed instead of being retried forever.
 MAX_RECOVERIES = 3
@@ -151,6 +152,7 @@ class RunStore(StoreBase):
                         updated_at=now,
                     )
                     self._enqueue(conn, row.id, OutboxKind.RUN_FINISHED)
+                    record_event(conn, now, WebhookEventType.RUN_FINISHED, row.id)
                     continue
                 claimed = move_run(
                     conn,
@@ -226,6 +228,7 @@ class RunStore(StoreBase):
             # Nothing resumes a finished run from where it paused (a revise cuts the journal).
             conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
+            record_event(conn, self.clock(), WebhookEventType.RUN_FINISHED, run_id)
             return load_run(conn, run_id)
 
     def cancel_run(self, run_id: str, by: str) -> Run:
@@ -253,6 +256,7 @@ class RunStore(StoreBase):
             )
             conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
+            record_event(conn, now, WebhookEventType.RUN_FINISHED, run_id)
             return load_run(conn, run_id)
 
     def suspend_run(
@@ -265,7 +269,8 @@ class RunStore(StoreBase):
         flow: FlowPause | None = None,
         snapshot: Snapshot | None = None,
     ) -> list[Review]:
-        """running → waiting with the reviews that must be answered, and their announcements.
+        """running → waiting with the reviews that must be answered, and their announcements
+        (an outbox row each, and one ``run.waiting`` webhook event).
 
         ``entries`` (journal entries the pause itself makes), a flow's pending feedback
         ``flow`` and where the run stands (``snapshot``, replacing the previous one; without
@@ -340,6 +345,7 @@ class RunStore(StoreBase):
                 )
                 self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)
                 ids.append(review_id)
+            record_event(conn, now, WebhookEventType.RUN_WAITING, run_id, payload={"reviews": ids})
             return [load_review(conn, review_id) for review_id in ids]
 
 

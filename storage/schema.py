@@ -325,6 +325,36 @@ outbox = Table(
     ),
 )
 
+# What a crew's webhooks are told (storage.webhooks): one row per event, committed with the
+# change it announces, its ``id`` the idempotency id every delivery of it carries. The bot fans
+# it out to the crew's webhooks; ``progress`` says how each went (webhook -> attempts, state),
+# ``body`` is the JSON sent, fixed at the first attempt so that retries sign the same bytes.
+webhook_events = Table(
+    "webhook_events",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("review_id", String(32)),
+    Column("crew", String(100), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("body", Text),
+    Column("progress", JSON, nullable=False, server_default="{}"),
+    Column("created_at", DateTime, nullable=False),
+    Column("next_attempt_at", DateTime, nullable=False),
+    Column("claim", String(32)),
+    Column("claimed_until", DateTime),
+    # Delivered to every webhook that wants it, or given up on: nothing more to do.
+    Column("done_at", DateTime),
+    Index("ix_webhook_events_run", "run_id"),
+    Index(
+        "ix_webhook_events_open",
+        "next_attempt_at",
+        sqlite_where=Column("done_at").is_(None),
+        postgresql_where=Column("done_at").is_(None),
+    ),
+)
+
 # Slack's requests, written before they are acked and handled after (storage.inbox): a crash
 # after the ack loses nothing, and ``key`` makes a retried or replayed request a no-op.
 inbox = Table(

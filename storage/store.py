@@ -6,7 +6,8 @@ their concern: runs and leases (``storage.runs``), reviews and decisions (``stor
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
 (``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
 delegations while away (``storage.delegations``), the app's Home tab (``storage.home``), the
-HTTP API's tokens (``storage.tokens``) and its pages of reviews (``storage.pages``).
+HTTP API's tokens (``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook
+events (``storage.webhooks``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from storage.runs import RunStore
 from storage.standing import StandingStore
 from storage.tokens import TokenStore
 from storage.wakeups import Wakeups
+from storage.webhooks import WebhookStore
 
 
 class Store(
@@ -43,6 +45,7 @@ class Store(
     HomeStore,
     TokenStore,
     ReviewPages,
+    WebhookStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

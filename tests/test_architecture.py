@@ -43,6 +43,7 @@ FORBIDDEN_FIRST_PARTY = {
 FORBIDDEN_IN_BOT = {
     "bot.slack": {"bot.hosting", "bot.cli"},
     "bot.hosting": {"bot.cli"},
+    "bot.webhooks": {"bot.hosting", "bot.cli"},
 }
 
 

@@ -59,6 +59,13 @@ def waiting_run(store: Store, crew: str = "outreach") -> tuple[str, str]:
 
 
 def deliver(store: Store) -> None:
+    """Tell Slack (:func:`tell_slack`), and mark every webhook event done, as the webhook
+    sender does when no webhook wants it."""
+    tell_slack(store)
+    store.close_unwatched_events(())
+
+
+def tell_slack(store: Store) -> None:
     """Mark every due outbox message sent, as the dispatcher would once Slack took it."""
     while due := store.due_outbox():
         for message in due:
@@ -149,6 +156,18 @@ def test_a_run_is_pruned_only_once_slack_was_told_it_ended(store: Store, clock: 
     assert store.get_run(run_id).status == RunStatus.SUCCEEDED
     deliver(store)
     assert store.prune(RetentionPolicy(YEAR))["outreach"]["runs"] == 1
+
+
+def test_a_run_is_pruned_only_once_its_webhooks_were_told(store: Store, clock: FakeClock) -> None:
+    run_id = finished_run(store, delivered=False)
+    tell_slack(store)  # a webhook was not told
+    clock.advance(days=400)
+
+    assert store.prune(RetentionPolicy(YEAR)) == {}
+    store.close_unwatched_events(())
+    pruned = store.prune(RetentionPolicy(YEAR))["outreach"]
+    assert (pruned["runs"], pruned["webhook_events"]) == (1, 3)  # waiting, decided, finished
+    assert store.list_webhook_events(run_id=run_id) == []
 
 
 def test_a_pruned_journal_keeps_the_run_and_what_the_tool_was_called_with(

@@ -4,7 +4,8 @@ HTTP by default (Slack's requests on ``/slack/events``, the HTTP API on ``/api/v
 ``/healthz`` and ``/metrics``),
 or Socket Mode with ``--socket-mode`` for development without a public URL (``--metrics-port``
 then serves ``/healthz`` and ``/metrics``). Missing Slack
-credentials stop it at start with one line saying which and where to find them.
+credentials, or a webhook's secret missing from the environment, stop it at start with one
+line saying which and where to find them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from bot.cli.context import CliError, Context, stderr_logging
 from bot.settings import mask_url
+from crew_runtime.config import ConfigError
+from crew_runtime.webhooks import webhook_secrets
 
 if TYPE_CHECKING:
     from bot.hosting.server import Deployment
@@ -33,6 +36,10 @@ def run_serve(ctx: Context) -> int:
     except SlackSettingsError as exc:
         raise CliError(str(exc)) from None
     config = ctx.config()
+    try:
+        secrets = webhook_secrets(config, ctx.settings.environ)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
     store = ctx.store()
     with stderr_logging(ctx.settings):
         log.info(
@@ -53,6 +60,7 @@ def run_serve(ctx: Context) -> int:
             worker_metrics=(args.host, args.worker_metrics_port)
             if args.worker_metrics_port
             else None,
+            webhook_secrets=secrets,
         )
         asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0

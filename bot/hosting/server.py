@@ -1,10 +1,10 @@
 """``countersign serve``: one command is a whole deployment.
 
 The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode), the
-HTTP API on ``/api/v1`` (``bot.hosting.api``; HTTP mode only),
-the outbox dispatcher, APScheduler's housekeeping jobs and an embedded worker pool
-(a child ``countersign worker`` process by default, see ``bot.hosting.pool``) share one
-store. Nothing here blocks the event loop, so Slack's acks stay fast whatever the
+HTTP API on ``/api/v1`` (``bot.hosting.api``; HTTP mode only), the outbox dispatcher, the
+webhook sender, APScheduler's housekeeping jobs and an embedded worker pool (a child
+``countersign worker`` process by default, see ``bot.hosting.pool``) share one store.
+Nothing here blocks the event loop, so Slack's acks stay fast whatever the
 crews are doing.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +42,7 @@ from bot.slack.dispatcher import Dispatcher
 from bot.slack.handlers import sync
 from bot.slack.intake import Intake
 from bot.slack.listeners import Listeners
+from bot.webhooks.sender import WebhookSender
 from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
@@ -157,12 +159,15 @@ class Deployment:
         inbox_claim: timedelta = timedelta(seconds=10),
         metrics_at: tuple[str, int] | None = None,
         worker_metrics: tuple[str, int] | None = None,
+        webhook_secrets: Mapping[str, bytes] | None = None,
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
-        # A worker's lease is also how long a dead process holds its outbox row.
+        # A worker's lease is also how long a dead process holds its outbox row (or webhook
+        # event).
         self.dispatch_client = slack_client(slack, retry_lost_answers=False)
         self.dispatcher = Dispatcher(self.dispatch_client, store, config, claim=lease)
+        self.webhooks = WebhookSender(store, config, webhook_secrets or {}, claim=lease)
         self.pool: WorkerPool
         if workers == 0:
             self.pool = NoWorkers()
@@ -173,7 +178,7 @@ class Deployment:
                 concurrency=workers,
                 lease=lease,
                 poll=poll,
-                on_settled=self.dispatcher.wake,
+                on_settled=self.announce,
             )
         else:
             database_url = store.engine.url.render_as_string(hide_password=False)
@@ -183,7 +188,7 @@ class Deployment:
                 concurrency=workers,
                 lease=lease,
                 poll=poll,
-                on_settled=self.dispatcher.wake,
+                on_settled=self.announce,
                 metrics_at=worker_metrics,
             )
         service = Countersign(store, config)
@@ -216,7 +221,12 @@ class Deployment:
 
     def wake(self) -> None:
         self.pool.wake()
+        self.announce()
+
+    def announce(self) -> None:
+        """Look at the outbox and the webhook events now: something committed."""
         self.dispatcher.wake()
+        self.webhooks.wake()
 
     def web_app(self) -> web.Application:
         app = web.Application()
@@ -238,6 +248,7 @@ class Deployment:
         self.dispatch_client.session = self.client.session
         self.pool.start()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
+        self._tasks.append(asyncio.create_task(self.webhooks.run(self._stop)))
         self._scheduler = AsyncIOScheduler()
         self._scheduler.add_job(
             self._sweep, "interval", seconds=self.sweep_every, max_instances=1, coalesce=True
@@ -279,7 +290,7 @@ class Deployment:
 
     async def stop_background(self) -> None:
         self._stop.set()
-        self.dispatcher.wake()
+        self.announce()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
         for task in self._tasks:

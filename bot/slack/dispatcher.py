@@ -44,6 +44,7 @@ from bot.slack import blocks, review_blocks, standing_blocks
 from bot.slack.handlers import api_error, sync
 from bot.slack.home import Home
 from bot.slack.steps import Steps, Thread
+from bot.waking import Waking
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
 from crew_runtime.service import Countersign, approvals_required, covered, still_expected
 from storage import (
@@ -62,7 +63,6 @@ from storage import (
     ToolApprovalDetails,
 )
 from storage.status import RunNote
-from storage.wakeups import OUTBOX
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class NotYet(BotError):
     """A row depends on one that has not gone out yet (the run's root message)."""
 
 
-class Dispatcher:
+class Dispatcher(Waking):
     """Posts outbox rows to Slack; wake it from any thread after a commit.
 
     Args:
@@ -89,38 +89,24 @@ class Dispatcher:
     def __init__(
         self, client: AsyncWebClient, store: Store, config: Config, *, claim: timedelta = CLAIM
     ) -> None:
+        super().__init__()
         self.client = client
         self.store = store
         self.config = config
         self.claim = claim
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         # People's Home tabs: refreshed as the rows announcing their changes go out.
         self.home = Home(client, Countersign(store, config), claim=claim)
-
-    def wake(self) -> None:
-        """Thread-safe: look at the outbox now rather than at the next tick."""
-        if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
         """Drain the outbox until ``stop``: when woken (a commit in this process, or on
         PostgreSQL a row written by any process) and every ``interval`` seconds anyway."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        wakeups = self.store.wakeups({OUTBOX: self.wake})
-        wakeups.start()
-        try:
+        async with self.listening(self.store):
             while not stop.is_set():
                 try:
                     await self.drain()
                 except Exception:
                     log.exception("outbox dispatch failed; retrying")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
-                self._wake.clear()
-        finally:
-            await asyncio.to_thread(wakeups.stop)
+                await self.doze(interval)
 
     async def drain(self) -> int:
         """Send what is due, then the Home views due; returns how many went out."""
