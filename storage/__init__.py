@@ -29,6 +29,7 @@ from storage.errors import (
     OutboxClaimLost,
     ReviewNotFound,
     RunNotFound,
+    StageMoved,
     StandingNotFound,
     StorageError,
     TransitionRejected,
@@ -50,11 +51,13 @@ from storage.records import (
     Review,
     Run,
     Snapshot,
+    Stage,
     StandingApproval,
 )
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    APPROVAL_STAGES,
     APPROVED_BY,
     DEADLINE,
     HUMAN_DECISIONS,
@@ -70,6 +73,7 @@ from storage.store import Store
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "APPROVAL_STAGES",
     "APPROVED_BY",
     "DEADLINE",
     "DEFAULT_URL",
@@ -115,6 +119,8 @@ __all__ = [
     "RunNotFound",
     "RunStatus",
     "Snapshot",
+    "Stage",
+    "StageMoved",
     "StandingApproval",
     "StandingNotFound",
     "StorageError",

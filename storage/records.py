@@ -55,6 +55,16 @@ class Approval:
     details: JSON
     created_at: datetime
     request_key: str | None = None
+    stage: str | None = None  # the approval chain's stage it was given at (None: no stages)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of an approval chain, as :meth:`Store.decide` counts it: its name and how
+    many distinct reviewers' approvals pass it (who they may be is the service's to say)."""
+
+    name: str
+    required: int
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,11 @@ class Review:
     approvals: tuple[Approval, ...] = ()  # in the order given; empty for a one-person review
     claimed_by: str | None = None  # who is handling it (claimed, or reassigned to them)
     claimed_at: datetime | None = None
+    stage: int = 0  # where an approval chain stands: the stage asked now, from 0
+
+    def approvals_at(self, stage: str) -> tuple[Approval, ...]:
+        """The approvals given at the approval chain's stage named ``stage``."""
+        return tuple(a for a in self.approvals if a.stage == stage)
 
 
 @dataclass(frozen=True)
