@@ -32,6 +32,7 @@ CountersignError
 │   │   ├── EditRefused                    an edit that does not fit its schema
 │   │   ├── NothingToReopen                a task with no approved review to send back
 │   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
+│   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   └── NotAReviewer                   claiming a review for someone not its reviewer
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)

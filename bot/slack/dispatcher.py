@@ -44,7 +44,7 @@ from bot.slack import blocks, review_blocks
 from bot.slack.handlers import api_error, sync
 from bot.slack.steps import Steps, Thread
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
-from crew_runtime.service import approvals_required, covered, still_expected
+from crew_runtime.reviewers import approvals_required, covered, still_expected
 from storage import (
     Decision,
     DecisionKind,
