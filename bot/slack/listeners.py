@@ -140,6 +140,8 @@ class Listeners(SlashCommands):
             return found, text.NOT_THE_REVIEW_MESSAGE
         if found[0].status != ReviewStatus.PENDING:
             return found, text.already_decided(found[0])
+        if isinstance(click, ButtonClick):  # a decision: the stage of an approval chain counts
+            return found, await self._decision_refusal(click.user_id, *found)
         return found, await self._refusal(click.user_id, found[1])
 
     async def _open_loading_view(
@@ -190,7 +192,7 @@ class Listeners(SlashCommands):
             await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
-        refusal = await self._refusal(submission.user_id, run)
+        refusal = await self._decision_refusal(submission.user_id, review, run)
         if refusal is not None:
             await ack(response_action="errors", errors={where: refusal})
             return
@@ -394,7 +396,7 @@ class Listeners(SlashCommands):
                 message.channel_id, message.user_id, text.reply_hint(review.kind)
             )
             return
-        refusal = await self._refusal(message.user_id, run)
+        refusal = await self._decision_refusal(message.user_id, review, run)
         if refusal is not None:
             await self._ephemeral_via_api(message.channel_id, message.user_id, refusal)
             return
@@ -437,9 +439,7 @@ class Listeners(SlashCommands):
         log.info("review %s: %s by %s", review.id, kind, user_id)
         self.wake()
         if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
-            required = await sync(self.service.approvals_required, recorded)
-            counted = text.approval_counted(len(recorded.approvals), required)
-            await self._ephemeral_via_api(channel, user_id, counted)
+            await self._ephemeral_via_api(channel, user_id, await self._counted(recorded))
 
 
 def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -> bool:
