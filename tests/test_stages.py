@@ -272,3 +272,30 @@ def test_a_gated_call_rejected_at_the_second_stage(cli: Cli) -> None:
     assert shown["reviews"][0]["approvals"] == [
         {"by": "U0FIN", "at": shown["reviews"][0]["approvals"][0]["at"], "stage": "finance"}
     ]
+
+
+def test_a_delegate_approves_at_the_stage_of_the_person_away(db_url: str, tmp_path: Path) -> None:
+    service = Countersign(Store.open(db_url), _config(tmp_path))
+    try:
+        _, review_id = _waiting_review(service.store)
+        service.away("U0LEA", "U0DEL", "2999-12-31", by="U0LEA")
+        moved = service.decide(review_id, DecisionKind.APPROVE, None, by="U0DEL")
+        assert moved.stage == 1
+        assert [(a.decided_by, a.stage) for a in moved.approvals] == [("U0DEL", "legal")]
+        with pytest.raises(NotYourStage):  # the delegate holds legal's reviews, not manager's
+            service.decide(review_id, DecisionKind.REJECT, "no", by="U0DEL")
+    finally:
+        service.store.close()
+
+
+def test_changes_requested_mid_chain_start_the_next_round_at_the_first_stage(cli: Cli) -> None:
+    cli.ok("runs", "start", "deal", "topic=otters", "--by", "U0STARTER")
+    cli.worker()
+    (outline,) = cli.ok("reviews", "list", "--json").json()
+    cli.ok("reviews", "decide", outline["id"], "approve", "--by", "U0LEA")
+    cli.ok("reviews", "decide", outline["id"], "changes", "shorter", "--by", "U0MIA")
+    cli.worker()
+    (revised,) = cli.ok("reviews", "list", "--json").json()
+    assert revised["id"] != outline["id"] and revised["stage"] == 0
+    shown = cli.ok("reviews", "show", revised["id"]).out
+    assert "stage    1 of 2, legal: U0LEA or U0LEX" in shown
