@@ -9,12 +9,15 @@ from collections.abc import Mapping
 
 from crew_runtime.errors import NotYourStage
 from crew_runtime.specs import NOBODY, Chain, CrewSpec, StageSpec, rule_of
-from storage import Review, Run
+from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run
 
 
 def stages_of(spec: CrewSpec, review: Review) -> Chain:
     """The approval chain ``review`` follows: its gate's or its task's ``stages``, else the
-    crew's; () for a review without one."""
+    crew's; () for a review without one, and for one that cannot be approved (a question is
+    answered by one person, as with a quorum)."""
+    if DecisionKind.APPROVE not in ALLOWED_DECISIONS[review.kind]:
+        return ()
     tool, task = rule_of(review.kind, review.stream, review.details)
     return spec.stages_for(tool=tool, task=task)
 

@@ -44,6 +44,10 @@ stages = [
 [crews.deal.tasks.2]               # the article: one approval, no chain
 approvals_required = 1
 
+[crews.research]                   # a question in a crew with a chain
+factory = "tests.crews:research"
+stages = [{ name = "legal", reviewers = ["U0LEA"] }, { name = "board", reviewers = ["U0BOB"] }]
+
 [crews.payout]
 factory = "tests.crews:payments"
 
@@ -299,3 +303,12 @@ def test_changes_requested_mid_chain_start_the_next_round_at_the_first_stage(cli
     assert revised["id"] != outline["id"] and revised["stage"] == 0
     shown = cli.ok("reviews", "show", revised["id"]).out
     assert "stage    1 of 2, legal: U0LEA or U0LEX" in shown
+
+
+def test_a_question_is_answered_by_one_person_outside_the_chain(cli: Cli) -> None:
+    cli.ok("runs", "start", "research", "topic=otters", "subject=otters", "--by", "U0STARTER")
+    cli.worker()
+    (question,) = cli.ok("reviews", "list", "--json").json()
+    assert question["kind"] == "question"
+    answered = cli.ok("reviews", "decide", question["id"], "answer", "formal", "--by", "U0ANY")
+    assert answered.out.startswith(f"{question['id']}: answer by U0ANY")
