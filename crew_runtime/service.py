@@ -122,7 +122,9 @@ class Countersign:
                 approvals, a standing approval the review's gate does not allow, or
                 (``SelfApproval``) who started the run approving its review where the crew
                 forbids it.
-            ReviewNotFound, AlreadyDecided, AlreadyApproved, DecisionNotAllowed: from storage.
+            NotYourStage: ``by`` is not asked at the stage the review's approval chain is at.
+            ReviewNotFound, AlreadyDecided, AlreadyApproved, StageMoved, DecisionNotAllowed:
+                from storage.
 
         A review whose crew sets ``approvals_required`` above one stays pending until that
         many distinct reviewers approved; the review returned then lists the approvals so far.
@@ -144,7 +146,7 @@ class Countersign:
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
         chain = () if spec is None else stages_of(spec, review)
-        if chain and review.status == ReviewStatus.PENDING:
+        if chain and review.status == ReviewStatus.PENDING and not review.made_by(request_key):
             check_turn(chain, review, self.acting_for(by.strip()))
         forbidden = spec is not None and spec.forbid_self_approval
         approving = decision in (DecisionKind.APPROVE, DecisionKind.EDIT)

@@ -112,6 +112,15 @@ class Review:
     claimed_at: datetime | None = None
     stage: int = 0  # where an approval chain stands: the stage asked now, from 0
 
+    def made_by(self, request_key: str | None) -> bool:
+        """Whether it was decided, or approved, by the request ``request_key`` (None: no
+        request): replayed, that request is answered as the first time."""
+        if request_key is None:
+            return False
+        if self.decision is not None and self.decision.request_key == request_key:
+            return True
+        return any(a.request_key == request_key for a in self.approvals)
+
     def approvals_at(self, stage: str) -> tuple[Approval, ...]:
         """The approvals given at the approval chain's stage named ``stage``."""
         return tuple(a for a in self.approvals if a.stage == stage)

@@ -193,7 +193,7 @@ class ReviewStore(ApprovalCounting):
         try:
             with self._tx() as conn:
                 review = load_review(conn, review_id, lock=True)
-                if _made_by(review, decision.request_key):
+                if review.made_by(decision.request_key):
                     return review  # the same request, replayed: it was recorded the first time
                 if review.status != ReviewStatus.PENDING:
                     raise already_decided(review)
@@ -225,7 +225,7 @@ class ReviewStore(ApprovalCounting):
             # A UNIQUE (one decision per review, one approval per reviewer) caught a race
             # the status check missed.
             review = self.get_review(review_id)
-            if _made_by(review, decision.request_key):
+            if review.made_by(decision.request_key):
                 return review
             if review.status == ReviewStatus.PENDING and counted:
                 at = stages[current_stage(review, stages)] if stages else None
@@ -405,17 +405,6 @@ def _at_deadline(kind: ReviewKind, on_expire: str | None, expired_by: str) -> Ne
     if on_expire == OnExpire.APPROVE and DecisionKind.APPROVE in ALLOWED_DECISIONS[kind]:
         return NewDecision(DecisionKind.APPROVE, DEADLINE)
     return NewDecision(DecisionKind.EXPIRE, expired_by)
-
-
-def _made_by(review: Review, request_key: str | None) -> bool:
-    """Whether ``review`` was decided, or approved, by the request ``request_key`` (None: no
-    request)."""
-    if request_key is None:
-        return False
-    decision = review.decision
-    if decision is not None and decision.request_key == request_key:
-        return True
-    return any(a.request_key == request_key for a in review.approvals)
 
 
 def already_decided(review: Review) -> AlreadyDecided:

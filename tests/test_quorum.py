@@ -383,7 +383,8 @@ def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
 ) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("### Several approvers") : readme.index("### The reviewer named")]
-    several, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    # Approval chains come between them (their example: tests/test_stage_config.py).
+    several, _chain, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
     spec = _load(tmp_path, several)
     assert spec.approvals_required == 2 and spec.reviewers == ("U0ANA", "U0BEN", "U0CAL")
     assert spec.approvals_for(tool="send_email") == 3

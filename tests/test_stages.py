@@ -312,3 +312,19 @@ def test_a_question_is_answered_by_one_person_outside_the_chain(cli: Cli) -> Non
     assert question["kind"] == "question"
     answered = cli.ok("reviews", "decide", question["id"], "answer", "formal", "--by", "U0ANY")
     assert answered.out.startswith(f"{question['id']}: answer by U0ANY")
+
+
+def test_a_replayed_request_is_answered_as_the_first_after_the_stage_moved(
+    db_url: str, tmp_path: Path
+) -> None:
+    service = Countersign(Store.open(db_url), _config(tmp_path))
+    try:
+        _, review_id = _waiting_review(service.store)
+        first = service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA", request_key="k1")
+        assert first.stage == 1
+        again = service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA", request_key="k1")
+        assert again == first
+        with pytest.raises(NotYourStage):  # a new click of hers is another matter
+            service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA", request_key="k2")
+    finally:
+        service.store.close()
