@@ -40,6 +40,12 @@ Example::
     [crews.blog.tasks.2]                 # the second task's reviews (tasks count from 1)
     approvals_required = 1
 
+    [crews.blog.tasks.3]                 # an approval chain: legal, then a manager
+    stages = [
+      { name = "legal", reviewers = ["S0LEGAL"] },
+      { name = "manager", reviewers = ["U0MAN1", "U0MAN2"], approvals_required = 1 },
+    ]
+
     [flows.onboarding]
     factory = "my_crews.onboarding:build"
     keep_runs = "90d"                    # this crew's own retention (below)
@@ -76,9 +82,14 @@ key                 meaning                                     default
 ``forbid_self_approval`` the run's starter may not approve      ``false``
 ``reviewers_from_input`` the input (one of ``inputs``) naming   none
                     the run's one reviewer, a Slack user
-``gates``           ``{tool: {approvals_required, remind_after, ``{}``
-                    escalate_after, expire_after, on_expire,
-                    remind_by, allow_standing,
+``stages``          an approval chain instead of               none
+                    ``approvals_required``: a list of
+                    ``{name, reviewers, approvals_required}``,
+                    each stage asked once the one before
+                    approved (``crew_runtime.stage_checks``)
+``gates``           ``{tool: {approvals_required, stages,      ``{}``
+                    remind_after, escalate_after, expire_after,
+                    on_expire, remind_by, allow_standing,
                     standing_match}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
 ``webhooks``        ``[{url, events, secret_env}]``: where to   ``[]``

@@ -29,6 +29,7 @@ from storage.errors import (
     OutboxClaimLost,
     ReviewNotFound,
     RunNotFound,
+    StageMoved,
     StandingNotFound,
     StorageError,
     TokenExists,
@@ -54,11 +55,13 @@ from storage.records import (
     Review,
     Run,
     Snapshot,
+    Stage,
     StandingApproval,
 )
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    APPROVAL_STAGES,
     APPROVED_BY,
     DEADLINE,
     HUMAN_DECISIONS,
@@ -75,6 +78,7 @@ from storage.webhooks import WebhookEvent, WebhookEventType
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "APPROVAL_STAGES",
     "APPROVED_BY",
     "DEADLINE",
     "DEFAULT_URL",
@@ -121,6 +125,8 @@ __all__ = [
     "RunNotFound",
     "RunStatus",
     "Snapshot",
+    "Stage",
+    "StageMoved",
     "StandingApproval",
     "StandingNotFound",
     "StorageError",

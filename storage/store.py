@@ -2,7 +2,8 @@
 
 One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
-their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
+their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``;
+approvals counted in ``storage.approvals``), claims (``storage.claims``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
 (``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
 delegations while away (``storage.delegations``), the app's Home tab (``storage.home``), the
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping
 from storage import migrate
 from storage.audit import AuditStore
 from storage.base import Clock, utc_now
+from storage.claims import ClaimStore
 from storage.delegations import DelegationStore
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
@@ -36,6 +38,7 @@ from storage.webhooks import WebhookStore
 class Store(
     RunStore,
     ReviewStore,
+    ClaimStore,
     StandingStore,
     JournalStore,
     OutboxStore,

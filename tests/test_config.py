@@ -163,7 +163,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "on_expire, remind_by, escalate_to, approval_tools, inputs, optional_inputs, "
             "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
             "reviewers_from_input, "
-            "gates, tasks, webhooks",
+            "gates, tasks, webhooks, stages",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -216,7 +216,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "escalate_to, "
             "approval_tools, inputs, optional_inputs, keep_journal, keep_runs, keep_audit, "
             "approvals_required, forbid_self_approval, reviewers_from_input, gates, tasks, "
-            "webhooks",
+            "webhooks, stages",
         ),
     ],
 )

@@ -106,10 +106,52 @@ def approvals_so_far(approvers: Collection[str], required: int, expected: Collec
     return line
 
 
-def approvals_given(approvers: Collection[str]) -> str:
+def approvals_given(approvers: Collection[str], stages: Collection[str | None] = ()) -> str:
     """Under a decided review that needed several approvals: who approved it (all of them
-    when it was approved; those before the decision when someone rejected it or sent it back)."""
-    return "Approvals given: " + ", ".join(user_ref(a) for a in approvers)
+    when it was approved; those before the decision when someone rejected it or sent it back),
+    each with the stage of its approval chain (``stages``, in the same order) where it had one."""
+    given = [user_ref(a) for a in approvers]
+    if any(stages):
+        given = [f"{ref} ({escape(stage or '')})" for ref, stage in zip(given, stages, strict=True)]
+    return "Approvals given: " + ", ".join(given)
+
+
+def stage_status(number: int, count: int, name: str, given: Collection[str], required: int) -> str:
+    """``🔗 Stage 2 of 2 · manager: 1 of 2 approvals (<@U1>)``: where an approval chain
+    stands, under the review's buttons (the caller adds who is waited for, and the rest)."""
+    line = f"🔗 Stage {number} of {count} · {escape(name)}"
+    if given or required > 1:
+        line += f": {len(given)} of {required} approvals"
+        line += f" ({', '.join(user_ref(a) for a in given)})" if given else ""
+    return line
+
+
+def waiting_for(expected: Collection[str]) -> str:
+    """``waiting for <@U2> or <!subteam^S1>``."""
+    return "waiting for " + " or ".join(mention(r) for r in expected)
+
+
+def stage_passed(name: str, approvers: Collection[str]) -> str:
+    """``legal approved by <@U0>``."""
+    return f"{escape(name)} approved by {', '.join(user_ref(a) for a in approvers)}"
+
+
+def stage_passed_note(
+    passed: str,
+    approvers: Collection[str],
+    number: int,
+    count: int,
+    name: str,
+    reviewers: Collection[str],
+) -> str:
+    """Said in the run's thread when a review passes a stage of its approval chain: the next
+    stage's reviewers are mentioned."""
+    who = " ".join(mention(r) for r in reviewers)
+    done = stage_passed(passed, approvers)
+    return (
+        f"✅ {done[:1].upper()}{done[1:]}. Stage {number} of {count}, "
+        f"{escape(name)}: {who}, this review is yours to decide now."
+    )
 
 
 # --- what the bot posts in a run's thread -------------------------------------------------

@@ -240,6 +240,20 @@ def claimed_message(by: str, to: str, before: str | None) -> Message:
     return Message(words, [context(words)])
 
 
+def stage_passed_message(
+    passed: str,
+    approvers: list[str],
+    number: int,
+    count: int,
+    name: str,
+    reviewers: tuple[str, ...],
+) -> Message:
+    """Said in the run's thread when a review passes a stage of its approval chain, mentioning
+    the next stage's reviewers."""
+    words = t.stage_passed_note(passed, approvers, number, count, name, reviewers)
+    return Message(words, [section(words)])
+
+
 def reopened_message(review: Review) -> Message:
     """Said in the run's thread when an approved task is sent back to its agent."""
     words = t.task_reopened(review)
