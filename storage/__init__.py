@@ -36,6 +36,7 @@ from storage.errors import (
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
+from storage.progress import EDIT_EVERY, RunProgress
 from storage.records import (
     Approval,
     Decision,
@@ -73,6 +74,7 @@ __all__ = [
     "APPROVED_BY",
     "DEADLINE",
     "DEFAULT_URL",
+    "EDIT_EVERY",
     "HUMAN_DECISIONS",
     "PERSON_LENGTH",
     "AlreadyApproved",
@@ -113,6 +115,7 @@ __all__ = [
     "ReviewStatus",
     "Run",
     "RunNotFound",
+    "RunProgress",
     "RunStatus",
     "Snapshot",
     "StandingApproval",

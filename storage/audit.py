@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Select, and_, insert, select
 from storage.base import StoreBase
 from storage.schema import audit, decisions, journal, review_events, reviews, runs
 from storage.status import APPROVED_BY, DecisionKind, ReviewKind
+from storage.word_diff import plain, word_diff
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
 _STREAM_BATCH = 1_000
@@ -34,7 +35,8 @@ class AuditRecord:
     model proposed them, as the reviewer approved them, and as the tool was called; for a
     review that needed several approvals, who had approved it (``approved_by``); for a claim
     or a reassignment (``decision`` "claim" or "reassign"), who has the review since
-    (``assigned_to``)."""
+    (``assigned_to``); for a draft edited and approved, what the edit changed, word by word
+    (``edit_diff``, as :func:`storage.word_diff.plain` writes it)."""
 
     run_id: str
     crew: str
@@ -51,6 +53,7 @@ class AuditRecord:
     channel: str | None
     thread_ts: str | None
     assigned_to: str | None = None
+    edit_diff: str | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -74,6 +77,7 @@ def _live_query() -> Select[Any]:
             decisions.c.decided_by,
             decisions.c.created_at.label("decided_at"),
             decisions.c.text.label("feedback"),
+            decisions.c.original,
             decisions.c.details.label("decision_details"),
             journal.c.payload.label("executed"),
             runs.c.channel,
@@ -102,6 +106,9 @@ def _live_record(row: Any) -> AuditRecord:
         payload = row.executed or {}
         executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
     approvers = (row.decision_details or {}).get(APPROVED_BY)
+    edit_diff = None
+    if row.decision == DecisionKind.EDIT and row.original is not None and feedback is not None:
+        edit_diff = plain(word_diff(row.original, feedback)) or None
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -117,6 +124,7 @@ def _live_record(row: Any) -> AuditRecord:
         executed_args=executed,
         channel=row.channel,
         thread_ts=row.thread_ts,
+        edit_diff=edit_diff,
     )
 
 

@@ -4,8 +4,9 @@ One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``)
-and delegations while away (``storage.delegations``).
+(``storage.outbox``), runs' live progress (``storage.progress``), retention
+(``storage.retention``), the audit trail (``storage.audit``) and delegations while away
+(``storage.delegations``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
+from storage.progress import ProgressStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
@@ -36,6 +38,7 @@ class Store(
     RetentionStore,
     AuditStore,
     DelegationStore,
+    ProgressStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 
