@@ -43,7 +43,8 @@ CountersignError
     ├── PayloadError                       a Slack payload without what it must have
     ├── CheckFailed                        Slack did not say who may decide
     ├── CannotListen                       a port serve or a worker cannot listen on
-    └── NotYet                             an outbox row waits for an earlier one
+    ├── NotYet                             an outbox row waits for an earlier one
+    └── Deferred                           a progress edit waits out its two seconds
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors
