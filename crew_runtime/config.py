@@ -22,6 +22,7 @@ Example::
     optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
     approvals_required = 2               # distinct reviewers who must approve each review
     forbid_self_approval = true          # who started a run may not approve its reviews
+    progress = false                     # no live progress message in the run's thread
 
     [crews.deal]
     factory = "my_crews.deal:build"
@@ -80,6 +81,8 @@ key                 meaning                                     default
 ``approvals_required`` distinct reviewers' approvals a review   ``1``
                     needs (any rejection or changes decide it)
 ``forbid_self_approval`` the run's starter may not approve      ``false``
+``progress``        one message in the run's thread, edited as  ``true``
+                    the crew moves (tasks, tool calls, waits)
 ``reviewers_from_input`` the input (one of ``inputs``) naming   none
                     the run's one reviewer, a Slack user
 ``stages``          an approval chain instead of               none

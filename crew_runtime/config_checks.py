@@ -63,6 +63,7 @@ _KNOWN_KEYS = (
     *RETENTION_KEYS,
     "approvals_required",
     "forbid_self_approval",
+    "progress",
     "reviewers_from_input",
     "gates",
     "tasks",
@@ -191,6 +192,9 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: W
         raise where.error(
             f"{key}.forbid_self_approval", f"expected true or false, got {show(forbid)}"
         )
+    progress = table.get("progress", True)
+    if not isinstance(progress, bool):
+        raise where.error(f"{key}.progress", f"expected true or false, got {show(progress)}")
     return CrewSpec(
         name=name,
         kind=kind,
@@ -215,6 +219,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: W
         ),
         approvals_required=approvals,
         forbid_self_approval=forbid,
+        progress=progress,
         reviewers_from_input=_reviewer_input(table, key, reviewers, where),
         gates=MappingProxyType(gates),
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),

@@ -125,6 +125,7 @@ class CrewSpec:
     optional_inputs: tuple[str, ...] = ()
     approvals_required: int = 1
     forbid_self_approval: bool = False
+    progress: bool = True
     gates: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     tasks: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
     on_expire: OnExpire = OnExpire.REJECT

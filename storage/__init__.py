@@ -40,6 +40,7 @@ from storage.errors import (
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
+from storage.progress import EDIT_EVERY, RunProgress
 from storage.records import (
     ApiToken,
     Approval,
@@ -82,6 +83,7 @@ __all__ = [
     "APPROVED_BY",
     "DEADLINE",
     "DEFAULT_URL",
+    "EDIT_EVERY",
     "HUMAN_DECISIONS",
     "PERSON_LENGTH",
     "AlreadyApproved",
@@ -123,6 +125,7 @@ __all__ = [
     "ReviewStatus",
     "Run",
     "RunNotFound",
+    "RunProgress",
     "RunStatus",
     "Snapshot",
     "Stage",

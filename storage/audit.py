@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Select, and_, insert, literal, select, union_
 from storage.base import StoreBase
 from storage.schema import audit, decisions, delegations, journal, review_events, reviews, runs
 from storage.status import APPROVAL_STAGES, APPROVED_BY, DecisionKind, ReviewEventKind, ReviewKind
+from storage.word_diff import plain, word_diff
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
 _STREAM_BATCH = 1_000
@@ -46,7 +47,8 @@ class AuditRecord:
     (``assigned_to``); for a standing approval granted or revoked (``decision`` "standing" or
     "standing_revoked"), its id, tool and argument values (``details``); for a delegation
     (``decision`` "away" or "back", no run), the delegate (``assigned_to``) and who is away
-    and until when (``details``)."""
+    and until when (``details``); for a draft edited and approved, what the edit changed, word
+    by word (``edit_diff``, as :func:`storage.word_diff.plain` writes it)."""
 
     run_id: str
     crew: str
@@ -65,6 +67,7 @@ class AuditRecord:
     assigned_to: str | None = None
     details: dict[str, Any] | None = None
     approval_stages: list[dict[str, Any]] | None = None
+    edit_diff: str | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -88,6 +91,7 @@ def _live_query() -> Select[Any]:
             decisions.c.decided_by,
             decisions.c.created_at.label("decided_at"),
             decisions.c.text.label("feedback"),
+            decisions.c.original,
             decisions.c.details.label("decision_details"),
             journal.c.payload.label("executed"),
             runs.c.channel,
@@ -117,6 +121,9 @@ def _live_record(row: Any) -> AuditRecord:
         executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
     approvers = (row.decision_details or {}).get(APPROVED_BY)
     stages = (row.decision_details or {}).get(APPROVAL_STAGES)
+    edit_diff = None
+    if row.decision == DecisionKind.EDIT and row.original is not None and feedback is not None:
+        edit_diff = plain(word_diff(row.original, feedback)) or None
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -133,6 +140,7 @@ def _live_record(row: Any) -> AuditRecord:
         channel=row.channel,
         thread_ts=row.thread_ts,
         approval_stages=list(stages) if isinstance(stages, list) else None,
+        edit_diff=edit_diff,
     )
 
 

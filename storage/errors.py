@@ -50,7 +50,8 @@ CountersignError
     ├── CannotListen                       a port serve or a worker cannot listen on
     ├── NotYet                             an outbox row waits for an earlier one
     ├── TokenRefused                       an API token's name or scopes that cannot be
-    └── ApiError                           an HTTP API request refused (its status and why)
+    ├── ApiError                           an HTTP API request refused (its status and why)
+    └── Deferred                           a progress edit waits out its two seconds
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors

@@ -167,6 +167,7 @@ audit = Table(
     Column("executed_args", JSON),
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
+    Column("edit_diff", Text),
     Index("ix_audit_decided", "decided_at"),
 )
 
@@ -420,4 +421,19 @@ home_tabs = Table(
     Column("claim", String(32)),
     Column("claimed_until", DateTime),
     Index("ix_home_tabs_due", "due_at"),
+)
+
+# A run's live progress (``storage.progress``): what its crew is doing, as the worker last
+# wrote it (at most every few seconds), and where its one message in the run's thread is.
+run_progress = Table(
+    "run_progress",
+    metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", JSON, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("channel", String(64)),
+    Column("message_ts", String(32)),
+    Column("shown_version", Integer, nullable=False),
+    Column("shown_at", DateTime),
+    Column("updated_at", DateTime, nullable=False),
 )

@@ -179,6 +179,7 @@ class OutboxKind(StrEnum):
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"
     RUN_FINISHED = "run_finished"
+    RUN_PROGRESS = "run_progress"  # the run's progress message to post or edit (coalesced)
 
 
 class RunNote(StrEnum):

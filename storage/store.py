@@ -5,10 +5,11 @@ One synchronous API: workers call it directly, the async bot through one
 their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``;
 approvals counted in ``storage.approvals``), claims (``storage.claims``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
-delegations while away (``storage.delegations``), the app's Home tab (``storage.home``), the
-HTTP API's tokens (``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook
-events (``storage.webhooks``).
+(``storage.outbox``), runs' live progress (``storage.progress``), retention
+(``storage.retention``), the audit trail (``storage.audit``), delegations while away
+(``storage.delegations``), the app's Home tab (``storage.home``), the HTTP API's tokens
+(``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook events
+(``storage.webhooks``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from storage.home import HomeStore
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
 from storage.pages import ReviewPages
+from storage.progress import ProgressStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
@@ -49,6 +51,7 @@ class Store(
     TokenStore,
     ReviewPages,
     WebhookStore,
+    ProgressStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

@@ -36,6 +36,7 @@ FIELDS = (
     "approved_args",
     "executed_args",
     "assigned_to",
+    "edit_diff",
     "permalink",
     "details",
 )
@@ -145,6 +146,7 @@ def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
         "approved_args": record.approved_args,
         "executed_args": record.executed_args,
         "assigned_to": record.assigned_to,
+        "edit_diff": record.edit_diff,
         "permalink": permalink(workspace, record.channel, record.thread_ts),
         "details": record.details,
     }

@@ -324,6 +324,11 @@ def run_label(run_id: str) -> str:
     return f"run {code(run_id)}"
 
 
+def open_link(link: str) -> str:
+    """A link Slack gave (``chat.getPermalink``) to where a pending review is."""
+    return f"<{link}|open the thread>"
+
+
 def in_channel(channel: str) -> str:
     return f"in {channel_ref(channel)}"
 
@@ -587,3 +592,58 @@ def home_run(crew: str, status: RunStatus, started: datetime) -> str:
 
 def home_decision(crew: str, decision: Decision) -> str:
     return f"*{escape(crew)}* · {decision_line(decision)} · {slack_date(decision.created_at)}"
+
+
+# --- what changed between rounds ------------------------------------------------------------
+
+
+def changes_title(round_number: int) -> str:
+    """Above a revised draft's changes: since which round (the previous one, from 1)."""
+    return f"*What changed since round {round_number}*"
+
+
+def changes_fallback(round_number: int) -> str:
+    return f"What changed since round {round_number}"
+
+
+def changes_count(removed: int, added: int) -> str:
+    return f"{removed:,} words removed, {added:,} added · ~struck out~ removed, *bold* added"
+
+
+CHANGES_TOO_LONG = "Its first change is too long to show here: the whole revised draft follows."
+
+
+def changes_not_shown(count: int) -> str:
+    return f"…and {count} more changes: the whole revised draft follows."
+
+
+# --- a run's progress -------------------------------------------------------------------------
+
+PROGRESS_TASK = {"started": "⚙️", "finished": "✅"}
+
+
+def progress_title(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"*Progress* · {run_status(status, waiting_on)}"
+
+
+def progress_task(mark: str, name: str, agent: str) -> str:
+    """One task's line: ``⚙️ *Outline otters* · Writer`` (escaped, cut, on one line)."""
+    by = f" · {truncate(agent, 100)}" if agent else ""
+    return f"{PROGRESS_TASK.get(mark, '•')} *{truncate(' '.join(name.split()), 150)}*{by}"
+
+
+def progress_tool(name: str, agent: str, count: int) -> str:
+    by = f" ({truncate(agent, 100)})" if agent else ""
+    calls = "1 tool call" if count == 1 else f"{count:,} tool calls"
+    return f"🔧 Last tool: {code(name)}{by} · {calls}"
+
+
+def progress_waiting(people: Collection[str]) -> str:
+    """Whom a waiting run waits for: the people (and groups) still expected, or anyone."""
+    if not people:
+        return "👀 Waiting for anyone in the channel"
+    return "👀 Waiting for " + ", ".join(mention(p) for p in people)
+
+
+def progress_fallback(status: RunStatus) -> str:
+    return f"Progress: {RUN_STATUS[status]}"

@@ -40,10 +40,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
-from bot.slack import blocks, review_blocks, standing_blocks
+from bot.slack import blocks, review_blocks, standing_blocks, thread_posts
 from bot.slack.handlers import api_error, sync
 from bot.slack.home import Home
 from bot.slack.steps import Steps, Thread
+from bot.slack.thread_posts import Deferred
 from bot.waking import Waking
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
 from crew_runtime.reviewers import (
@@ -142,6 +143,8 @@ class Dispatcher(Waking):
                     "outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff
                 )
                 await sync(self.store.mark_failed, message.id, token, reason, backoff)
+            except Deferred as later:  # holds back no other row (storage.outbox)
+                await sync(self.store.defer_outbox, message.id, token, later.until)
             except OutboxClaimLost:
                 held.add(message.run_id)
                 log.warning("outbox %d: taken over by another dispatcher", message.id)
@@ -186,9 +189,15 @@ class Dispatcher(Waking):
         if run.thread_ts is None:
             raise NotYet("the run's root message is not posted yet")
         thread = Thread(run.channel, run.thread_ts)
+        if kind in _SHOWN_IN_PROGRESS:  # the progress message says the run waits, or ended
+            await sync(self.store.refresh_progress, run.id)
         if kind == OutboxKind.REVIEW_OPENED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._review(steps, thread, run, review)
+        elif kind == OutboxKind.RUN_PROGRESS:
+            await thread_posts.show_progress(
+                self.client, self.store, self.config, steps, thread, run
+            )
         elif kind == OutboxKind.REVIEW_DECIDED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._replace(review)
@@ -283,7 +292,10 @@ class Dispatcher(Waking):
                 review, chain, still_expected(self.config.get(run.crew), review, run, away)
             )
         messages[-1] = self._with_approve_all(messages[-1], review, run)
-        last = await steps.post_all(thread, messages)
+        changes = await thread_posts.changes(self.store, review)
+        if changes is not None:  # first, so a reviewer sees what changed before reading on
+            messages = [changes, *messages]
+        last = await steps.post_all(thread, messages, review_id=review.id)
         # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried
         # with the row, whose posts are done and not made again.
         await self._update_root(run)
@@ -479,6 +491,12 @@ class Dispatcher(Waking):
             waiting_on or (),
             reviewer_input=None if spec is None else spec.reviewers_from_input,
         )
+
+
+# Rows after which the run's progress message is shown again: the run waits, or ended.
+_SHOWN_IN_PROGRESS = frozenset(
+    {OutboxKind.REVIEW_OPENED, OutboxKind.REVIEW_DECIDED, OutboxKind.RUN_FINISHED}
+)
 
 
 def _note(message: OutboxMessage) -> RunNote | None:
