@@ -24,13 +24,14 @@ from tests.slack_harness import (
     configured,
     free_port,
     new_standin,
+    shows,
     slack_and_bot,
     slack_settings,
     text_of,
     wait_until,
 )
 from tests.test_slack_e2e import review_with_buttons, root_of
-from tests.test_slack_quorum import _as_now, _told
+from tests.test_slack_quorum import _told
 
 pytestmark = pytest.mark.slow
 
@@ -110,16 +111,14 @@ def test_legal_then_two_managers_with_a_race_at_each_door(setup: tuple[Config, S
         # Alice's second click finds the review at the manager stage, not hers.
         slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
         _told(slack, ALICE, 1, "is at its manager stage (2 of 2)")
-        shown = text_of(_as_now(slack, root["ts"], outline["ts"], "manager: 1 of 2 approvals"))
+        shown = text_of(shows(slack, root["ts"], outline["ts"], "manager: 1 of 2 approvals"))
         assert f"Stage 2 of 2 · manager: 1 of 2 approvals (<@{BOB}>)" in shown
         assert f"waiting for <@{MALLORY}> · legal approved by <@{ALICE}>" in shown
-        assert "countersign:approve" in buttons(
-            _as_now(slack, root["ts"], outline["ts"], "Stage 2")
-        )
+        assert "countersign:approve" in buttons(shows(slack, root["ts"], outline["ts"], "Stage 2"))
 
         # Mallory's approval is the last stage's second: the review is decided.
         slack.click_button(MALLORY, CHANNEL, outline["ts"], "countersign:approve")
-        decided = _as_now(slack, root["ts"], outline["ts"], "Approvals given")
+        decided = shows(slack, root["ts"], outline["ts"], "Approvals given")
         assert not buttons(decided)
         assert (
             f"Approvals given: <@{ALICE}> (legal), <@{BOB}> (manager), <@{MALLORY}> (manager)"
@@ -169,7 +168,7 @@ def test_a_restart_between_stages_and_a_rejection_by_the_second(
                 lambda: (r := store.get_run(run.id)).status.is_final and r, what="the run to end"
             )
             assert done.status == RunStatus.REJECTED
-            decided = _as_now(slack, root["ts"], outline["ts"], "Approvals given")
+            decided = shows(slack, root["ts"], outline["ts"], "Approvals given")
             assert f"Approvals given: <@{ALICE}> (legal)" in text_of(decided)
 
 
