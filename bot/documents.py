@@ -58,7 +58,11 @@ def review_json(review: Review) -> dict[str, Any]:
         "details": details_to_json(review.details),
         "created_at": iso(review.created_at),
         "decision": decision_json(review.decision),
-        "approvals": [{"by": a.decided_by, "at": iso(a.created_at)} for a in review.approvals],
+        "approvals": [
+            {"by": a.decided_by, "at": iso(a.created_at), "stage": a.stage}
+            for a in review.approvals
+        ],
+        "stage": review.stage,
         "claimed_by": review.claimed_by,
         "claimed_at": iso(review.claimed_at),
     }

@@ -22,6 +22,7 @@ Example::
     optional_inputs = ["tone"]           # inputs a run may be given; no others are taken
     approvals_required = 2               # distinct reviewers who must approve each review
     forbid_self_approval = true          # who started a run may not approve its reviews
+    progress = false                     # no live progress message in the run's thread
 
     [crews.deal]
     factory = "my_crews.deal:build"
@@ -39,6 +40,12 @@ Example::
 
     [crews.blog.tasks.2]                 # the second task's reviews (tasks count from 1)
     approvals_required = 1
+
+    [crews.blog.tasks.3]                 # an approval chain: legal, then a manager
+    stages = [
+      { name = "legal", reviewers = ["S0LEGAL"] },
+      { name = "manager", reviewers = ["U0MAN1", "U0MAN2"], approvals_required = 1 },
+    ]
 
     [flows.onboarding]
     factory = "my_crews.onboarding:build"
@@ -74,11 +81,18 @@ key                 meaning                                     default
 ``approvals_required`` distinct reviewers' approvals a review   ``1``
                     needs (any rejection or changes decide it)
 ``forbid_self_approval`` the run's starter may not approve      ``false``
+``progress``        one message in the run's thread, edited as  ``true``
+                    the crew moves (tasks, tool calls, waits)
 ``reviewers_from_input`` the input (one of ``inputs``) naming   none
                     the run's one reviewer, a Slack user
-``gates``           ``{tool: {approvals_required, remind_after, ``{}``
-                    escalate_after, expire_after, on_expire,
-                    remind_by, allow_standing,
+``stages``          an approval chain instead of               none
+                    ``approvals_required``: a list of
+                    ``{name, reviewers, approvals_required}``,
+                    each stage asked once the one before
+                    approved (``crew_runtime.stage_checks``)
+``gates``           ``{tool: {approvals_required, stages,      ``{}``
+                    remind_after, escalate_after, expire_after,
+                    on_expire, remind_by, allow_standing,
                     standing_match}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
 ``webhooks``        ``[{url, events, secret_env}]``: where to   ``[]``

@@ -4,26 +4,32 @@ naming the file, the dotted key and what is wrong (the file's format is describe
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from crew_runtime.config_values import (
+    Where,
+    read_count,
+    read_string,
+    read_strings,
+    show,
+    suggest,
+)
 from crew_runtime.specs import (
     FACTORY_RE,
     RETENTION_KEYS,
     USER_ID_RE,
     Config,
-    ConfigError,
     CrewSpec,
     Deadlines,
     Kind,
     RemindBy,
 )
+from crew_runtime.stage_checks import parse_stages
 from crew_runtime.webhooks import parse_webhooks
 from storage.retention import Retention
 from storage.status import OnExpire
@@ -57,15 +63,17 @@ _KNOWN_KEYS = (
     *RETENTION_KEYS,
     "approvals_required",
     "forbid_self_approval",
+    "progress",
     "reviewers_from_input",
     "gates",
     "tasks",
     "webhooks",
+    "stages",
 )
 _DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
 # What a [crews.NAME.gates.TOOL] or .tasks.N table sets; a gate's may also allow standing
 # approvals of its tool.
-_RULE_KEYS = ("approvals_required", *_DEADLINE_KEYS)
+_RULE_KEYS = ("approvals_required", "stages", *_DEADLINE_KEYS)
 _GATE_KEYS = (*_RULE_KEYS, "allow_standing", "standing_match")
 _ARGUMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
@@ -91,31 +99,19 @@ def parse_duration(value: object) -> timedelta | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Where:
-    """The file being validated; turns a dotted key and a complaint into a ConfigError."""
-
-    file: Path
-
-    def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.file}: {key}: {problem}")
-
-
-def _parse(data: dict[str, Any], where: _Where) -> dict[str, CrewSpec]:
+def _parse(data: dict[str, Any], where: Where) -> dict[str, CrewSpec]:
     for key in data:
         if key not in _SECTIONS:
             raise where.error(
                 key,
-                f"unknown top-level key{_suggest(key, _SECTIONS)}; "
+                f"unknown top-level key{suggest(key, _SECTIONS)}; "
                 "the file holds only [crews.NAME], [flows.NAME] and [retention] tables",
             )
     specs: dict[str, CrewSpec] = {}
     for section, kind in _SECTIONS.items():
         tables = data.get(section, {})
         if not isinstance(tables, dict):
-            raise where.error(
-                section, f"expected tables like [{section}.NAME], got {_show(tables)}"
-            )
+            raise where.error(section, f"expected tables like [{section}.NAME], got {show(tables)}")
         for name, table in tables.items():
             key = f"{section}.{name}"
             if not _NAME_RE.fullmatch(name):
@@ -127,36 +123,36 @@ def _parse(data: dict[str, Any], where: _Where) -> dict[str, CrewSpec]:
             if name in specs:
                 raise where.error(key, f'the name "{name}" is already used by {specs[name].key}')
             if not isinstance(table, dict):
-                raise where.error(key, f"expected a table [{key}], got {_show(table)}")
+                raise where.error(key, f"expected a table [{key}], got {show(table)}")
             specs[name] = _parse_spec(name, kind, key, table, where)
     return specs
 
 
-def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _Where) -> CrewSpec:
+def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: Where) -> CrewSpec:
     for k in table:
         if k not in _KNOWN_KEYS:
             raise where.error(
                 f"{key}.{k}",
-                f"unknown key{_suggest(k, _KNOWN_KEYS)}; known keys: {', '.join(_KNOWN_KEYS)}",
+                f"unknown key{suggest(k, _KNOWN_KEYS)}; known keys: {', '.join(_KNOWN_KEYS)}",
             )
     if "factory" not in table:
         raise where.error(f"{key}.factory", 'missing; every crew needs factory = "module:function"')
-    factory = _string(table["factory"], f"{key}.factory", where)
+    factory = read_string(table["factory"], f"{key}.factory", where)
     if not FACTORY_RE.fullmatch(factory):
         raise where.error(
             f"{key}.factory",
-            f'expected "module:function", e.g. "my_crews.blog:build", got {_show(factory)}',
+            f'expected "module:function", e.g. "my_crews.blog:build", got {show(factory)}',
         )
     channel = table.get("channel")
     if channel is not None:
-        channel = _string(channel, f"{key}.channel", where)
+        channel = read_string(channel, f"{key}.channel", where)
         if not (_CHANNEL_ID_RE.fullmatch(channel) or _CHANNEL_NAME_RE.fullmatch(channel)):
             raise where.error(
                 f"{key}.channel",
                 f'expected a channel id like "C0123ABCD" or a name like "#reviews", '
-                f"got {_show(channel)}",
+                f"got {show(channel)}",
             )
-    reviewers = _strings(
+    reviewers = read_strings(
         table,
         key,
         "reviewers",
@@ -164,7 +160,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         'a Slack user id ("U…", "W…") or user-group id ("S…")',
         where,
     )
-    approvals = _count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
+    approvals = read_count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
     gate_rules = _rules(table, key, "gates", where, _GATE_KEYS)
     task_rules = _rules(table, key, "tasks", where, _RULE_KEYS)
     gates = _quorums(gate_rules, f"{key}.gates", where)
@@ -173,8 +169,11 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         if not _TASK_NUMBER_RE.fullmatch(task):
             raise where.error(
                 f"{key}.tasks.{task}",
-                f"expected a task number from 1, as in [{key}.tasks.2], got {_show(task)}",
+                f"expected a task number from 1, as in [{key}.tasks.2], got {show(task)}",
             )
+    stages = parse_stages(table, key, where)
+    gate_stages = {t: parse_stages(r, f"{key}.gates.{t}", where) for t, r in gate_rules.items()}
+    task_stages = {t: parse_stages(r, f"{key}.tasks.{t}", where) for t, r in task_rules.items()}
     _reachable(reviewers, key, "approvals_required", approvals, where)
     for section, rules in (("gates", gates), ("tasks", tasks)):
         for which, needed in rules.items():
@@ -191,13 +190,16 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
     forbid = table.get("forbid_self_approval", False)
     if not isinstance(forbid, bool):
         raise where.error(
-            f"{key}.forbid_self_approval", f"expected true or false, got {_show(forbid)}"
+            f"{key}.forbid_self_approval", f"expected true or false, got {show(forbid)}"
         )
+    progress = table.get("progress", True)
+    if not isinstance(progress, bool):
+        raise where.error(f"{key}.progress", f"expected true or false, got {show(progress)}")
     return CrewSpec(
         name=name,
         kind=kind,
         factory=factory,
-        description=_string(table.get("description", ""), f"{key}.description", where),
+        description=read_string(table.get("description", ""), f"{key}.description", where),
         channel=channel,
         reviewers=reviewers,
         remind_after=crew_deadlines.remind_after,
@@ -205,41 +207,47 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: _
         expire_after=crew_deadlines.expire_after,
         on_expire=crew_deadlines.on_expire or OnExpire.REJECT,
         remind_by=crew_deadlines.remind_by or "thread",
-        escalate_to=_strings(
+        escalate_to=read_strings(
             table, key, "escalate_to", USER_ID_RE, 'a Slack user id ("U…", "W…")', where
         ),
-        approval_tools=_strings(table, key, "approval_tools", None, "a tool name", where),
-        required_inputs=_strings(
+        approval_tools=read_strings(table, key, "approval_tools", None, "a tool name", where),
+        required_inputs=read_strings(
             table, key, "inputs", _INPUT_NAME_RE, 'an input name like "topic"', where
         ),
-        optional_inputs=_strings(
+        optional_inputs=read_strings(
             table, key, "optional_inputs", _INPUT_NAME_RE, 'an input name like "tone"', where
         ),
         approvals_required=approvals,
         forbid_self_approval=forbid,
+        progress=progress,
         reviewers_from_input=_reviewer_input(table, key, reviewers, where),
         gates=MappingProxyType(gates),
         tasks=MappingProxyType({int(task): needed for task, needed in tasks.items()}),
         gate_deadlines=MappingProxyType(gate_deadlines),
         task_deadlines=MappingProxyType(task_deadlines),
-        standing=MappingProxyType(_standing(gate_rules, gates, approvals, f"{key}.gates", where)),
+        standing=MappingProxyType(
+            _standing(gate_rules, gates, approvals, bool(stages), f"{key}.gates", where)
+        ),
+        stages=stages,
+        gate_stages=MappingProxyType({t: c for t, c in gate_stages.items() if c}),
+        task_stages=MappingProxyType({int(t): c for t, c in task_stages.items() if c}),
         retention=_retention(table, key, where),
         webhooks=parse_webhooks(table.get("webhooks", []), f"{key}.webhooks", where.error),
     )
 
 
 def _reviewer_input(
-    table: dict[str, Any], key: str, reviewers: tuple[str, ...], where: _Where
+    table: dict[str, Any], key: str, reviewers: tuple[str, ...], where: Where
 ) -> str | None:
     """``reviewers_from_input``: a required input's name, with no ``reviewers`` list beside
     it and no quorum above the one person it names."""
     if "reviewers_from_input" not in table:
         return None
     name_key = f"{key}.reviewers_from_input"
-    name = _string(table["reviewers_from_input"], name_key, where)
+    name = read_string(table["reviewers_from_input"], name_key, where)
     required = table.get("inputs", [])
     if not isinstance(required, list) or name not in required:
-        raise where.error(name_key, f"{_show(name)} must be one of the crew's inputs = [...]")
+        raise where.error(name_key, f"{show(name)} must be one of the crew's inputs = [...]")
     if reviewers:
         raise where.error(name_key, "cannot be combined with reviewers: each run names its own")
     quorums = [table.get("approvals_required", 1)] + [
@@ -249,40 +257,41 @@ def _reviewer_input(
     ]
     if any(needed != 1 for needed in quorums):
         raise where.error(name_key, "names one reviewer, so every approvals_required must be 1")
+    rules = [table] + [
+        rule for section in ("gates", "tasks") for rule in table.get(section, {}).values()
+    ]
+    if any("stages" in rule for rule in rules):
+        raise where.error(
+            name_key,
+            "names one reviewer, so it cannot be combined with stages (each stage "
+            "names its own reviewers)",
+        )
     return name
 
 
-def _retention(table: dict[str, Any], key: str, where: _Where) -> Retention:
+def _retention(table: dict[str, Any], key: str, where: Where) -> Retention:
     return Retention(**{name: _duration(table, key, name, where) for name in RETENTION_KEYS})
 
 
-def _count(value: object, key: str, where: _Where) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise where.error(
-            key, f"expected a whole number of approvals, 1 or more, got {_show(value)}"
-        )
-    return value
-
-
 def _rules(
-    table: dict[str, Any], key: str, name: str, where: _Where, known: tuple[str, ...]
+    table: dict[str, Any], key: str, name: str, where: Where, known: tuple[str, ...]
 ) -> dict[str, dict[str, Any]]:
     """``[KEY.NAME.WHICH]`` tables (a gated tool's, a task's), each setting ``known`` keys."""
     rules = table.get(name, {})
     if not isinstance(rules, dict):
         raise where.error(
-            f"{key}.{name}", f"expected tables like [{key}.{name}.NAME], got {_show(rules)}"
+            f"{key}.{name}", f"expected tables like [{key}.{name}.NAME], got {show(rules)}"
         )
     found: dict[str, dict[str, Any]] = {}
     for which, rule in rules.items():
         rule_key = f"{key}.{name}.{which}"
         if not isinstance(rule, dict):
-            raise where.error(rule_key, f"expected a table [{rule_key}], got {_show(rule)}")
+            raise where.error(rule_key, f"expected a table [{rule_key}], got {show(rule)}")
         for k in rule:
             if k not in known:
                 raise where.error(
                     f"{rule_key}.{k}",
-                    f"unknown key{_suggest(k, known)}; known keys: {', '.join(known)}",
+                    f"unknown key{suggest(k, known)}; known keys: {', '.join(known)}",
                 )
         if not rule:
             raise where.error(rule_key, f"empty; set one of {', '.join(known)}")
@@ -290,10 +299,10 @@ def _rules(
     return found
 
 
-def _quorums(rules: dict[str, dict[str, Any]], key: str, where: _Where) -> dict[str, int]:
+def _quorums(rules: dict[str, dict[str, Any]], key: str, where: Where) -> dict[str, int]:
     """The approvals_required of the ``rules`` that set one."""
     return {
-        which: _count(rule["approvals_required"], f"{key}.{which}.approvals_required", where)
+        which: read_count(rule["approvals_required"], f"{key}.{which}.approvals_required", where)
         for which, rule in rules.items()
         if "approvals_required" in rule
     }
@@ -303,17 +312,19 @@ def _standing(
     rules: dict[str, dict[str, Any]],
     quorums: dict[str, int],
     crew_quorum: int,
+    crew_staged: bool,
     key: str,
-    where: _Where,
+    where: Where,
 ) -> dict[str, tuple[str, ...]]:
     """The gates that allow standing approvals (``allow_standing = true``), each with its
-    ``standing_match``; only where one reviewer's approval settles a call of the tool."""
+    ``standing_match``; only where one reviewer's approval settles a call of the tool (not
+    where an approval chain does: the gate's ``stages``, or the crew's)."""
     found: dict[str, tuple[str, ...]] = {}
     for tool, rule in rules.items():
         allow = rule.get("allow_standing", False)
         if not isinstance(allow, bool):
             raise where.error(
-                f"{key}.{tool}.allow_standing", f"expected true or false, got {_show(allow)}"
+                f"{key}.{tool}.allow_standing", f"expected true or false, got {show(allow)}"
             )
         if not allow:
             if "standing_match" in rule:
@@ -321,6 +332,12 @@ def _standing(
                     f"{key}.{tool}.standing_match", "needs allow_standing = true beside it"
                 )
             continue
+        if "stages" in rule or (crew_staged and tool not in quorums):
+            raise where.error(
+                f"{key}.{tool}.allow_standing",
+                f"a call of {tool} goes through an approval chain (stages), so one reviewer "
+                "cannot approve its later calls: allow_standing needs approvals_required = 1",
+            )
         needed = quorums.get(tool, crew_quorum)
         if needed != 1:
             raise where.error(
@@ -328,7 +345,7 @@ def _standing(
                 f"a call of {tool} needs {needed} approvals, so one reviewer cannot approve "
                 "its later calls: allow_standing needs approvals_required = 1",
             )
-        found[tool] = _strings(
+        found[tool] = read_strings(
             rule,
             f"{key}.{tool}",
             "standing_match",
@@ -340,7 +357,7 @@ def _standing(
 
 
 def _deadlines(
-    table: dict[str, Any], key: str, where: _Where, crew: Deadlines | None = None
+    table: dict[str, Any], key: str, where: Where, crew: Deadlines | None = None
 ) -> Deadlines:
     """The deadline keys ``table`` sets; with ``crew`` (a gate's or a task's table), checked
     as they combine with the crew's."""
@@ -348,11 +365,11 @@ def _deadlines(
     if on_expire is not None and on_expire not in tuple(OnExpire):
         raise where.error(
             f"{key}.on_expire",
-            f'expected "reject", "approve" or "keep_waiting", got {_show(on_expire)}',
+            f'expected "reject", "approve" or "keep_waiting", got {show(on_expire)}',
         )
     remind_by = table.get("remind_by")
     if remind_by is not None and remind_by not in _REMIND_BY:
-        raise where.error(f"{key}.remind_by", f'expected "thread" or "dm", got {_show(remind_by)}')
+        raise where.error(f"{key}.remind_by", f'expected "thread" or "dm", got {show(remind_by)}')
     own = Deadlines(
         remind_by=remind_by,
         remind_after=_duration(table, key, "remind_after", where),
@@ -376,7 +393,7 @@ def _deadlines(
     return own
 
 
-def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, where: _Where) -> None:
+def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, where: Where) -> None:
     """A quorum the listed reviewers cannot reach (only users listed, fewer than it needs)."""
     if reviewers and all(USER_ID_RE.fullmatch(r) for r in reviewers) and needed > len(reviewers):
         raise where.error(
@@ -385,13 +402,7 @@ def _reachable(reviewers: tuple[str, ...], key: str, name: str, needed: int, whe
         )
 
 
-def _string(value: object, key: str, where: _Where) -> str:
-    if not isinstance(value, str):
-        raise where.error(key, f"expected a string, got {_show(value)}")
-    return value
-
-
-def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> timedelta | None:
+def _duration(table: dict[str, Any], key: str, name: str, where: Where) -> timedelta | None:
     if name not in table:
         return None
     value = table[name]
@@ -399,53 +410,10 @@ def _duration(table: dict[str, Any], key: str, name: str, where: _Where) -> time
     if parsed is None:
         raise where.error(
             f"{key}.{name}",
-            f'expected a duration like "30m", got {_show(value)} (units s, m, h, d, y as in '
+            f'expected a duration like "30m", got {show(value)} (units s, m, h, d, y as in '
             '"90s", "1h30m" or "1y", or a positive whole number of seconds)',
         )
     return parsed
-
-
-def _strings(
-    table: dict[str, Any],
-    key: str,
-    name: str,
-    pattern: re.Pattern[str] | None,
-    expected: str,
-    where: _Where,
-) -> tuple[str, ...]:
-    values = table.get(name, [])
-    if not isinstance(values, list):
-        raise where.error(f"{key}.{name}", f"expected a list like [...], got {_show(values)}")
-    seen: list[str] = []
-    for i, item in enumerate(values):
-        item_key = f"{key}.{name}[{i}]"
-        ok = isinstance(item, str) and item != ""
-        if ok and pattern is not None:
-            ok = pattern.fullmatch(item) is not None
-        if not ok:
-            raise where.error(item_key, f"expected {expected}, got {_show(item)}")
-        if item in seen:
-            raise where.error(item_key, f"{_show(item)} is listed twice")
-        seen.append(item)
-    return tuple(seen)
-
-
-def _show(value: object) -> str:
-    """Render a TOML value the way the user wrote it, for error messages."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
-def _suggest(word: str, choices: Mapping[str, object] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f' (did you mean "{close[0]}"?)' if close else ""
 
 
 def describe_toml_error(message: str) -> str:
@@ -462,15 +430,15 @@ def parse_config(file: Path, data: dict[str, Any]) -> Config:
     Raises:
         ConfigError: A key is unknown or a value wrong; the message names the key.
     """
-    where = _Where(file)
+    where = Where(file)
     retention = data.pop("retention", {})
     if not isinstance(retention, dict):
-        raise where.error("retention", f"expected a table [retention], got {_show(retention)}")
+        raise where.error("retention", f"expected a table [retention], got {show(retention)}")
     for key in retention:
         if key not in RETENTION_KEYS:
             raise where.error(
                 f"retention.{key}",
-                f"unknown key{_suggest(key, RETENTION_KEYS)}; "
+                f"unknown key{suggest(key, RETENTION_KEYS)}; "
                 f"known keys: {', '.join(RETENTION_KEYS)}",
             )
     return Config(

@@ -28,6 +28,7 @@ from crew_runtime.calls import CallKey, ToolBatch, ToolSlot, Turn
 from crew_runtime.config import CrewSpec, rule_of
 from crew_runtime.gates import Gate
 from crew_runtime.lease import RECHECK_EVERY, LeaseHolder
+from crew_runtime.progress import Progress
 from crew_runtime.signals import PauseRun, RunRejected, RunSignal
 from storage import (
     JournalEntry,
@@ -81,6 +82,8 @@ class RunContext(LeaseHolder):
     def __init__(self, run: Run, store: Store, spec: CrewSpec, lease: timedelta) -> None:
         super().__init__(run, store, lease)
         self.spec = spec
+        # What the crew is doing, for the run's progress message (a crew's `progress`).
+        self.progress = Progress(store, run.id, self.lease_token) if spec.progress else None
         self.stats: Counter[str] = Counter()
         self.asks: list[NewReview] = []
         self.rejection: str | None = None
@@ -488,6 +491,8 @@ class RunContext(LeaseHolder):
             self._closed = True
             while any(thread.is_alive() for thread in self._live.values()):
                 self._changed.wait(RECHECK_EVERY)
+        if self.progress is not None:  # before the run is suspended or settled: still held
+            self.progress.close()
 
     @property
     def stopping_on_purpose(self) -> bool:

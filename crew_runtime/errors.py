@@ -9,6 +9,7 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── EditRefused       an edit that does not fit the arguments' or output's schema
     │   ├── NothingToReopen   a task with no approved review to send back
     │   ├── SelfApproval      who started a run approving its review (forbid_self_approval)
+    │   ├── NotYourStage      deciding a staged review at a stage one is not asked at
     │   └── NotAReviewer      claiming a review for someone the run does not name
     ├── CrewBuildError        the crew's factory failed or returned something else
     └── ConfigError           (crew_runtime.config)
@@ -28,6 +29,7 @@ __all__ = [
     "EditRefused",
     "InputsRefused",
     "NotAReviewer",
+    "NotYourStage",
     "NothingToReopen",
     "ReviewerInputRefused",
     "SelfApproval",
@@ -123,6 +125,30 @@ class SelfApproval(UsageError):
             "(forbid_self_approval): another reviewer must approve"
         )
         self.run_id, self.by = run_id, by
+
+
+class NotYourStage(UsageError):
+    """``by`` may not decide review ``review_id`` at the stage of its approval chain it is at
+    (``stage``, named, number ``number`` of ``count``): that stage's ``reviewers`` may;
+    ``later`` names the stage ``by`` is asked at, if any."""
+
+    def __init__(
+        self,
+        review_id: str,
+        by: str,
+        stage: str,
+        number: int,
+        count: int,
+        reviewers: tuple[str, ...],
+        later: str | None,
+    ) -> None:
+        turn = f"{by} is asked at the {later} stage, after it" if later else f"{by} is not"
+        super().__init__(
+            f"review {review_id} is at its {stage} stage ({number} of {count}): only "
+            f"{' or '.join(reviewers)} may decide it now; {turn}"
+        )
+        self.review_id, self.by, self.stage = review_id, by, stage
+        self.number, self.count, self.reviewers, self.later = number, count, reviewers, later
 
 
 class CrewBuildError(CrewRuntimeError):

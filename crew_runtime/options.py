@@ -44,6 +44,7 @@ from crewai.utilities.llm_utils import create_llm
 from crewai.utilities.planning_handler import CrewPlanner
 
 from crew_runtime.context import RunContext, current_run
+from crew_runtime.progress import FINISHED, STARTED
 
 # The journal entry holding the instant a run's agents see as "now".
 CLOCK = ("crew", "clock", 0)
@@ -230,6 +231,8 @@ _ONCE_EVENTS: dict[type[Any], str] = {
     AgentExecutionStartedEvent: "agent_started",
     AgentExecutionCompletedEvent: "agent_completed",
 }
+# The lifecycle events a run's progress message shows (``crew_runtime.progress``).
+_PROGRESS = {"task_started": STARTED, "task_completed": FINISHED}
 _events_lock = threading.Lock()
 _events_installed = False
 
@@ -262,6 +265,10 @@ def install_once_events() -> None:
                 return None
             emitted = emit(source, event)
             ctx.record(where, "event", seq, {})
+            if ctx.progress is not None and name in _PROGRESS:
+                task = getattr(event, "task", None)
+                agent = getattr(event, "agent", None) or getattr(task, "agent", None)
+                ctx.progress.task(where.rsplit("|", 1)[0], _PROGRESS[name], task, agent)
             return emitted
 
         crewai_event_bus.emit = emit_once  # type: ignore[method-assign]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from crew_runtime import metrics, streams
 from crew_runtime.arguments import parse_edited_args
-from crew_runtime.config import NOBODY, Config, CrewSpec, rule_of
+from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
@@ -28,6 +27,7 @@ from crew_runtime.errors import (
 )
 from crew_runtime.outputs import parse_edited_output
 from crew_runtime.people import BY_NAME
+from crew_runtime.reviewers import approvals_required, check_turn, may_be_given, stages_of
 from storage import (
     HUMAN_DECISIONS,
     PERSON_LENGTH,
@@ -122,10 +122,15 @@ class Countersign:
                 approvals, a standing approval the review's gate does not allow, or
                 (``SelfApproval``) who started the run approving its review where the crew
                 forbids it.
-            ReviewNotFound, AlreadyDecided, AlreadyApproved, DecisionNotAllowed: from storage.
+            NotYourStage: ``by`` is not asked at the stage the review's approval chain is at.
+            ReviewNotFound, AlreadyDecided, AlreadyApproved, StageMoved, DecisionNotAllowed:
+                from storage.
 
         A review whose crew sets ``approvals_required`` above one stays pending until that
         many distinct reviewers approved; the review returned then lists the approvals so far.
+        A review with an approval chain (``stages``) is decided at the stage it is at, by
+        that stage's reviewers (``NotYourStage`` for others, where the stage names only
+        people), and stays pending until its last stage's quorum approved.
         """
         if decision not in HUMAN_DECISIONS:
             raise _unknown_decision(decision.value)
@@ -140,13 +145,17 @@ class Countersign:
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
+        chain = () if spec is None else stages_of(spec, review)
+        if chain and review.status == ReviewStatus.PENDING and not review.made_by(request_key):
+            check_turn(chain, review, self.acting_for(by.strip()))
         forbidden = spec is not None and spec.forbid_self_approval
         approving = decision in (DecisionKind.APPROVE, DecisionKind.EDIT)
         if forbidden and approving and run.started_by == by.strip():
             raise SelfApproval(run.id, by.strip())
-        if decision == DecisionKind.EDIT and required > 1:
+        if decision == DecisionKind.EDIT and (required > 1 or chain):
+            needs = f"{len(chain)} stages of approvals" if chain else f"{required} approvals"
             raise UsageError(
-                f"this review needs {required} approvals, so one reviewer's edit cannot "
+                f"this review needs {needs}, so one reviewer's edit cannot "
                 "settle it: approve the draft as it is, or send it back with a reason"
             )
         if decision == DecisionKind.EDIT and text is not None:
@@ -160,6 +169,8 @@ class Countersign:
             review_id,
             NewDecision(decision, by.strip(), text, details=details, request_key=request_key),
             approvals_required=required,
+            stages=[stage.rule for stage in chain],
+            stage=review.stage if chain else None,
             standing=match,
         )
         # Decided by this call, not a request replayed (answered with the first decision).
@@ -419,47 +430,6 @@ def _standing_match(
             f"(allow_standing = true in its [crews.NAME.gates.{details.tool}] table)"
         )
     return match
-
-
-def approvals_required(spec: CrewSpec, review: Review) -> int:
-    """How many distinct reviewers must approve ``review``: its gated tool's or its task's
-    rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
-    tool, task = rule_of(review.kind, review.stream, review.details)
-    return spec.approvals_for(tool=tool, task=task)
-
-
-def may_be_given(spec: CrewSpec, run: Run, person: str) -> bool:
-    """Whether ``person`` may be given (claim, be reassigned) a review of ``run``, as far as
-    the configuration can tell: where only people are named, one of them; where a user
-    group or nobody is named (anyone in the channel), Slack must say, and this says yes."""
-    named = spec.reviewers_of(run.inputs)
-    if any(ref.startswith("S") for ref in named) or not named:
-        return True
-    return person in named
-
-
-def still_expected(
-    spec: CrewSpec, review: Review, run: Run, away: Mapping[str, str]
-) -> tuple[str, ...]:
-    """The run's reviewers (users and groups: the crew's, or the one its reviewer input
-    names), each away one's delegate in their place (``away``: ``Store.delegates``), whose
-    approval ``review`` may still get: not those who approved, nor who started the run where
-    the crew forbids it. Empty when nobody is named (anyone in the channel may approve)."""
-    approved = {a.decided_by for a in review.approvals}
-    barred = {run.started_by} if spec.forbid_self_approval else set()
-    named = covered(tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY), away)
-    return tuple(r for r in named if r not in approved and r not in barred)
-
-
-def covered(named: tuple[str, ...], delegates: Mapping[str, str]) -> tuple[str, ...]:
-    """``named`` (people and groups) with each person who is away replaced by their delegate
-    (``Store.delegates``), each once: whom a review mentions, reminds and waits for."""
-    people: list[str] = []
-    for ref in named:
-        person = delegates.get(ref, ref)
-        if person not in people:
-            people.append(person)
-    return tuple(people)
 
 
 def _until(word: str) -> datetime:

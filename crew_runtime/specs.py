@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from crew_runtime import streams
 from crew_runtime.errors import CrewRuntimeError
+from storage import Stage
 from storage.details import ReviewDetails, ToolApprovalDetails
 from storage.retention import Retention, RetentionPolicy
 from storage.status import OnExpire, ReviewKind
@@ -83,6 +84,24 @@ class WebhookSpec:
     secret_env: str
 
 
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of an approval chain (a rule's ``stages``): who is asked at it and how many
+    of them must approve before the next stage is asked (the last stage's decide)."""
+
+    name: str
+    reviewers: tuple[str, ...]
+    approvals_required: int = 1
+
+    @property
+    def rule(self) -> Stage:
+        """What storage counts of it."""
+        return Stage(self.name, self.approvals_required)
+
+
+Chain = tuple[StageSpec, ...]  # a rule's stages, in order; empty: no approval chain
+
+
 @dataclass(frozen=True, kw_only=True)
 class CrewSpec:
     """One ``[crews.NAME]`` or ``[flows.NAME]`` table, validated.
@@ -106,6 +125,7 @@ class CrewSpec:
     optional_inputs: tuple[str, ...] = ()
     approvals_required: int = 1
     forbid_self_approval: bool = False
+    progress: bool = True
     gates: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     tasks: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
     on_expire: OnExpire = OnExpire.REJECT
@@ -115,6 +135,9 @@ class CrewSpec:
     reviewers_from_input: str | None = None
     standing: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     webhooks: tuple[WebhookSpec, ...] = ()
+    stages: Chain = ()
+    gate_stages: Mapping[str, Chain] = field(default_factory=lambda: MappingProxyType({}))
+    task_stages: Mapping[int, Chain] = field(default_factory=lambda: MappingProxyType({}))
 
     def standing_match(self, tool: str) -> tuple[str, ...] | None:
         """The arguments whose values a standing approval of ``tool`` keeps to (empty: it
@@ -163,6 +186,16 @@ class CrewSpec:
         if task is not None and task in self.tasks:
             return self.tasks[task]
         return self.approvals_required
+
+    def stages_for(self, *, tool: str | None = None, task: int | None = None) -> Chain:
+        """The approval chain of a review of the gated ``tool``'s call, or of task number
+        ``task``: its own rule's ``stages`` (none where its rule sets a quorum instead),
+        else the crew's (none: the review follows :meth:`approvals_for`)."""
+        if tool is not None and (tool in self.gate_stages or tool in self.gates):
+            return self.gate_stages.get(tool, ())
+        if task is not None and (task in self.task_stages or task in self.tasks):
+            return self.task_stages.get(task, ())
+        return self.stages
 
     retention: Retention = field(default_factory=Retention)  # only the keys it sets
 

@@ -72,6 +72,8 @@ def register_tool_journal(ctx: RunContext) -> None:
             slot.interrupted = True
             return False
         ctx.hold_lease()  # the call runs now: only under a lease still held
+        if ctx.progress is not None:
+            ctx.progress.tool(hook.tool_name, role)
         return None
 
     def after(hook: Any) -> str | None:

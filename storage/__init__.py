@@ -29,6 +29,7 @@ from storage.errors import (
     OutboxClaimLost,
     ReviewNotFound,
     RunNotFound,
+    StageMoved,
     StandingNotFound,
     StorageError,
     TokenExists,
@@ -39,6 +40,7 @@ from storage.errors import (
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
+from storage.progress import EDIT_EVERY, RunProgress
 from storage.records import (
     ApiToken,
     Approval,
@@ -54,11 +56,13 @@ from storage.records import (
     Review,
     Run,
     Snapshot,
+    Stage,
     StandingApproval,
 )
 from storage.schema import PERSON_LENGTH
 from storage.status import (
     ALLOWED_DECISIONS,
+    APPROVAL_STAGES,
     APPROVED_BY,
     DEADLINE,
     HUMAN_DECISIONS,
@@ -75,9 +79,11 @@ from storage.webhooks import WebhookEvent, WebhookEventType
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "APPROVAL_STAGES",
     "APPROVED_BY",
     "DEADLINE",
     "DEFAULT_URL",
+    "EDIT_EVERY",
     "HUMAN_DECISIONS",
     "PERSON_LENGTH",
     "AlreadyApproved",
@@ -119,8 +125,11 @@ __all__ = [
     "ReviewStatus",
     "Run",
     "RunNotFound",
+    "RunProgress",
     "RunStatus",
     "Snapshot",
+    "Stage",
+    "StageMoved",
     "StandingApproval",
     "StandingNotFound",
     "StorageError",

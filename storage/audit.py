@@ -26,7 +26,8 @@ from sqlalchemy import Connection, Select, and_, insert, literal, select, union_
 
 from storage.base import StoreBase
 from storage.schema import audit, decisions, delegations, journal, review_events, reviews, runs
-from storage.status import APPROVED_BY, DecisionKind, ReviewEventKind, ReviewKind
+from storage.status import APPROVAL_STAGES, APPROVED_BY, DecisionKind, ReviewEventKind, ReviewKind
+from storage.word_diff import plain, word_diff
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
 _STREAM_BATCH = 1_000
@@ -39,12 +40,15 @@ _BACK = "back"
 class AuditRecord:
     """Who decided what, when, on which run; for a gated tool call, its arguments as the
     model proposed them, as the reviewer approved them, and as the tool was called; for a
-    review that needed several approvals, who had approved it (``approved_by``); for a claim
+    review that needed several approvals, who had approved it (``approved_by``), and where it
+    had an approval chain, at which stage each did (``approval_stages``: ``{"by", "stage"}``
+    in order); for a claim
     or a reassignment (``decision`` "claim" or "reassign"), who has the review since
     (``assigned_to``); for a standing approval granted or revoked (``decision`` "standing" or
     "standing_revoked"), its id, tool and argument values (``details``); for a delegation
     (``decision`` "away" or "back", no run), the delegate (``assigned_to``) and who is away
-    and until when (``details``)."""
+    and until when (``details``); for a draft edited and approved, what the edit changed, word
+    by word (``edit_diff``, as :func:`storage.word_diff.plain` writes it)."""
 
     run_id: str
     crew: str
@@ -62,6 +66,8 @@ class AuditRecord:
     thread_ts: str | None = None
     assigned_to: str | None = None
     details: dict[str, Any] | None = None
+    approval_stages: list[dict[str, Any]] | None = None
+    edit_diff: str | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -85,6 +91,7 @@ def _live_query() -> Select[Any]:
             decisions.c.decided_by,
             decisions.c.created_at.label("decided_at"),
             decisions.c.text.label("feedback"),
+            decisions.c.original,
             decisions.c.details.label("decision_details"),
             journal.c.payload.label("executed"),
             runs.c.channel,
@@ -113,6 +120,10 @@ def _live_record(row: Any) -> AuditRecord:
         payload = row.executed or {}
         executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
     approvers = (row.decision_details or {}).get(APPROVED_BY)
+    stages = (row.decision_details or {}).get(APPROVAL_STAGES)
+    edit_diff = None
+    if row.decision == DecisionKind.EDIT and row.original is not None and feedback is not None:
+        edit_diff = plain(word_diff(row.original, feedback)) or None
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -128,6 +139,8 @@ def _live_record(row: Any) -> AuditRecord:
         executed_args=executed,
         channel=row.channel,
         thread_ts=row.thread_ts,
+        approval_stages=list(stages) if isinstance(stages, list) else None,
+        edit_diff=edit_diff,
     )
 
 

@@ -22,6 +22,7 @@ CountersignError
 │       ├── AlreadyFinal                   the run already ended
 │       ├── AlreadyDecided                 someone decided the review first
 │       ├── AlreadyApproved                 this reviewer approved already
+│       ├── StageMoved                     the approval chain moved on to another stage
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
 │       ├── NotWaiting                     the run is not waiting for a review
 │       ├── AlreadyRevoked                 someone revoked the standing approval first
@@ -34,6 +35,7 @@ CountersignError
 │   │   ├── EditRefused                    an edit that does not fit its schema
 │   │   ├── NothingToReopen                a task with no approved review to send back
 │   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
+│   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   └── NotAReviewer                   claiming a review for someone not its reviewer
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
@@ -48,7 +50,8 @@ CountersignError
     ├── CannotListen                       a port serve or a worker cannot listen on
     ├── NotYet                             an outbox row waits for an earlier one
     ├── TokenRefused                       an API token's name or scopes that cannot be
-    └── ApiError                           an HTTP API request refused (its status and why)
+    ├── ApiError                           an HTTP API request refused (its status and why)
+    └── Deferred                           a progress edit waits out its two seconds
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors
@@ -72,6 +75,7 @@ StorageError
     ├── AlreadyFinal            the run already ended
     ├── AlreadyDecided          someone decided the review first
     ├── AlreadyApproved          this reviewer approved already
+    ├── StageMoved              the approval chain moved on to another stage
     ├── DecisionNotAllowed      e.g. "approve" on a question
     ├── NotWaiting              the run is not waiting for a review
     ├── AlreadyRevoked          someone revoked the standing approval first
@@ -224,6 +228,20 @@ class AlreadyApproved(TransitionRejected):
         self.by = by
         self.given = given
         self.required = required
+
+
+class StageMoved(TransitionRejected):
+    """A decision made at one stage of an approval chain reached the review after it had
+    moved to another (its stage's quorum was reached, by someone else, first); ``at`` and
+    ``now`` are the stages' names."""
+
+    def __init__(self, review_id: str, at: str, now: str) -> None:
+        super().__init__(
+            f"review {review_id}: the {at} stage was passed already; it is at the {now} stage"
+        )
+        self.review_id = review_id
+        self.at = at
+        self.now = now
 
 
 class DecisionNotAllowed(TransitionRejected):

@@ -13,6 +13,7 @@ from storage.errors import OutboxClaimLost
 from storage.records import JSON, OutboxMessage
 from storage.rows import to_outbox_message
 from storage.schema import outbox, reviews, runs
+from storage.status import OutboxKind
 
 
 class OutboxStore(StoreBase):
@@ -23,7 +24,9 @@ class OutboxStore(StoreBase):
 
         A row is due when its next attempt is due and no dispatcher holds it, and the
         same holds for every earlier unsent row of its run: a run's rows go out in order,
-        so one that keeps failing holds back the rows after it.
+        so one that keeps failing holds back the rows after it. Its progress rows
+        (``RUN_PROGRESS``, which edit a message of their own and may wait out
+        ``storage.progress.EDIT_EVERY``) hold back only the progress rows after them.
         """
         now = self.clock()
         earlier = outbox.alias("earlier")
@@ -33,6 +36,7 @@ class OutboxStore(StoreBase):
                 earlier.c.run_id == outbox.c.run_id,
                 earlier.c.sent_at.is_(None),
                 earlier.c.id < outbox.c.id,
+                _holds_back(earlier, outbox),
                 (earlier.c.next_attempt_at > now) | (earlier.c.claimed_until > now),
             )
             .exists()
@@ -50,7 +54,8 @@ class OutboxStore(StoreBase):
         """Hold an unsent row for one dispatcher for ``hold``, before it calls Slack.
 
         Compare-and-set: the row must be due, unheld (or held past its time, by a
-        dispatcher that died) and the first unsent row of its run.
+        dispatcher that died) and the first unsent row of its run (progress rows aside, for
+        a row that is not one).
 
         Returns:
             The row with the steps already done, or None if it cannot be had now.
@@ -59,7 +64,11 @@ class OutboxStore(StoreBase):
         first = outbox.alias("first")
         first_unsent = (
             select(func.min(first.c.id))
-            .where(first.c.run_id == outbox.c.run_id, first.c.sent_at.is_(None))
+            .where(
+                first.c.run_id == outbox.c.run_id,
+                first.c.sent_at.is_(None),
+                _holds_back(first, outbox),
+            )
             .scalar_subquery()
         )
         with self._tx() as conn:
@@ -165,3 +174,10 @@ def _outbox_free(now: datetime) -> tuple[Any, ...]:
 def _outbox_held(message_id: int, claim: str) -> tuple[Any, ...]:
     """The compare-and-set condition that a dispatcher still holds an unsent row."""
     return (outbox.c.id == message_id, outbox.c.sent_at.is_(None), outbox.c.claim == claim)
+
+
+def _holds_back(earlier: Any, later: Any) -> Any:
+    """Whether an unsent row ``earlier`` keeps ``later`` of the same run waiting: any row
+    keeps a progress row waiting, a progress row keeps no other."""
+    progress = OutboxKind.RUN_PROGRESS
+    return (later.c.kind == progress) | (earlier.c.kind != progress)

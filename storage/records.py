@@ -55,6 +55,16 @@ class Approval:
     details: JSON
     created_at: datetime
     request_key: str | None = None
+    stage: str | None = None  # the approval chain's stage it was given at (None: no stages)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of an approval chain, as :meth:`Store.decide` counts it: its name and how
+    many distinct reviewers' approvals pass it (who they may be is the service's to say)."""
+
+    name: str
+    required: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,20 @@ class Review:
     approvals: tuple[Approval, ...] = ()  # in the order given; empty for a one-person review
     claimed_by: str | None = None  # who is handling it (claimed, or reassigned to them)
     claimed_at: datetime | None = None
+    stage: int = 0  # where an approval chain stands: the stage asked now, from 0
+
+    def made_by(self, request_key: str | None) -> bool:
+        """Whether it was decided, or approved, by the request ``request_key`` (None: no
+        request): replayed, that request is answered as the first time."""
+        if request_key is None:
+            return False
+        if self.decision is not None and self.decision.request_key == request_key:
+            return True
+        return any(a.request_key == request_key for a in self.approvals)
+
+    def approvals_at(self, stage: str) -> tuple[Approval, ...]:
+        """The approvals given at the approval chain's stage named ``stage``."""
+        return tuple(a for a in self.approvals if a.stage == stage)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import replace
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,19 +20,24 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from storage.base import StoreBase, new_id
+from storage.approvals import (
+    ApprovalCounting,
+    approved_before,
+    check_stage,
+    current_stage,
+    with_approvers,
+)
+from storage.base import new_id
 from storage.details import ToolApprovalDetails, details_to_json
 from storage.errors import (
-    AlreadyApproved,
     AlreadyDecided,
     DecisionNotAllowed,
     NotWaiting,
     TransitionRejected,
 )
 from storage.journal import REPLAYABLE
-from storage.records import Approval, NewDecision, PendingReviews, Review
+from storage.records import NewDecision, PendingReviews, Review, Stage
 from storage.rows import (
-    approvals_by_review,
     load_review,
     load_run,
     to_review,
@@ -41,10 +45,8 @@ from storage.rows import (
     to_run,
 )
 from storage.schema import (
-    approvals,
     decisions,
     journal,
-    review_events,
     reviews,
     runs,
     snapshots,
@@ -52,12 +54,10 @@ from storage.schema import (
 from storage.standing import grant_standing
 from storage.status import (
     ALLOWED_DECISIONS,
-    APPROVED_BY,
     DEADLINE,
     DecisionKind,
     OnExpire,
     OutboxKind,
-    ReviewEventKind,
     ReviewKind,
     ReviewStatus,
     RunStatus,
@@ -66,7 +66,7 @@ from storage.transitions import move_reviews, move_run
 from storage.webhooks import WebhookEventType, record_event
 
 
-class ReviewStore(StoreBase):
+class ReviewStore(ApprovalCounting):
     """The reviews a suspended run waits for, and the decisions that answer them."""
 
     def get_review(self, review_id: str) -> Review:
@@ -155,6 +155,8 @@ class ReviewStore(StoreBase):
         decision: NewDecision,
         *,
         approvals_required: int = 1,
+        stages: Sequence[Stage] = (),
+        stage: int | None = None,
         standing: Mapping[str, Any] | None = None,
     ) -> Review:
         """Record a decision exactly once: pending → decided, and the run back in the queue.
@@ -168,37 +170,48 @@ class ReviewStore(StoreBase):
         approval that reaches the quorum decides it, in the same transaction. Any other
         decision (a rejection, changes, an expiry) decides it at once.
 
+        With ``stages`` (an approval chain), approvals are counted per stage instead: the
+        one reaching a stage's quorum moves the review to the next stage, and the last
+        stage's decides it. ``stage`` is the stage the decider was allowed at (None: any, as
+        a deadline decides); a review that moved on since refuses the decision.
+
         Raises:
             ReviewNotFound: no such review.
             AlreadyDecided: somebody decided first (or the run was cancelled);
                 the exception says who and how.
             AlreadyApproved: this reviewer's approval is counted already.
+            StageMoved: the approval chain is no longer at ``stage``.
             DecisionNotAllowed: the decision does not fit the review's kind.
         """
         now = self.clock()
-        counted = approvals_required > 1 and decision.kind == DecisionKind.APPROVE
+        approving = decision.kind == DecisionKind.APPROVE
+        counted = approving and (approvals_required > 1 or bool(stages))
         try:
             with self._tx() as conn:
                 review = load_review(conn, review_id, lock=True)
-                if _made_by(review, decision.request_key):
+                if review.made_by(decision.request_key):
                     return review  # the same request, replayed: it was recorded the first time
                 if review.status != ReviewStatus.PENDING:
-                    raise _already_decided(review)
+                    raise already_decided(review)
                 allowed = ALLOWED_DECISIONS[review.kind]
                 if decision.kind not in allowed:
                     people = sorted(k.value for k in allowed if k != DecisionKind.EXPIRE)
                     raise DecisionNotAllowed(
                         review_id, review.kind.value, decision.kind.value, people
                     )
-                if counted:
+                check_stage(review, stages, stage)
+                if counted and stages:
+                    given = self._approve_at_stage(conn, review, decision, stages, now)
+                    if given is None:
+                        return load_review(conn, review_id)
+                    decision = with_approvers(decision, given)
+                elif counted:
                     given = self._approve(conn, review, decision, approvals_required, now)
                     if len(given) < approvals_required:
                         return load_review(conn, review_id)
-                    by = [a.decided_by for a in given]
-                    decision = replace(decision, details={**decision.details, APPROVED_BY: by})
+                    decision = with_approvers(decision, given)
                 elif review.approvals:  # rejected or sent back after some approved
-                    by = [a.decided_by for a in review.approvals]
-                    decision = replace(decision, details={**decision.details, APPROVED_BY: by})
+                    decision = with_approvers(decision, review.approvals)
                 self._record(conn, review, decision, now)
                 details = review.details
                 if standing is not None and isinstance(details, ToolApprovalDetails):
@@ -208,39 +221,13 @@ class ReviewStore(StoreBase):
             # A UNIQUE (one decision per review, one approval per reviewer) caught a race
             # the status check missed.
             review = self.get_review(review_id)
-            if _made_by(review, decision.request_key):
+            if review.made_by(decision.request_key):
                 return review
             if review.status == ReviewStatus.PENDING and counted:
-                raise _approved_before(review, decision.decided_by, approvals_required) from None
-            raise _already_decided(review) from None
-
-    def _approve(
-        self,
-        conn: Connection,
-        review: Review,
-        decision: NewDecision,
-        required: int,
-        now: datetime,
-    ) -> tuple[Approval, ...]:
-        """Count ``decision`` as one more reviewer's approval of the locked, pending
-        ``review``; every approval it has with this one. One short of the quorum is
-        announced (the review message shows who approved and who is still expected)."""
-        if any(a.decided_by == decision.decided_by for a in review.approvals):
-            raise _approved_before(review, decision.decided_by, required)
-        conn.execute(
-            insert(approvals).values(
-                review_id=review.id,
-                run_id=review.run_id,
-                decided_by=decision.decided_by,
-                details=decision.details,
-                request_key=decision.request_key,
-                created_at=now,
-            )
-        )
-        given = approvals_by_review(conn, [review.id]).get(review.id, ())
-        if len(given) < required:
-            self._enqueue(conn, review.run_id, OutboxKind.REVIEW_APPROVED, review.id)
-        return given
+                at = stages[current_stage(review, stages)] if stages else None
+                required = approvals_required if at is None else at.required
+                raise approved_before(review, decision.decided_by, required, at) from None
+            raise already_decided(review) from None
 
     def _record(
         self, conn: Connection, review: Review, decision: NewDecision, now: datetime
@@ -254,7 +241,7 @@ class ReviewStore(StoreBase):
             decided_at=now,
         )
         if changed != 1:
-            raise _already_decided(load_review(conn, review.id))
+            raise already_decided(load_review(conn, review.id))
         conn.execute(
             insert(decisions).values(
                 review_id=review.id,
@@ -280,70 +267,6 @@ class ReviewStore(StoreBase):
             move_run(conn, review.run_id, RunStatus.WAITING, RunStatus.QUEUED, updated_at=now)
         self._enqueue(conn, review.run_id, OutboxKind.REVIEW_DECIDED, review.id)
         record_event(conn, now, WebhookEventType.REVIEW_DECIDED, review.run_id, review.id)
-
-    def claim_review(
-        self,
-        review_id: str,
-        kind: ReviewEventKind,
-        *,
-        by: str,
-        to: str,
-        request_key: str | None = None,
-    ) -> Review:
-        """Mark the pending review as handled by ``to`` (``by`` claiming it for themselves,
-        or reassigning it), with a compare-and-set on who had it, and record the event for
-        the audit trail in the same transaction, with a ``REVIEW_CLAIMED`` outbox row for
-        the thread. A later claim moves it; a claim for whoever has it already changes and
-        records nothing. Deciding is not restricted by it.
-
-        Raises:
-            ReviewNotFound: no such review.
-            AlreadyDecided: the review is no longer pending.
-        """
-        try:
-            with self._tx() as conn:
-                review = load_review(conn, review_id, lock=True)
-                now = self.clock()  # once the row is held, so that the times follow the order
-                if _event_made_by(conn, review_id, request_key):
-                    return review  # the same request, replayed: it was recorded the first time
-                if review.status != ReviewStatus.PENDING:
-                    raise _already_decided(review)
-                if review.claimed_by == to:
-                    return review
-                had = reviews.c.claimed_by
-                changed = conn.execute(
-                    update(reviews)
-                    .where(
-                        reviews.c.id == review_id,
-                        reviews.c.status == ReviewStatus.PENDING,
-                        had.is_(None) if review.claimed_by is None else had == review.claimed_by,
-                    )
-                    .values(claimed_by=to, claimed_at=now)
-                ).rowcount
-                if changed != 1:
-                    raise _already_decided(load_review(conn, review_id))
-                run = load_run(conn, review.run_id)
-                conn.execute(
-                    insert(review_events).values(
-                        review_id=review_id,
-                        run_id=run.id,
-                        crew=run.crew,
-                        review_kind=review.kind,
-                        kind=kind,
-                        by=by,
-                        to=to,
-                        request_key=request_key,
-                        at=now,
-                        channel=run.channel,
-                        thread_ts=run.thread_ts,
-                    )
-                )
-                said = {"by": by, "to": to, "before": review.claimed_by}
-                self._enqueue(conn, run.id, OutboxKind.REVIEW_CLAIMED, review_id, said)
-                return load_review(conn, review_id)
-        except IntegrityError:
-            # The same request, raced with itself: the UNIQUE kept one.
-            return self.get_review(review_id)
 
     def sweep_reviews(self, *, expired_by: str = "countersign") -> dict[str, int]:
         """Act on what is due: remind, escalate, expire. Safe to run twice or on two replicas.
@@ -481,35 +404,7 @@ def _at_deadline(kind: ReviewKind, on_expire: str | None, expired_by: str) -> Ne
     return NewDecision(DecisionKind.EXPIRE, expired_by)
 
 
-def _event_made_by(conn: Connection, review_id: str, request_key: str | None) -> bool:
-    """Whether the request ``request_key`` (None: no request) claimed or reassigned the
-    review already."""
-    if request_key is None:
-        return False
-    found = conn.execute(
-        select(review_events.c.id).where(
-            review_events.c.review_id == review_id, review_events.c.request_key == request_key
-        )
-    ).first()
-    return found is not None
-
-
-def _made_by(review: Review, request_key: str | None) -> bool:
-    """Whether ``review`` was decided, or approved, by the request ``request_key`` (None: no
-    request)."""
-    if request_key is None:
-        return False
-    decision = review.decision
-    if decision is not None and decision.request_key == request_key:
-        return True
-    return any(a.request_key == request_key for a in review.approvals)
-
-
-def _approved_before(review: Review, by: str, required: int) -> AlreadyApproved:
-    return AlreadyApproved(review.id, by, len(review.approvals), required)
-
-
-def _already_decided(review: Review) -> AlreadyDecided:
+def already_decided(review: Review) -> AlreadyDecided:
     decision = review.decision
     return AlreadyDecided(
         review.id,

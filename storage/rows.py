@@ -56,6 +56,7 @@ def approvals_by_review(conn: Connection, review_ids: list[str]) -> dict[str, tu
                     details=row.details,
                     created_at=row.created_at,
                     request_key=row.request_key,
+                    stage=row.stage,
                 )
             )
     return {review_id: tuple(given) for review_id, given in found.items()}
@@ -146,6 +147,7 @@ def to_review(
         approvals=approved,
         claimed_by=row.claimed_by,
         claimed_at=row.claimed_at,
+        stage=row.stage,
     )
 
 

@@ -87,6 +87,9 @@ reviews = Table(
     # allowed may still decide it.
     Column("claimed_by", String(PERSON_LENGTH)),
     Column("claimed_at", DateTime),
+    # Where an approval chain (a rule's ``stages``) stands: the stage, from 0, whose
+    # reviewers are asked now; 0 for a review without stages.
+    Column("stage", Integer, nullable=False, server_default="0"),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
     # The pending reviews, oldest first, without sorting every review that waits; and by run,
@@ -158,11 +161,13 @@ audit = Table(
     Column("decided_at", DateTime, nullable=False),
     Column("feedback", Text),
     Column("approved_by", JSON),
+    Column("approval_stages", JSON),
     Column("proposed_args", JSON),
     Column("approved_args", JSON),
     Column("executed_args", JSON),
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
+    Column("edit_diff", Text),
     Index("ix_audit_decided", "decided_at"),
 )
 
@@ -176,6 +181,8 @@ approvals = Table(
     Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("decided_by", String(PERSON_LENGTH), nullable=False),
     Column("details", JSON, nullable=False),
+    # The stage of an approval chain it was given at (its name); NULL without stages.
+    Column("stage", String(100)),
     # The request that approved: replayed, it is answered as the first time.
     Column("request_key", String(200)),
     Column("created_at", DateTime, nullable=False),
@@ -414,4 +421,19 @@ home_tabs = Table(
     Column("claim", String(32)),
     Column("claimed_until", DateTime),
     Index("ix_home_tabs_due", "due_at"),
+)
+
+# A run's live progress (``storage.progress``): what its crew is doing, as the worker last
+# wrote it (at most every few seconds), and where its one message in the run's thread is.
+run_progress = Table(
+    "run_progress",
+    metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("state", JSON, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("channel", String(64)),
+    Column("message_ts", String(32)),
+    Column("shown_version", Integer, nullable=False),
+    Column("shown_at", DateTime),
+    Column("updated_at", DateTime, nullable=False),
 )

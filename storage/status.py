@@ -156,6 +156,10 @@ APPROVED_BY = "approved_by"
 """A decision's details key: who approved a review that needed several approvals, in order
 (the last of them made the decision)."""
 
+APPROVAL_STAGES = "approval_stages"
+"""A decision's details key, beside :data:`APPROVED_BY` where the review had an approval chain
+(``stages``): each approval in order as ``{"by": …, "stage": …}``."""
+
 
 class OutboxKind(StrEnum):
     """What an outbox row announces; the dispatcher reads the current state by id."""
@@ -163,7 +167,9 @@ class OutboxKind(StrEnum):
     RUN_STARTED = "run_started"
     REVIEW_OPENED = "review_opened"
     REVIEW_DECIDED = "review_decided"
-    REVIEW_APPROVED = "review_approved"  # an approval short of the review's quorum
+    # An approval short of the review's quorum, or (payload ``stage``: the one passed) the
+    # approval that passed a stage of its approval chain.
+    REVIEW_APPROVED = "review_approved"
     REVIEW_REMINDED = "review_reminded"
     REVIEW_ESCALATED = "review_escalated"
     REVIEW_CLAIMED = "review_claimed"  # claimed or reassigned: payload by, to, before
@@ -173,6 +179,7 @@ class OutboxKind(StrEnum):
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"
     RUN_FINISHED = "run_finished"
+    RUN_PROGRESS = "run_progress"  # the run's progress message to post or edit (coalesced)
 
 
 class RunNote(StrEnum):

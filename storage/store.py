@@ -2,12 +2,14 @@
 
 One synchronous API: workers call it directly, the async bot through one
 ``asyncio.to_thread`` boundary. Each public method is one transaction. Its methods live with
-their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``),
+their concern: runs and leases (``storage.runs``), reviews and decisions (``storage.reviews``;
+approvals counted in ``storage.approvals``), claims (``storage.claims``),
 standing approvals (``storage.standing``), the journal (``storage.journal``), the outbox
-(``storage.outbox``), retention (``storage.retention``), the audit trail (``storage.audit``),
-delegations while away (``storage.delegations``), the app's Home tab (``storage.home``), the
-HTTP API's tokens (``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook
-events (``storage.webhooks``).
+(``storage.outbox``), runs' live progress (``storage.progress``), retention
+(``storage.retention``), the audit trail (``storage.audit``), delegations while away
+(``storage.delegations``), the app's Home tab (``storage.home``), the HTTP API's tokens
+(``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook events
+(``storage.webhooks``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from storage import migrate
 from storage.audit import AuditStore
 from storage.base import Clock, utc_now
+from storage.claims import ClaimStore
 from storage.delegations import DelegationStore
 from storage.engine import checkpoint as engine_checkpoint
 from storage.engine import make_engine
@@ -24,6 +27,7 @@ from storage.home import HomeStore
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
 from storage.pages import ReviewPages
+from storage.progress import ProgressStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
@@ -36,6 +40,7 @@ from storage.webhooks import WebhookStore
 class Store(
     RunStore,
     ReviewStore,
+    ClaimStore,
     StandingStore,
     JournalStore,
     OutboxStore,
@@ -46,6 +51,7 @@ class Store(
     TokenStore,
     ReviewPages,
     WebhookStore,
+    ProgressStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

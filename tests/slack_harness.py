@@ -130,18 +130,23 @@ def slack_and_bot(
         transport="socket" if socket_mode else "http",
     )
     with StandInThread(standin) as slack:
-        settings = SlackSettings(
-            bot_token=standin.bot_token,
-            signing_secret=SECRET,
-            app_token=standin.app_token,
-            api_url=slack.api_url,
-        )
+        settings = slack_settings(slack)
         with BotThread(
             settings, config, store, port, socket_mode=socket_mode, workers=workers
         ) as bot:
             if socket_mode:
                 slack.wait_for_socket(timeout=30)
             yield slack, bot
+
+
+def slack_settings(slack: StandInThread) -> SlackSettings:
+    """The bot's Slack settings for the stand-in ``slack`` serves."""
+    return SlackSettings(
+        bot_token=slack.standin.bot_token,
+        signing_secret=SECRET,
+        app_token=slack.standin.app_token,
+        api_url=slack.api_url,
+    )
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import load_config
-from crew_runtime.service import covered, still_expected
+from crew_runtime.reviewers import covered, still_expected
 from storage import DelegationRefused, Store
 from storage.delegations import resolve
 from storage.retention import NO_CREW, Retention, RetentionPolicy

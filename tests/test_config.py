@@ -162,8 +162,8 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "description, channel, reviewers, remind_after, escalate_after, expire_after, "
             "on_expire, remind_by, escalate_to, approval_tools, inputs, optional_inputs, "
             "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
-            "reviewers_from_input, "
-            "gates, tasks, webhooks",
+            "progress, reviewers_from_input, "
+            "gates, tasks, webhooks, stages",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -206,6 +206,10 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             'crews.blog.inputs[0]: expected an input name like "topic", got "the topic"',
         ),
         (
+            "[crews.blog]\nfactory = 'a:b'\nprogress = 'off'",
+            'crews.blog.progress: expected true or false, got "off"',
+        ),
+        (
             "[crews.blog]\nfactory = 'a:b'\noptional_inputs = ['a-b']",
             'crews.blog.optional_inputs[0]: expected an input name like "tone", got "a-b"',
         ),
@@ -215,8 +219,8 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "reviewers, remind_after, escalate_after, expire_after, on_expire, remind_by, "
             "escalate_to, "
             "approval_tools, inputs, optional_inputs, keep_journal, keep_runs, keep_audit, "
-            "approvals_required, forbid_self_approval, reviewers_from_input, gates, tasks, "
-            "webhooks",
+            "approvals_required, forbid_self_approval, progress, reviewers_from_input, gates, "
+            "tasks, webhooks, stages",
         ),
     ],
 )

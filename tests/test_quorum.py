@@ -301,7 +301,7 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
         (
             "[crews.deal.gates.pay]\napproval_required = 2",
             "crews.deal.gates.pay.approval_required: unknown key (did you mean "
-            '"approvals_required"?); known keys: approvals_required, remind_after, '
+            '"approvals_required"?); known keys: approvals_required, stages, remind_after, '
             "escalate_after, expire_after, on_expire, remind_by, allow_standing, standing_match",
         ),
         (
@@ -357,14 +357,14 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
         (
             "[crews.deal.gates.pay]\nescalate_to = []",
             'crews.deal.gates.pay.escalate_to: unknown key (did you mean "escalate_after"?); '
-            "known keys: approvals_required, remind_after, escalate_after, expire_after, "
-            "on_expire, remind_by, allow_standing, standing_match",
+            "known keys: approvals_required, stages, remind_after, escalate_after, "
+            "expire_after, on_expire, remind_by, allow_standing, standing_match",
         ),
         (
             "[crews.deal.gates.pay]",
-            "crews.deal.gates.pay: empty; set one of approvals_required, remind_after, "
-            "escalate_after, expire_after, on_expire, remind_by, allow_standing, "
-            "standing_match",
+            "crews.deal.gates.pay: empty; set one of approvals_required, stages, "
+            "remind_after, escalate_after, expire_after, on_expire, remind_by, "
+            "allow_standing, standing_match",
         ),
     ],
 )
@@ -383,7 +383,8 @@ def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
 ) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("### Several approvers") : readme.index("### The reviewer named")]
-    several, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    # Approval chains come between them (their example: tests/test_stage_config.py).
+    several, _chain, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
     spec = _load(tmp_path, several)
     assert spec.approvals_required == 2 and spec.reviewers == ("U0ANA", "U0BEN", "U0CAL")
     assert spec.approvals_for(tool="send_email") == 3

@@ -20,6 +20,7 @@ from storage import (
     ToolApprovalDetails,
 )
 from storage.audit import AuditRecord
+from storage.details import TaskReviewDetails
 from storage.retention import Retention, RetentionPolicy
 from tests.test_storage import FakeClock
 
@@ -243,3 +244,38 @@ def test_one_persons_pending_reviews_by_crew_and_channel(store: Store, clock: Fa
         ("blog", "C2"),
         ("news", "C1"),
     }
+
+
+def test_an_edited_draft_keeps_what_the_edit_changed_and_its_progress_goes_with_the_run(
+    store: Store, clock: FakeClock
+) -> None:
+    run = store.create_run("blog", {"topic": "otters"}, channel="C0REVIEWS")
+    claimed = store.claim_run("w1", LEASE)
+    assert claimed is not None and claimed.lease_token
+    store.save_progress(run.id, claimed.lease_token, {"tasks": [], "tools": 3})
+    draft = "Otters hold hands while they sleep."
+    ask = NewReview(
+        kind=ReviewKind.TASK_REVIEW,
+        stream="task0:Writer",
+        seq=0,
+        prompt=draft,
+        details=TaskReviewDetails(task="outline"),
+    )
+    [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
+    edited = "Sea otters hold hands while they sleep, so as not to drift apart."
+    store.decide(review.id, NewDecision(DecisionKind.EDIT, "U0ANA", text=edited))
+    again = store.claim_run("w1", LEASE)
+    assert again is not None and again.lease_token
+    store.finish_run(run.id, again.lease_token, RunStatus.SUCCEEDED, output=edited)
+    deliver(store)
+    diff = (
+        "[-Otters-]{+Sea otters+} hold hands while they "
+        "[-sleep.-]{+sleep, so as not to drift apart.+}"
+    )
+    (live,) = export(store, clock)
+    assert (live.decision, live.feedback, live.edit_diff) == ("edit", edited, diff)
+
+    clock.advance(days=400)
+    assert store.prune(RetentionPolicy(YEAR))["blog"]["runs"] == 1
+    assert export(store, clock) == [live]  # kept whole, the diff with it
+    assert store.load_progress(run.id) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import NOBODY, CrewSpec, load_config
-from crew_runtime.service import still_expected
+from crew_runtime.reviewers import still_expected
 from storage import NewReview, ReviewKind, Store
 from tests.test_cli import Cli
 from tests.test_config import error_for, write

@@ -17,7 +17,10 @@ from typing import Any
 from bot.cli import render
 from bot.cli.context import CliError, Context
 from bot.settings import mask_url
+from crew_runtime.config import ConfigError
+from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import parse_decision
+from crew_runtime.specs import Chain
 from storage import DecisionKind, Review, ReviewStatus, RunStatus, ToolApprovalDetails
 from storage.migrate import current_revision
 
@@ -140,9 +143,20 @@ def reviews_show(ctx: Context) -> int:
     review = store.get_review(ctx.args.review_id)
     if ctx.args.json:
         _print_json(render.review_json(review))
-    else:
-        print(render.review_block(review, store.get_run(review.run_id)))
+        return 0
+    run = store.get_run(review.run_id)
+    print(render.review_block(review, run, _chain(ctx, run.crew, review)))
     return 0
+
+
+def _chain(ctx: Context, crew: str, review: Review) -> Chain:
+    """The approval chain ``review`` follows, where the configuration can be read (``reviews
+    show`` needs none: without it, the stage is not shown)."""
+    try:
+        spec = ctx.config().crews.get(crew)
+    except ConfigError:
+        return ()
+    return () if spec is None else stages_of(spec, review)
 
 
 def reviews_decide(ctx: Context) -> int:
@@ -158,7 +172,10 @@ def reviews_decide(ctx: Context) -> int:
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
-    if decision is None and review.approvals:
+    chain = _chain(ctx, run.crew, review)
+    if decision is None and chain:
+        how = _counted_at_stage(chain, review)
+    elif decision is None and review.approvals:
         given = ", ".join(a.decided_by for a in review.approvals)
         required = service.approvals_required(review)
         how = f"approval counted, {len(review.approvals)} of {required} ({given})"
@@ -167,6 +184,25 @@ def reviews_decide(ctx: Context) -> int:
         if standing.review_id == review.id:
             print(f"{standing.id}: approves {render.standing_calls(standing)}")
     return 0
+
+
+def _counted_at_stage(chain: Chain, review: Review) -> str:
+    """``approval counted, legal stage passed (lea); stage 2 of 2, manager: …``, or
+    ``approval counted at stage 1 of 2, legal: 1 of 2 (lea)``."""
+    index = stage_at(chain, review)
+    if index > 0 and not review.approvals_at(chain[index].name):
+        passed = chain[index - 1]
+        given = ", ".join(a.decided_by for a in review.approvals_at(passed.name))
+        return (
+            f"approval counted, {passed.name} stage passed ({given}); "
+            f"stage {render.stage_line(chain, review)}"
+        )
+    stage = chain[index]
+    given = ", ".join(a.decided_by for a in review.approvals_at(stage.name))
+    return (
+        f"approval counted at stage {index + 1} of {len(chain)}, {stage.name}: "
+        f"{len(review.approvals_at(stage.name))} of {stage.approvals_required} ({given})"
+    )
 
 
 def reviews_revoke(ctx: Context) -> int:

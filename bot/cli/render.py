@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from bot.documents import delegation_json, iso, review_json, run_json
 from crew_runtime.config import CrewSpec
+from crew_runtime.reviewers import stage_at
+from crew_runtime.specs import Chain
 from storage import Review, ReviewStatus, Run, StandingApproval
 
 __all__ = [
@@ -139,9 +141,22 @@ def standing_calls(standing: StandingApproval) -> str:
     return f"later calls of {standing.tool}" + (f" with {values}" if values else "")
 
 
-def review_block(review: Review, run: Run) -> str:
-    return "\n".join(
-        [f"run      {run.id} ({run.crew}, {run.status.value})", *_review_lines(review)]
+def review_block(review: Review, run: Run, chain: Chain = ()) -> str:
+    """A review, with where its approval chain (``chain``: its rule's stages) stands."""
+    lines = [f"run      {run.id} ({run.crew}, {run.status.value})", *_review_lines(review)]
+    if chain and review.status == ReviewStatus.PENDING:
+        lines.append(f"stage    {stage_line(chain, review)}")
+    return "\n".join(lines)
+
+
+def stage_line(chain: Chain, review: Review) -> str:
+    """``2 of 2, manager: U0MAX or U0MIA (1 of 1 approvals needed)``."""
+    index = stage_at(chain, review)
+    stage = chain[index]
+    return (
+        f"{index + 1} of {len(chain)}, {stage.name}: {' or '.join(stage.reviewers)} "
+        f"({stage.approvals_required} approval{'s' if stage.approvals_required > 1 else ''} "
+        "needed)"
     )
 
 
@@ -154,7 +169,11 @@ def _review_lines(review: Review, indent: int = 0) -> list[str]:
         f"{pad}opened   {iso(review.created_at)}",
     ]
     lines += _field("prompt", review.prompt, indent)
-    lines += [f"{pad}approval {a.decided_by} at {iso(a.created_at)}" for a in review.approvals]
+    lines += [
+        f"{pad}approval {a.decided_by} at {iso(a.created_at)}"
+        + ("" if a.stage is None else f" ({a.stage})")
+        for a in review.approvals
+    ]
     if review.claimed_by is not None:
         lines.append(f"{pad}claimed  by {review.claimed_by} at {iso(review.claimed_at)}")
     decision = review.decision

@@ -80,7 +80,21 @@ _SCHEMAS: Json = {
             "approvals": {
                 "type": "array",
                 "description": "the approvals so far of a review that needs several",
-                "items": _object({"by": {"type": "string"}, "at": _TIME}),
+                "items": _object(
+                    {
+                        "by": {"type": "string"},
+                        "at": _TIME,
+                        "stage": {
+                            **_NULLABLE_TEXT,
+                            "description": "the approval chain's stage it was given at",
+                        },
+                    }
+                ),
+            },
+            "stage": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "where an approval chain stands: its current stage, from 0",
             },
             "claimed_by": _NULLABLE_TEXT,
             "claimed_at": _NULLABLE_TIME,

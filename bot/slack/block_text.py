@@ -106,10 +106,52 @@ def approvals_so_far(approvers: Collection[str], required: int, expected: Collec
     return line
 
 
-def approvals_given(approvers: Collection[str]) -> str:
+def approvals_given(approvers: Collection[str], stages: Collection[str | None] = ()) -> str:
     """Under a decided review that needed several approvals: who approved it (all of them
-    when it was approved; those before the decision when someone rejected it or sent it back)."""
-    return "Approvals given: " + ", ".join(user_ref(a) for a in approvers)
+    when it was approved; those before the decision when someone rejected it or sent it back),
+    each with the stage of its approval chain (``stages``, in the same order) where it had one."""
+    given = [user_ref(a) for a in approvers]
+    if any(stages):
+        given = [f"{ref} ({escape(stage or '')})" for ref, stage in zip(given, stages, strict=True)]
+    return "Approvals given: " + ", ".join(given)
+
+
+def stage_status(number: int, count: int, name: str, given: Collection[str], required: int) -> str:
+    """``🔗 Stage 2 of 2 · manager: 1 of 2 approvals (<@U1>)``: where an approval chain
+    stands, under the review's buttons (the caller adds who is waited for, and the rest)."""
+    line = f"🔗 Stage {number} of {count} · {escape(name)}"
+    if given or required > 1:
+        line += f": {len(given)} of {required} approvals"
+        line += f" ({', '.join(user_ref(a) for a in given)})" if given else ""
+    return line
+
+
+def waiting_for(expected: Collection[str]) -> str:
+    """``waiting for <@U2> or <!subteam^S1>``."""
+    return "waiting for " + " or ".join(mention(r) for r in expected)
+
+
+def stage_passed(name: str, approvers: Collection[str]) -> str:
+    """``legal approved by <@U0>``."""
+    return f"{escape(name)} approved by {', '.join(user_ref(a) for a in approvers)}"
+
+
+def stage_passed_note(
+    passed: str,
+    approvers: Collection[str],
+    number: int,
+    count: int,
+    name: str,
+    reviewers: Collection[str],
+) -> str:
+    """Said in the run's thread when a review passes a stage of its approval chain: the next
+    stage's reviewers are mentioned."""
+    who = " ".join(mention(r) for r in reviewers)
+    done = stage_passed(passed, approvers)
+    return (
+        f"✅ {done[:1].upper()}{done[1:]}. Stage {number} of {count}, "
+        f"{escape(name)}: {who}, this review is yours to decide now."
+    )
 
 
 # --- what the bot posts in a run's thread -------------------------------------------------
@@ -280,6 +322,11 @@ def review_ref(review_id: str, run_id: str) -> str:
 def run_label(run_id: str) -> str:
     """A run's id after its title or who started it: ``run `run_1```."""
     return f"run {code(run_id)}"
+
+
+def open_link(link: str) -> str:
+    """A link Slack gave (``chat.getPermalink``) to where a pending review is."""
+    return f"<{link}|open the thread>"
 
 
 def in_channel(channel: str) -> str:
@@ -545,3 +592,58 @@ def home_run(crew: str, status: RunStatus, started: datetime) -> str:
 
 def home_decision(crew: str, decision: Decision) -> str:
     return f"*{escape(crew)}* · {decision_line(decision)} · {slack_date(decision.created_at)}"
+
+
+# --- what changed between rounds ------------------------------------------------------------
+
+
+def changes_title(round_number: int) -> str:
+    """Above a revised draft's changes: since which round (the previous one, from 1)."""
+    return f"*What changed since round {round_number}*"
+
+
+def changes_fallback(round_number: int) -> str:
+    return f"What changed since round {round_number}"
+
+
+def changes_count(removed: int, added: int) -> str:
+    return f"{removed:,} words removed, {added:,} added · ~struck out~ removed, *bold* added"
+
+
+CHANGES_TOO_LONG = "Its first change is too long to show here: the whole revised draft follows."
+
+
+def changes_not_shown(count: int) -> str:
+    return f"…and {count} more changes: the whole revised draft follows."
+
+
+# --- a run's progress -------------------------------------------------------------------------
+
+PROGRESS_TASK = {"started": "⚙️", "finished": "✅"}
+
+
+def progress_title(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
+    return f"*Progress* · {run_status(status, waiting_on)}"
+
+
+def progress_task(mark: str, name: str, agent: str) -> str:
+    """One task's line: ``⚙️ *Outline otters* · Writer`` (escaped, cut, on one line)."""
+    by = f" · {truncate(agent, 100)}" if agent else ""
+    return f"{PROGRESS_TASK.get(mark, '•')} *{truncate(' '.join(name.split()), 150)}*{by}"
+
+
+def progress_tool(name: str, agent: str, count: int) -> str:
+    by = f" ({truncate(agent, 100)})" if agent else ""
+    calls = "1 tool call" if count == 1 else f"{count:,} tool calls"
+    return f"🔧 Last tool: {code(name)}{by} · {calls}"
+
+
+def progress_waiting(people: Collection[str]) -> str:
+    """Whom a waiting run waits for: the people (and groups) still expected, or anyone."""
+    if not people:
+        return "👀 Waiting for anyone in the channel"
+    return "👀 Waiting for " + ", ".join(mention(p) for p in people)
+
+
+def progress_fallback(status: RunStatus) -> str:
+    return f"Progress: {RUN_STATUS[status]}"

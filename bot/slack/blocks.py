@@ -25,7 +25,7 @@ share (:class:`Message`, a header, text in sections, a list) in ``bot.slack.mess
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from bot.slack import block_text as t
 from bot.slack.elements import (
@@ -167,11 +167,15 @@ def status_message(
 
 
 def pending_message(
-    reviews: list[Review], runs: dict[str, Run], total: int | None = None
+    reviews: list[Review],
+    runs: dict[str, Run],
+    total: int | None = None,
+    links: Mapping[str, str] | None = None,
 ) -> Message:
     """``/crew pending``: what waits for a decision, oldest first, with where to find it.
 
-    ``total``: how many wait, when ``reviews`` are only the first of them.
+    ``total``: how many wait, when ``reviews`` are only the first of them; ``links``: by
+    review id, Slack's permalink to its message (or its run's thread).
     """
     count = len(reviews) if total is None else total
     if not count:
@@ -182,6 +186,8 @@ def pending_message(
         run = runs.get(review.run_id)
         crew = f"*{escape(run.crew)}* · " if run else ""
         where = f" {t.in_channel(review.channel)}" if review.channel else ""
+        if links and review.id in links:
+            where += f" · {t.open_link(links[review.id])}"
         line = (
             f"{crew}{t.REVIEW_NOUN[review.kind]} {code(review.id)}{where} · "
             f"{slack_date(review.created_at)}\n>{truncate(' '.join(review.prompt.split()), 200)}"
@@ -238,6 +244,20 @@ def claimed_message(by: str, to: str, before: str | None) -> Message:
     """Said in the run's thread when a review is claimed, taken over or reassigned."""
     words = t.claimed_note(by, to, before)
     return Message(words, [context(words)])
+
+
+def stage_passed_message(
+    passed: str,
+    approvers: list[str],
+    number: int,
+    count: int,
+    name: str,
+    reviewers: tuple[str, ...],
+) -> Message:
+    """Said in the run's thread when a review passes a stage of its approval chain, mentioning
+    the next stage's reviewers."""
+    words = t.stage_passed_note(passed, approvers, number, count, name, reviewers)
+    return Message(words, [section(words)])
 
 
 def reopened_message(review: Review) -> Message:

@@ -40,13 +40,22 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
-from bot.slack import blocks, review_blocks, standing_blocks
+from bot.slack import blocks, review_blocks, standing_blocks, thread_posts
 from bot.slack.handlers import api_error, sync
 from bot.slack.home import Home
 from bot.slack.steps import Steps, Thread
+from bot.slack.thread_posts import Deferred
 from bot.waking import Waking
 from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
-from crew_runtime.service import Countersign, approvals_required, covered, still_expected
+from crew_runtime.reviewers import (
+    approvals_required,
+    covered,
+    current,
+    stages_of,
+    still_expected,
+)
+from crew_runtime.service import Countersign
+from crew_runtime.specs import Chain
 from storage import (
     Decision,
     DecisionKind,
@@ -134,6 +143,8 @@ class Dispatcher(Waking):
                     "outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff
                 )
                 await sync(self.store.mark_failed, message.id, token, reason, backoff)
+            except Deferred as later:  # holds back no other row (storage.outbox)
+                await sync(self.store.defer_outbox, message.id, token, later.until)
             except OutboxClaimLost:
                 held.add(message.run_id)
                 log.warning("outbox %d: taken over by another dispatcher", message.id)
@@ -178,9 +189,15 @@ class Dispatcher(Waking):
         if run.thread_ts is None:
             raise NotYet("the run's root message is not posted yet")
         thread = Thread(run.channel, run.thread_ts)
+        if kind in _SHOWN_IN_PROGRESS:  # the progress message says the run waits, or ended
+            await sync(self.store.refresh_progress, run.id)
         if kind == OutboxKind.REVIEW_OPENED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._review(steps, thread, run, review)
+        elif kind == OutboxKind.RUN_PROGRESS:
+            await thread_posts.show_progress(
+                self.client, self.store, self.config, steps, thread, run
+            )
         elif kind == OutboxKind.REVIEW_DECIDED and message.review_id:
             review = await sync(self.store.get_review, message.review_id)
             await self._replace(review)
@@ -190,6 +207,10 @@ class Dispatcher(Waking):
             review = await sync(self.store.get_review, message.review_id)
             if review.status == ReviewStatus.PENDING:
                 await self._tally(review, run)
+                passed = message.payload.get("stage")
+                moved = None if passed is None else await self._next_stage(review, run, passed)
+                if moved is not None:
+                    await steps.post_all(thread, [moved])
             await steps.sent()
         elif kind in (OutboxKind.STANDING_GRANTED, OutboxKind.STANDING_REVOKED):
             await self._standing(steps, thread, str(message.payload.get("standing", "")))
@@ -264,8 +285,17 @@ class Dispatcher(Waking):
             messages = [review_blocks.review_file_summary(review, run, filename)]
         else:
             messages = review_blocks.review_messages(review, run)
+        chain = self._chain(review, run)
+        if chain:  # where its approval chain stands, under the buttons from the start
+            away = await sync(self.store.delegates)
+            messages[-1] = review_blocks.staged_message(
+                review, chain, still_expected(self.config.get(run.crew), review, run, away)
+            )
         messages[-1] = self._with_approve_all(messages[-1], review, run)
-        last = await steps.post_all(thread, messages)
+        changes = await thread_posts.changes(self.store, review)
+        if changes is not None:  # first, so a reviewer sees what changed before reading on
+            messages = [changes, *messages]
+        last = await steps.post_all(thread, messages, review_id=review.id)
         # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried
         # with the row, whose posts are done and not made again.
         await self._update_root(run)
@@ -280,23 +310,49 @@ class Dispatcher(Waking):
             channel=review.channel, ts=review.message_ts, text=done.text, blocks=done.blocks
         )
 
+    def _chain(self, review: Review, run: Run) -> Chain:
+        """The approval chain ``review`` follows (none for a crew no longer configured)."""
+        spec = self.config.crews.get(run.crew)
+        return () if spec is None else stages_of(spec, review)
+
     async def _tally(self, review: Review, run: Run) -> None:
-        """Show who approved a review that needs several approvals, and who is expected."""
+        """Show who approved a review that needs several approvals, and who is expected; for
+        one with an approval chain, where the chain stands."""
         if review.channel is None or review.message_ts is None:
             return
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
         away = await sync(self.store.delegates)
         expected = () if spec is None else still_expected(spec, review, run, away)
-        tally = review_blocks.partly_approved_message(review, required, expected)
+        chain = self._chain(review, run)
+        if chain:
+            tally = review_blocks.staged_message(review, chain, expected)
+        else:
+            tally = review_blocks.partly_approved_message(review, required, expected)
         await self.client.chat_update(
             channel=review.channel, ts=review.message_ts, text=tally.text, blocks=tally.blocks
         )
 
+    async def _next_stage(self, review: Review, run: Run, passed: str) -> blocks.Message | None:
+        """Said in the thread when ``review`` passed the stage named ``passed`` of its
+        approval chain: who approved there, and the next stage's reviewers (each away one's
+        delegate instead), mentioned."""
+        chain = self._chain(review, run)
+        names = [stage.name for stage in chain]
+        if passed not in names or names.index(passed) + 1 >= len(chain):
+            return None
+        number = names.index(passed) + 2
+        after = chain[number - 1]
+        away = await sync(self.store.delegates)
+        approvers = [a.decided_by for a in review.approvals_at(passed)]
+        return blocks.stage_passed_message(
+            passed, approvers, number, len(chain), after.name, covered(after.reviewers, away)
+        )
+
     async def _show_claim(self, review: Review, run: Run) -> None:
         """Show on the pending review's message who has claimed it (with the approvals so
-        far, where it needs several)."""
-        if review.approvals:
+        far, where it needs several, or where its approval chain stands)."""
+        if review.approvals or self._chain(review, run):
             await self._tally(review, run)
             return
         if review.channel is None or review.message_ts is None:
@@ -369,7 +425,11 @@ class Dispatcher(Waking):
             spec = self.config.get(run.crew)
         except UnknownCrewError:
             return blocks.reminder_message(review, ())
-        reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
+        chain = stages_of(spec, review)
+        if chain:  # an approval chain: its current stage's reviewers
+            reviewers = current(chain, review).reviewers
+        else:
+            reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
             return blocks.escalation_message(review, covered(spec.escalate_to or reviewers, away))
         if review.claimed_by is not None:  # whoever claimed it, or was given it
@@ -431,6 +491,12 @@ class Dispatcher(Waking):
             waiting_on or (),
             reviewer_input=None if spec is None else spec.reviewers_from_input,
         )
+
+
+# Rows after which the run's progress message is shown again: the run waits, or ended.
+_SHOWN_IN_PROGRESS = frozenset(
+    {OutboxKind.REVIEW_OPENED, OutboxKind.REVIEW_DECIDED, OutboxKind.RUN_FINISHED}
+)
 
 
 def _note(message: OutboxMessage) -> RunNote | None:

@@ -23,6 +23,7 @@ from bot.slack.payloads import ButtonClick, ClaimClick
 from crew_runtime import log_fields
 from crew_runtime.config import CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
+from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
@@ -83,6 +84,8 @@ class Handlers:
             return found, text.NOT_THE_REVIEW_MESSAGE
         if found[0].status != ReviewStatus.PENDING:
             return found, text.already_decided(found[0])
+        if isinstance(click, ButtonClick):  # a decision: the stage of an approval chain counts
+            return found, await self._decision_refusal(click.user_id, *found)
         return found, await self._refusal(click.user_id, found[1])
 
     async def _decide(
@@ -119,9 +122,7 @@ class Handlers:
         log.info("review %s: %s by %s", review.id, kind, user_id)
         self.wake()
         if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
-            required = await sync(self.service.approvals_required, recorded)
-            counted = text.approval_counted(len(recorded.approvals), required)
-            await self._ephemeral_via_api(channel, user_id, counted)
+            await self._ephemeral_via_api(channel, user_id, await self._counted(recorded))
 
     async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
         """A run's inputs and reviews are shown in its channel, and elsewhere only to
@@ -148,13 +149,56 @@ class Handlers:
             spec: CrewSpec = self.config.get(run.crew)
         except UnknownCrewError:
             return False
-        reviewers = spec.reviewers_of(run.inputs)
+        return await self._one_of(user_id, spec.reviewers_of(run.inputs), run.channel)
+
+    async def _decision_refusal(self, user_id: str, review: Review, run: Run) -> str | None:
+        """Why ``user_id`` may not decide ``review`` now, in words for them; None when they
+        may. For a review with an approval chain, only the stage it is at decides: its
+        reviewers (or whoever holds their reviews while they are away) may, anyone else is
+        told whose turn it is."""
+        spec = self.config.crews.get(run.crew)
+        chain = () if spec is None else stages_of(spec, review)
+        if not chain:
+            return await self._refusal(user_id, run)
+        index = stage_at(chain, review)
+        stage = chain[index]
+        try:
+            if await self._one_of(user_id, stage.reviewers, run.channel):
+                return None
+        except CheckFailed:
+            return text.CHECK_FAILED
+        later = next((s.name for s in chain[index + 1 :] if user_id in s.reviewers), None)
+        return text.not_your_stage(stage.name, index + 1, len(chain), stage.reviewers, later)
+
+    async def _counted(self, review: Review) -> str:
+        """What a reviewer is told when their approval counted and ``review`` still waits:
+        how many it has of its quorum, or of its stage's, or that it passed the stage."""
+        run = await sync(self.store.get_run, review.run_id)
+        spec = self.config.crews.get(run.crew)
+        chain = () if spec is None else stages_of(spec, review)
+        if not chain:
+            required = await sync(self.service.approvals_required, review)
+            return text.approval_counted(len(review.approvals), required)
+        index = stage_at(chain, review)
+        stage = chain[index]
+        given = len(review.approvals_at(stage.name))
+        if index > 0 and given == 0:  # this approval passed the stage before
+            return text.approval_counted_at_stage(chain[index - 1].name, 0, 0, stage.name)
+        return text.approval_counted_at_stage(stage.name, given, stage.approvals_required, None)
+
+    async def _one_of(self, user_id: str, reviewers: tuple[str, ...], channel: str | None) -> bool:
+        """Whether ``user_id``, or someone away whose reviews they hold, is one of
+        ``reviewers`` (none: in ``channel``).
+
+        Raises:
+            CheckFailed: a membership lookup failed and no other one said yes.
+        """
         # Whoever is away and left their reviews to ``user_id`` (a delegate decides what the
         # person away could); a failed lookup for one of them is no answer for the others.
         failed: CheckFailed | None = None
         for person in await sync(self.service.acting_for, user_id):
             try:
-                if await self.reviewers.may_decide(person, reviewers, run.channel):
+                if await self.reviewers.may_decide(person, reviewers, channel):
                     return True
             except CheckFailed as exc:
                 failed = exc

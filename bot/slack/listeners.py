@@ -178,7 +178,7 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
-        refusal = await self._refusal(submission.user_id, run)
+        refusal = await self._decision_refusal(submission.user_id, review, run)
         if refusal is not None:
             await ack(response_action="errors", errors={where: refusal})
             return
@@ -390,7 +390,7 @@ class Listeners(StandingButtons, SlashCommands):
                 message.channel_id, message.user_id, text.reply_hint(review.kind)
             )
             return
-        refusal = await self._refusal(message.user_id, run)
+        refusal = await self._decision_refusal(message.user_id, review, run)
         if refusal is not None:
             await self._ephemeral_via_api(message.channel_id, message.user_id, refusal)
             return

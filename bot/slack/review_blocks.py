@@ -35,6 +35,8 @@ from bot.slack.message import (
 from bot.slack.mrkdwn import escape, slack_date, truncate
 from bot.slack.payloads import CLAIM, REASSIGN, action_id
 from crew_runtime import streams
+from crew_runtime.reviewers import stage_at
+from crew_runtime.specs import Chain
 from storage.details import QuestionDetails, ToolApprovalDetails
 from storage.records import Review, Run
 from storage.status import DecisionKind, ReviewKind
@@ -183,7 +185,10 @@ def _outcome(review: Review) -> list[Block]:
         line += f"\n>{quoted}"
     if not review.approvals:
         return [section(line)]
-    return [section(line), context(t.approvals_given([a.decided_by for a in review.approvals]))]
+    given = t.approvals_given(
+        [a.decided_by for a in review.approvals], [a.stage for a in review.approvals]
+    )
+    return [section(line), context(given)]
 
 
 def _typed_json(review: Review) -> bool:
@@ -283,9 +288,32 @@ def partly_approved_message(
 ) -> Message:
     """The review's last message again, buttons kept, with who approved it so far out of
     the ``required`` approvals and who is still ``expected`` (the crew's other reviewers)."""
-    blocks = _last_blocks(review, decided=False)
     approvers = [a.decided_by for a in review.approvals]
-    words = t.approvals_so_far(approvers, required, expected)
+    return _with_status(review, t.approvals_so_far(approvers, required, expected))
+
+
+def staged_message(review: Review, chain: Chain, expected: Collection[str] = ()) -> Message:
+    """The review's last message again, buttons kept, with where its approval chain
+    (``chain``) stands: the stage it is at, who approved there, who is ``expected`` (the
+    stage's reviewers who have not), the stages passed and the next one."""
+    index = stage_at(chain, review)
+    stage = chain[index]
+    given = [a.decided_by for a in review.approvals_at(stage.name)]
+    parts = [t.stage_status(index + 1, len(chain), stage.name, given, stage.approvals_required)]
+    if expected:
+        parts.append(t.waiting_for(expected))
+    for passed in chain[:index]:
+        parts.append(
+            t.stage_passed(passed.name, [a.decided_by for a in review.approvals_at(passed.name)])
+        )
+    if index + 1 < len(chain):
+        parts.append(f"next: {escape(chain[index + 1].name)}")
+    return _with_status(review, " · ".join(parts))
+
+
+def _with_status(review: Review, words: str) -> Message:
+    """The review's last message again, buttons kept, with ``words`` under them."""
+    blocks = _last_blocks(review, decided=False)
     blocks.insert(len(blocks) - 1, context(words))  # above the reply hint, under the buttons
     return Message(words, blocks)
 

@@ -3,10 +3,12 @@ pending reviews, one's absence. Every answer is ephemeral and goes by ``response
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
 
 from bot.slack import blocks, text
 from bot.slack.authz import CheckFailed
@@ -23,13 +25,13 @@ from bot.slack.commands import (
     StatusCommand,
     parse_command,
 )
-from bot.slack.handlers import Handlers, sync, words
+from bot.slack.handlers import Handlers, api_error, sync, words
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import PayloadError, parse_slash
 from bot.slack.pending import pending_for
 from crew_runtime.config import ConfigError, UnknownCrewError
 from crew_runtime.errors import UsageError
-from storage import AlreadyFinal, DelegationRefused, NotFound, RunNotFound
+from storage import AlreadyFinal, DelegationRefused, NotFound, Review, Run, RunNotFound
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +179,32 @@ class SlashCommands(Handlers):
 
     async def _pending_for(self, user_id: str) -> blocks.Message:
         found = await pending_for(self.service, self.reviewers, user_id, blocks.MAX_LISTED)
-        return blocks.pending_message(found.reviews, found.runs, found.total)
+        links = await self._permalinks(found.reviews[: blocks.MAX_LISTED], found.runs)
+        return blocks.pending_message(found.reviews, found.runs, found.total, links)
+
+    async def _permalinks(self, reviews: list[Review], runs: dict[str, Run]) -> dict[str, str]:
+        """Slack's permalink to each review's message (its run's thread while the message is
+        not posted yet), one ``chat.getPermalink`` each, at most :data:`blocks.MAX_LISTED`,
+        at once; a review Slack has no link for is listed without one."""
+
+        async def link(review: Review) -> tuple[str, str] | None:
+            run = runs.get(review.run_id)
+            channel, ts = review.channel, review.message_ts
+            if channel is None or ts is None:
+                channel, ts = (run.channel, run.thread_ts) if run else (None, None)
+            if channel is None or ts is None:
+                return None
+            try:
+                found = await self.reviewers.client.chat_getPermalink(
+                    channel=channel, message_ts=ts
+                )
+            except SlackApiError as exc:
+                log.warning("no permalink for review %s: %s", review.id, api_error(exc))
+                return None
+            return review.id, str(found["permalink"])
+
+        found = await asyncio.gather(*(link(r) for r in reviews))
+        return dict(pair for pair in found if pair is not None)
 
 
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:

@@ -26,6 +26,9 @@ from storage import OutboxClaimLost, OutboxMessage, Store
 log = logging.getLogger(__name__)
 
 METADATA_TYPE = "countersign_outbox"
+# A review's messages say so instead, for other apps (and this one) to find: the same
+# payload, with the review's id.
+REVIEW_METADATA_TYPE = "countersign_review"
 # Slack's errors after which a call may have been applied in part, as its docs warn.
 MAYBE_APPLIED = frozenset({"fatal_error", "internal_error"})
 # Slack's clock and ours may differ a little: look for a lost post from a bit earlier.
@@ -81,22 +84,30 @@ class Steps:
         if not marked:
             raise OutboxClaimLost(self.message.id)
 
-    async def post_all(self, thread: Thread, messages: list[blocks.Message]) -> Posted:
+    async def post_all(
+        self, thread: Thread, messages: list[blocks.Message], *, review_id: str | None = None
+    ) -> Posted:
         """Post ``messages`` in order, each once; where the last one is."""
         posted = Posted(thread.channel, "")
         for n, part in enumerate(messages, start=1):
-            posted = await self.post(f"post{n}", thread, part)
+            posted = await self.post(f"post{n}", thread, part, review_id=review_id)
         return posted
 
-    async def post(self, step: str, thread: Thread, part: blocks.Message) -> Posted:
+    async def post(
+        self, step: str, thread: Thread, part: blocks.Message, *, review_id: str | None = None
+    ) -> Posted:
         """Post ``part`` unless it was posted already: by an earlier attempt that recorded
-        it, or by one whose answer was lost (found by its metadata)."""
+        it, or by one whose answer was lost (found by its metadata).
+
+        A message of review ``review_id`` carries the metadata type ``countersign_review``
+        and the review's id besides the row and step (Slack keeps it through
+        ``chat.update``s that give none)."""
         state = self.progress.get(step)
         if state is not None and state["state"] == "done":
             return Posted(state["channel"], state["ts"])
         if state is None:
             await self._save(step, {"state": "tried"})
-        elif (found := await self._find(step, thread)) is not None:
+        elif (found := await self._find(step, thread, review_id)) is not None:
             await self._save(step, {"state": "done", "channel": found.channel, "ts": found.ts})
             return found
         try:
@@ -105,7 +116,7 @@ class Steps:
                 thread_ts=thread.ts,
                 text=part.text,
                 blocks=part.blocks,
-                metadata={"event_type": METADATA_TYPE, "event_payload": self._tag(step)},
+                metadata=self._metadata(step, review_id),
             )
         except SlackApiError as exc:
             if _refused(exc):  # nothing was posted: the retry need not look for it
@@ -146,14 +157,20 @@ class Steps:
         self.progress[step] = state
         await sync(self.store.save_outbox_progress, self.message.id, self.token, self.progress)
 
-    def _tag(self, step: str) -> JSON:
-        return {"outbox_id": self.message.id, "run_id": self.message.run_id, "step": step}
+    def _metadata(self, step: str, review_id: str | None) -> JSON:
+        tag: JSON = {"outbox_id": self.message.id, "run_id": self.message.run_id, "step": step}
+        if review_id is None:
+            return {"event_type": METADATA_TYPE, "event_payload": tag}
+        return {
+            "event_type": REVIEW_METADATA_TYPE,
+            "event_payload": {**tag, "review_id": review_id},
+        }
 
-    async def _find(self, step: str, thread: Thread) -> Posted | None:
+    async def _find(self, step: str, thread: Thread, review_id: str | None) -> Posted | None:
         """The message an earlier attempt posted for ``step``, if Slack has it."""
         since = self.message.created_at.replace(tzinfo=UTC) - LOOKUP_MARGIN
         oldest = f"{since.timestamp():.6f}"
-        tag = self._tag(step)
+        wanted = self._metadata(step, review_id)
         cursor: str | None = None
         while True:
             try:
@@ -184,8 +201,8 @@ class Steps:
                 return None
             for found in page.get("messages") or []:
                 metadata = found.get("metadata") or {}
-                if metadata.get("event_type") == METADATA_TYPE and (
-                    metadata.get("event_payload") == tag
+                if metadata.get("event_type") == wanted["event_type"] and (
+                    metadata.get("event_payload") == wanted["event_payload"]
                 ):
                     log.info("outbox %d: %s was posted, its answer lost", self.message.id, step)
                     return Posted(thread.channel, str(found["ts"]))

@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from bot.slack.block_text import REPLY_HINT, RUN_STATUS, arg_types
-from bot.slack.mrkdwn import channel_ref, code, escape, slack_date, truncate, unescape, user_ref
+from bot.slack.mrkdwn import (
+    channel_ref,
+    code,
+    escape,
+    mention,
+    slack_date,
+    truncate,
+    unescape,
+    user_ref,
+)
 from bot.slack.payloads import PayloadError
 from crew_runtime.config import ConfigError
 from crew_runtime.errors import (
@@ -24,6 +33,7 @@ from crew_runtime.errors import (
     InputsRefused,
     NotAReviewer,
     NothingToReopen,
+    NotYourStage,
     SelfApproval,
     TextRefused,
     UsageError,
@@ -40,6 +50,7 @@ from storage.errors import (
     NotWaiting,
     ReviewNotFound,
     RunNotFound,
+    StageMoved,
     StandingNotFound,
     UnstorableValue,
 )
@@ -264,6 +275,36 @@ def approval_counted(given: int, required: int) -> str:
     )
 
 
+def approval_counted_at_stage(stage: str, given: int, required: int, next_stage: str | None) -> str:
+    """Told to a reviewer whose approval counted at a stage of an approval chain: it passed
+    the stage (``next_stage`` is asked now) or the stage needs more."""
+    if next_stage is not None:
+        return (
+            f"Your approval passed the {escape(stage)} stage: the {escape(next_stage)} stage "
+            "is asked now."
+        )
+    more = required - given
+    who = "reviewer approves" if more == 1 else "reviewers approve"
+    return (
+        f"Your approval is counted at the {escape(stage)} stage ({given} of {required}). "
+        f"It passes once {more} more {who}."
+    )
+
+
+def not_your_stage(
+    stage: str, number: int, count: int, reviewers: Iterable[str], later: str | None
+) -> str:
+    """Told to someone who may not decide a review at the stage of its approval chain it is
+    at: whose turn it is, and theirs if they are asked later."""
+    who = " or ".join(mention(r) for r in reviewers)
+    said = (
+        f"This review is at its {escape(stage)} stage ({number} of {count}): {who} decide it now."
+    )
+    if later is not None:
+        said += f" You are asked at the {escape(later)} stage, after it."
+    return said + " Nothing was recorded."
+
+
 def starting(crew: str) -> str:
     return f"Starting {code(crew)}… its thread appears in this channel in a moment."
 
@@ -391,6 +432,13 @@ def refusal(exc: CountersignError) -> str:
             return (
                 f"You approved this already ({exc.given} of {exc.required} approvals): "
                 "each reviewer counts once."
+            )
+        case NotYourStage():
+            return not_your_stage(exc.stage, exc.number, exc.count, exc.reviewers, exc.later)
+        case StageMoved():
+            return (
+                f"The {escape(exc.at)} stage was passed already: this review is at its "
+                f"{escape(exc.now)} stage now. Nothing was recorded."
             )
         case SelfApproval():
             return (

@@ -1,0 +1,100 @@
+"""Who reviews a run, as the configuration says, for the service, the bot and the dispatcher
+alike: how many must approve a review, where its approval chain (a rule's ``stages``) stands
+and who is asked at that stage, who is still expected, and whom an away person's reviews go
+to. Storage counts the approvals and moves a chain's stage (``storage.approvals``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from crew_runtime.errors import NotYourStage
+from crew_runtime.specs import NOBODY, Chain, CrewSpec, StageSpec, rule_of
+from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run
+
+
+def stages_of(spec: CrewSpec, review: Review) -> Chain:
+    """The approval chain ``review`` follows: its gate's or its task's ``stages``, else the
+    crew's; () for a review without one, and for one that cannot be approved (a question is
+    answered by one person, as with a quorum)."""
+    if DecisionKind.APPROVE not in ALLOWED_DECISIONS[review.kind]:
+        return ()
+    tool, task = rule_of(review.kind, review.stream, review.details)
+    return spec.stages_for(tool=tool, task=task)
+
+
+def stage_at(chain: Chain, review: Review) -> int:
+    """The index of the stage ``review`` is at (the last one where the chain is shorter now
+    than when it got there)."""
+    return min(review.stage, len(chain) - 1)
+
+
+def current(chain: Chain, review: Review) -> StageSpec:
+    """The stage ``review`` is at."""
+    return chain[stage_at(chain, review)]
+
+
+def check_turn(chain: Chain, review: Review, acting: tuple[str, ...]) -> None:
+    """Whether the first of ``acting`` (a person, then whoever away left their reviews to
+    them) may decide ``review`` at the stage it is at, as far as the configuration can tell:
+    where the stage names only people, one of ``acting`` must be among them; where it names
+    a user group, Slack must say (the bot asks before it calls the service).
+
+    Raises:
+        NotYourStage: none of them is asked at this stage.
+    """
+    index = stage_at(chain, review)
+    stage = chain[index]
+    if any(ref.startswith("S") for ref in stage.reviewers):
+        return
+    if any(person in stage.reviewers for person in acting):
+        return
+    later = next((s.name for s in chain[index + 1 :] if acting[0] in s.reviewers), None)
+    raise NotYourStage(
+        review.id, acting[0], stage.name, index + 1, len(chain), stage.reviewers, later
+    )
+
+
+def approvals_required(spec: CrewSpec, review: Review) -> int:
+    """How many distinct reviewers must approve ``review``: its gated tool's or its task's
+    rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
+    tool, task = rule_of(review.kind, review.stream, review.details)
+    return spec.approvals_for(tool=tool, task=task)
+
+
+def may_be_given(spec: CrewSpec, run: Run, person: str) -> bool:
+    """Whether ``person`` may be given (claim, be reassigned) a review of ``run``, as far as
+    the configuration can tell: where only people are named, one of them; where a user
+    group or nobody is named (anyone in the channel), Slack must say, and this says yes."""
+    named = spec.reviewers_of(run.inputs)
+    if any(ref.startswith("S") for ref in named) or not named:
+        return True
+    return person in named
+
+
+def still_expected(
+    spec: CrewSpec, review: Review, run: Run, away: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The run's reviewers (users and groups: the crew's, or the one its reviewer input
+    names; for a review with an approval chain, its current stage's), each away one's
+    delegate in their place (``away``: ``Store.delegates``), whose
+    approval ``review`` may still get: not those who approved, nor who started the run where
+    the crew forbids it. Empty when nobody is named (anyone in the channel may approve)."""
+    approved = {a.decided_by for a in review.approvals}
+    barred = {run.started_by} if spec.forbid_self_approval else set()
+    chain = stages_of(spec, review)
+    if chain:  # an approval chain: its current stage's reviewers
+        named = covered(current(chain, review).reviewers, away)
+    else:
+        named = covered(tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY), away)
+    return tuple(r for r in named if r not in approved and r not in barred)
+
+
+def covered(named: tuple[str, ...], delegates: Mapping[str, str]) -> tuple[str, ...]:
+    """``named`` (people and groups) with each person who is away replaced by their delegate
+    (``Store.delegates``), each once: whom a review mentions, reminds and waits for."""
+    people: list[str] = []
+    for ref in named:
+        person = delegates.get(ref, ref)
+        if person not in people:
+            people.append(person)
+    return tuple(people)
