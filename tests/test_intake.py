@@ -23,17 +23,35 @@ def _slash(text: str) -> str:
 def test_a_slash_command_stays_one_whatever_its_text(text: str) -> None:
     # Bolt's own parser takes any form body containing "payload" for an interaction.
     request = classify(_slash(text), FORM, "sig:x")
-    assert (request.kind, request.key) == (Kind.SLASH_COMMAND, "sig:x")
+    assert (request.kind, request.key) == (Kind.SLASH_COMMAND, "trigger:T.1")
     assert request.payload()["text"] == text
 
 
-def test_a_click_is_keyed_by_what_the_transport_gives_and_parsed_only_when_handled() -> None:
-    body = urlencode({"payload": json.dumps({"type": "block_actions", "trigger_id": "T.2"})})
+def test_a_click_is_keyed_by_its_trigger_and_parsed_only_when_handled() -> None:
+    # The same click signed again at a later second (another signature) is the same request.
+    click = {"type": "block_actions", "trigger_id": "T.2"}
+    body = urlencode({"payload": json.dumps(click)})
     request = classify(body, FORM, "sig:v0=abc")
-    assert (request.kind, request.key, request.body) == (Kind.INTERACTION, "sig:v0=abc", body)
+    assert (request.kind, request.key, request.body) == (Kind.INTERACTION, "trigger:T.2", body)
+    assert classify(body, FORM, "sig:v0=def").key == request.key
     assert request.payload()["trigger_id"] == "T.2"
+    assert classify_payload(click, "envelope:E1").key == "trigger:T.2"
+
+
+def test_without_a_trigger_a_request_is_keyed_by_what_the_transport_gives() -> None:
     over_socket = classify_payload({"type": "block_actions"}, "envelope:E1")
     assert (over_socket.kind, over_socket.key) == (Kind.INTERACTION, "envelope:E1")
+    body = urlencode({"payload": json.dumps({"type": "block_actions"})})
+    assert classify(body, FORM, "sig:v0=abc").key == "sig:v0=abc"
+    assert classify(urlencode({"command": "/crew", "text": ""}), FORM, "sig:y").key == "sig:y"
+
+
+def test_a_trigger_written_in_a_messages_text_or_a_commands_text_is_not_the_key() -> None:
+    said = 'see "trigger_id": "T.FAKE" and &trigger_id=T.FAKE'
+    click = {"type": "block_actions", "message": {"text": said}, "trigger_id": "T.4"}
+    assert classify(urlencode({"payload": json.dumps(click)}), FORM, "sig:x").key == "trigger:T.4"
+    command = urlencode({"command": "/crew", "text": said, "trigger_id": "T.5"})
+    assert classify(command, FORM, "sig:x").key == "trigger:T.5"
 
 
 def test_the_twins_of_a_message_share_a_key_and_other_events_use_their_id() -> None:

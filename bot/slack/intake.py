@@ -10,7 +10,9 @@ command) instead of a silent success.
 The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hosting.socket_mode``):
 
 1. :func:`classify`, pure and cheap (it runs before the ack): what kind of request it is
-   and its key. The key deduplicates: for slash commands and clicks, what the transport
+   and its key. The key deduplicates: for slash commands and clicks, their ``trigger_id``
+   (``trigger:<id>``: Slack makes one per command typed or button clicked, so the same
+   click sent again is one, even signed anew at another second), else what the transport
    gives (the signature over HTTP, so a request replayed byte for byte is one; the envelope
    id in Socket Mode); for messages ``msg:<channel>:<ts>`` (Slack's retries, and the
    ``app_mention``/``message`` twins of one message); ``event:<event_id>`` for other events.
@@ -38,11 +40,12 @@ import enum
 import json
 import logging
 import queue
+import re
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_plus
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -61,6 +64,10 @@ REQUEST_KEY = "countersign_request"
 _ANSWERED_IN_ACK = frozenset({"url_verification", "view_submission", "block_suggestion"})
 _ANSWERED_IN_ACK_MARKERS = ("view_submission", "block_suggestion", "ssl_check=")
 _JSON = "application/json"
+# A form body's trigger_id: a slash command's field, or inside an interaction's URL-encoded
+# payload (where any text of the clicked message is escaped JSON, so it cannot fake one).
+_TRIGGER_FIELD = re.compile(r"(?:^|&)trigger_id=([^&]+)")
+_TRIGGER_IN_PAYLOAD = re.compile(r'"trigger_id":\s*"([^"\\]+)"')
 MAX_ATTEMPTS = 5
 # How long handling waits for the acks in progress to go out first (bounded: a steady
 # stream of requests must not starve it).
@@ -138,8 +145,17 @@ def classify(body: str, content_type: str, fallback_key: str) -> SlackRequest:
         request = classify_payload(parse_body(body, content_type), fallback_key)
         return SlackRequest(request.kind, request.key, body, content_type)
     if body.startswith("payload=") or "&payload=" in body:
-        return SlackRequest(Kind.INTERACTION, fallback_key, body, content_type)
-    return SlackRequest(Kind.SLASH_COMMAND, fallback_key, body, content_type)
+        found = _TRIGGER_IN_PAYLOAD.search(unquote_plus(body))
+        key = _trigger_key(found.group(1) if found else None, fallback_key)
+        return SlackRequest(Kind.INTERACTION, key, body, content_type)
+    found = _TRIGGER_FIELD.search(body)
+    key = _trigger_key(unquote_plus(found.group(1)) if found else None, fallback_key)
+    return SlackRequest(Kind.SLASH_COMMAND, key, body, content_type)
+
+
+def _trigger_key(trigger_id: Any, fallback_key: str) -> str:
+    """``trigger:<id>`` for a command or a click that has one, else the transport's key."""
+    return f"trigger:{trigger_id}" if isinstance(trigger_id, str) and trigger_id else fallback_key
 
 
 def classify_payload(payload: Json, fallback_key: str) -> SlackRequest:
@@ -147,7 +163,8 @@ def classify_payload(payload: Json, fallback_key: str) -> SlackRequest:
     body = json.dumps(payload)
     kind_of = str(payload.get("type", ""))
     if "command" in payload:
-        return SlackRequest(Kind.SLASH_COMMAND, fallback_key, body, _JSON)
+        key = _trigger_key(payload.get("trigger_id"), fallback_key)
+        return SlackRequest(Kind.SLASH_COMMAND, key, body, _JSON)
     if kind_of == "event_callback":
         event = payload.get("event")
         channel, ts = (
@@ -160,7 +177,9 @@ def classify_payload(payload: Json, fallback_key: str) -> SlackRequest:
         return SlackRequest(Kind.EVENT, key, body, _JSON)
     if kind_of in _ANSWERED_IN_ACK or "ssl_check" in payload or not kind_of:
         return SlackRequest(Kind.ANSWERED_IN_ACK, fallback_key, body, _JSON)
-    return SlackRequest(Kind.INTERACTION, fallback_key, body, _JSON)
+    return SlackRequest(
+        Kind.INTERACTION, _trigger_key(payload.get("trigger_id"), fallback_key), body, _JSON
+    )
 
 
 def bolt_request(payload: Json, key: str | None = None) -> AsyncBoltRequest:
