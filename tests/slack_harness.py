@@ -84,13 +84,16 @@ class BotThread:
             poll=timedelta(seconds=0.1),
             sweep_every=0.2,
             workers_in_process=True,
+            # Socket Mode has no port of its own: the test's port is its metrics port, where
+            # the HTTP API is served too.
+            metrics_at=("127.0.0.1", self.port) if self.socket_mode else None,
         )
         if self.socket_mode:
             serving = self.deployment.serve_socket_mode(self._stop)
         else:
             serving = self.deployment.serve_http("127.0.0.1", self.port, self._stop)
         task = asyncio.create_task(serving)
-        while not self.socket_mode and not _listening(self.port):
+        while not _listening(self.port):
             await asyncio.sleep(0.02)
         self._ready.set()
         await task

@@ -9,6 +9,7 @@ of it); every answer is checked against the OpenAPI document (``tests.api_harnes
 from __future__ import annotations
 
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -314,3 +315,15 @@ def test_two_decisions_at_once_one_wins(bench: Bench) -> None:
         assert loser.error["decided_by"] == winner
         review = bench.store.get_review(review_id)
         assert review.decision is not None and review.decision.decided_by == winner
+
+
+def test_in_socket_mode_the_api_is_on_the_metrics_port(tmp_path: Path, db_url: str) -> None:
+    with configured(tmp_path, db_url, CONFIG) as (config, store):
+        token = Tokens(store).create("all", list(Scope), by="test")[1]
+        with slack_and_bot(config, store, socket_mode=True, workers=0) as (_slack, bot):
+            bench = Bench(store, ApiClient(f"http://127.0.0.1:{bot.port}", token), {})
+            review_id = bench.pause()
+            assert bench.decide(review_id, kind="approve", by=ALICE).status == 200
+            assert store.get_review(review_id).status == ReviewStatus.DECIDED
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{bot.port}/metrics", timeout=30)
+            assert b"countersign_" in metrics.read()

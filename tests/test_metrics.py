@@ -201,7 +201,7 @@ async def _get(port: int, path: str) -> tuple[int, Any]:
 
 async def _health_while(store: Store, cut: Any, restore: Any) -> list[tuple[int, Any]]:
     """``/healthz`` answered with the database up, down (``cut``), then up (``restore``)."""
-    runner = await start_site(Endpoints(store, (metrics.REGISTRY,)), "127.0.0.1", 0)
+    runner = await start_site(Endpoints(store, (metrics.REGISTRY,)).app(), "127.0.0.1", 0)
     port = runner.addresses[0][1]
     try:
         answers = [await _get(port, "/healthz")]

@@ -89,9 +89,9 @@ class Endpoints:
         return web.json_response({"ok": True, "database": "ok", **(self.extra or dict)()})
 
 
-async def start_site(endpoints: Endpoints, host: str, port: int) -> web.AppRunner:
-    """Serve ``endpoints`` on ``host:port`` from this event loop; clean up the runner after."""
-    runner = web.AppRunner(endpoints.app(), handle_signals=False, access_log=None)
+async def start_site(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Serve ``app`` on ``host:port`` from this event loop; clean up the runner after."""
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     try:
         await listen(runner, host, port)
@@ -112,7 +112,7 @@ def serve_in_thread(endpoints: Endpoints, host: str, port: int) -> None:
 
     async def serve() -> None:
         try:
-            await start_site(endpoints, host, port)
+            await start_site(endpoints.app(), host, port)
         except BaseException as exc:
             bound.set_exception(exc)
             return

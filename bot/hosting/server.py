@@ -1,11 +1,11 @@
 """``countersign serve``: one command is a whole deployment.
 
 The Bolt ``AsyncApp`` (HTTP on ``/slack/events`` through aiohttp, or Socket Mode), the
-HTTP API on ``/api/v1`` (``bot.hosting.api``; HTTP mode only), the outbox dispatcher, the
-webhook sender, APScheduler's housekeeping jobs and an embedded worker pool (a child
-``countersign worker`` process by default, see ``bot.hosting.pool``) share one store.
-Nothing here blocks the event loop, so Slack's acks stay fast whatever the
-crews are doing.
+HTTP API on ``/api/v1`` (``bot.hosting.api``; in Socket Mode on the metrics port), the
+outbox dispatcher, the webhook sender, APScheduler's housekeeping jobs and an embedded worker
+pool (a child ``countersign worker`` process by default, see ``bot.hosting.pool``) share one
+store. Nothing here blocks the event loop, so Slack's acks stay fast whatever the crews are
+doing.
 """
 
 from __future__ import annotations
@@ -236,12 +236,18 @@ class Deployment:
         self.endpoints.add_routes(app)
         return app
 
-    async def start_background(self) -> None:
-        """Worker threads, the dispatcher, the housekeeping jobs and the metrics port."""
+    async def start_background(self, *, api_on_metrics_port: bool = False) -> None:
+        """Worker threads, the dispatcher, the housekeeping jobs and the metrics port (with
+        ``api_on_metrics_port``, the HTTP API's too: Socket Mode has no port of its own)."""
         self._stop.clear()
         if self.metrics_at is not None:
-            self._metrics_site = await start_site(self.endpoints, *self.metrics_at)
+            app = self.endpoints.app()
+            if api_on_metrics_port:
+                self.api.add_routes(app)
+            self._metrics_site = await start_site(app, *self.metrics_at)
             log.info("metrics on http://%s:%d/metrics", *self.metrics_at)
+            if api_on_metrics_port:
+                log.info("HTTP API on http://%s:%d/api/v1", *self.metrics_at)
         # One pooled HTTP session for every Web API call (slack_sdk opens a new
         # connection per call otherwise). It belongs to this loop, hence made here.
         self.client.session = ClientSession()
@@ -327,7 +333,7 @@ class Deployment:
     async def serve_socket_mode(self, stop: asyncio.Event) -> None:
         handler = DurableSocketModeHandler(self.app, self.slack.app_token or "", self.intake)
         self.intake.start()
-        await self.start_background()
+        await self.start_background(api_on_metrics_port=True)
         try:
             # Connecting retries for as long as Slack cannot be reached: a stop must end it.
             log.info("connecting to Slack over Socket Mode")
