@@ -89,7 +89,9 @@ def test_a_revision_shows_its_changes_messages_carry_metadata_pending_links_audi
         (review,) = store.list_reviews()
         assert "What changed" not in text_of(first)  # the first round has nothing before it
 
-        # /crew pending links to the review's message, as Slack's chat.getPermalink says.
+        # /crew pending links to the review's message, as Slack's chat.getPermalink says
+        # (once the dispatcher recorded where it went, its last step: until then, the thread).
+        wait_until(lambda: store.get_review(review.id).message_ts, what="the message recorded")
         listed = _pending(slack, BOB)
         link = f"https://sandbox.slack.com/archives/{CHANNEL}/p{first['ts'].replace('.', '')}"
         assert f"<{link}?thread_ts={root['ts']}&cid={CHANNEL}|open the thread>" in text_of(listed)
