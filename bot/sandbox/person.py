@@ -305,8 +305,12 @@ class PersonSide:
 
         For tests of what the bot does with a payload Slack's client would never send, such
         as a click whose button value was changed; everything else goes through the actions
-        above, which Slack's client would offer.
+        above, which Slack's client would offer. Like every interaction Slack sends, it gets
+        a trigger_id of its own (a copy of an earlier click's payload is a new request).
         """
+        user = payload.get("user")
+        if isinstance(user, dict) and isinstance(user.get("id"), str) and "trigger_id" in payload:
+            payload = {**payload, "trigger_id": self.workspace.issue_trigger(user["id"])}
         return await self._send("interactive", payload, tamper)
 
     def _top_view(self, user: str, view_id: str) -> StoredView:
