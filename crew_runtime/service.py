@@ -193,12 +193,15 @@ class Countersign:
 
         Only reviewers of the run may claim or reassign, and only to a reviewer: where the
         crew (or the run's reviewer input) names only people, ``by`` and ``to`` must be
-        among them. Membership of a user group or of the run's channel is Slack's to say;
-        the Slack door asks it before calling this (:func:`may_be_given`).
+        among them; for a review with an approval chain, among its current stage's
+        reviewers (or hold the reviews of one who is away). Membership of a user group or
+        of the run's channel is Slack's to say; the Slack door asks it before calling this
+        (:func:`may_be_given`).
 
         Raises:
             UsageError: a name that cannot be stored; (``NotAReviewer``) ``by`` or ``to``
-                not among the people the run names.
+                not among the people the run names; (``NotYourStage``) not asked at the
+                stage the review's approval chain is at.
             ReviewNotFound, AlreadyDecided: from storage.
         """
         by = by.strip()
@@ -211,7 +214,9 @@ class Countersign:
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
         for person in dict.fromkeys((by, to)):
-            if spec is not None and not may_be_given(spec, run, person):
+            if spec is None or review.status != ReviewStatus.PENDING:
+                break  # storage says it was decided
+            if not may_be_given(spec, review, run, self.acting_for(person)):
                 raise NotAReviewer(review_id, run.id, person)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
         return self.store.claim_review(review_id, kind, by=by, to=to, request_key=request_key)
