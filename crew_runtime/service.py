@@ -202,7 +202,8 @@ class Countersign:
             UsageError: a name that cannot be stored; (``NotAReviewer``) ``by`` or ``to``
                 not among the people the run names; (``NotYourStage``) not asked at the
                 stage the review's approval chain is at.
-            ReviewNotFound, AlreadyDecided: from storage.
+            ReviewNotFound, AlreadyDecided, StageMoved: from storage (the chain moved on
+                since the check).
         """
         by = by.strip()
         to = (to or by).strip()
@@ -219,7 +220,16 @@ class Countersign:
             if not may_be_given(spec, review, run, self.acting_for(person)):
                 raise NotAReviewer(review_id, run.id, person)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
-        return self.store.claim_review(review_id, kind, by=by, to=to, request_key=request_key)
+        chain = () if spec is None else stages_of(spec, review)
+        return self.store.claim_review(
+            review_id,
+            kind,
+            by=by,
+            to=to,
+            request_key=request_key,
+            stages=[stage.rule for stage in chain],
+            stage=review.stage if chain else None,
+        )
 
     def revoke_standing(self, standing_id: str, *, by: str) -> StandingApproval:
         """Revoke a standing approval: the later calls of its tool are reviewed again (a call

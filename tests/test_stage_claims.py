@@ -20,13 +20,15 @@ from storage import (
     NewDecision,
     NewReview,
     OnExpire,
+    ReviewEventKind,
     ReviewKind,
     ReviewStatus,
     RunStatus,
+    StageMoved,
     Store,
 )
 from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import _waiting_review
+from tests.test_quorum import _at_once, _waiting_review
 from tests.test_stages import CHAIN, CONFIG, _config
 from tests.test_storage import FakeClock
 
@@ -135,3 +137,55 @@ def test_a_deadline_decides_mid_chain_naming_who_had_approved_at_which_stage(
         assert store.sweep_reviews()["expired"] == 0  # a second sweep decides nothing more
     finally:
         store.close()
+
+
+def test_a_claim_allowed_at_a_stage_the_review_has_left_is_refused(store: Store) -> None:
+    _, review_id = _waiting_review(store)
+    store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U0LEA"), stages=CHAIN, stage=0)
+    with pytest.raises(StageMoved):  # checked at legal, recorded after legal passed
+        store.claim_review(
+            review_id, ReviewEventKind.CLAIM, by="U0LEX", to="U0LEX", stages=CHAIN, stage=0
+        )
+    review = store.get_review(review_id)
+    assert review.claimed_by is None
+    assert list(store.audit_records(since=datetime(2000, 1, 1), until=datetime(3000, 1, 1))) == []
+    claimed = store.claim_review(
+        review_id, ReviewEventKind.CLAIM, by="U0MAX", to="U0MAX", stages=CHAIN, stage=1
+    )
+    assert claimed.claimed_by == "U0MAX"
+
+
+def test_a_claim_racing_the_approval_that_passes_its_stage_lands_before_it_or_not_at_all(
+    db_url: str, tmp_path: Path
+) -> None:
+    service = Countersign(Store.open(db_url), _config(tmp_path))
+    try:
+        for _ in range(3):
+            _, review_id = _waiting_review(service.store)
+            refused: list[Exception] = []
+
+            def act(n: int, review_id: str = review_id, refused: list[Exception] = refused) -> None:
+                if n == 0:
+                    service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA")
+                    return
+                try:
+                    service.claim(review_id, by="U0LEX")
+                except (NotYourStage, StageMoved) as exc:
+                    refused.append(exc)
+
+            _at_once(act, 2)
+            review = service.store.get_review(review_id)
+            assert review.stage == 1
+            events = [
+                r
+                for r in service.store.audit_records(
+                    since=datetime(2000, 1, 1), until=datetime(3000, 1, 1)
+                )
+                if r.review_id == review_id and r.decision == "claim"
+            ]
+            if refused:  # it found the review at the manager stage: nothing recorded
+                assert (review.claimed_by, events) == (None, [])
+            else:  # recorded while the review was still at legal
+                assert review.claimed_by == "U0LEX" and len(events) == 1
+    finally:
+        service.store.close()
