@@ -210,3 +210,50 @@ def test_dm_reminders_and_escalations_go_to_the_stage_asked_now(
 
 def _dms(slack: StandInThread, user: str, mark: str) -> list[str]:
     return [text_of(m) for m in slack.direct_messages(user) if text_of(m).startswith(mark)]
+
+
+MIXED = f"""
+[crews.deal]
+factory = "tests.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["{MALLORY}"]
+stages = [
+  {{ name = "legal",   reviewers = ["{ALICE}"] }},
+  {{ name = "manager", reviewers = ["{BOB}"] }},
+]
+
+[crews.deal.tasks.2]               # the article: one approval by the crew's reviewers
+approvals_required = 1
+"""
+
+
+def test_a_delegate_finds_the_review_at_their_stage_and_the_crews_reviewers_the_rest(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Bob is away and left his reviews to Carol: she finds the outline once it reaches the
+    manager stage, and decides it; the article, outside the chain, is Mallory's (the crew's
+    reviewer), who never saw the outline."""
+    with configured(tmp_path, db_url, MIXED) as (config, store):
+        store.away(BOB, CAROL, datetime(2099, 1, 1), by=BOB)
+        with slack_and_bot(config, store) as (slack, _bot):
+            slack.add_user(CAROL, "carol")
+            slack.slash_command(ALICE, CHANNEL, "/crew", "run deal topic=otters")
+            root = root_of(slack)
+            outline = review_with_buttons(slack, root["ts"])
+            assert _answer(slack, ALICE, "pending") == "1 review waiting"
+            for person in (CAROL, MALLORY):
+                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+
+            slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
+            said(slack, root["ts"], "Stage 2 of 2, manager")
+            for person in (CAROL, BOB):
+                assert _answer(slack, person, "pending") == "1 review waiting", person
+            for person in (ALICE, MALLORY):
+                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+
+            slack.click_button(CAROL, CHANNEL, outline["ts"], "countersign:approve")
+            article = review_with_buttons(slack, root["ts"], after=outline["ts"])
+            assert article["ts"] != outline["ts"]
+            assert _answer(slack, MALLORY, "pending") == "1 review waiting"
+            for person in (ALICE, CAROL):
+                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
