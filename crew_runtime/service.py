@@ -214,9 +214,10 @@ class Countersign:
         review = self.store.get_review(review_id)
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
+        replayed = self.store.claimed_by_request(review_id, request_key)
         for person in dict.fromkeys((by, to)):
-            if spec is None or review.status != ReviewStatus.PENDING:
-                break  # storage says it was decided
+            if spec is None or review.status != ReviewStatus.PENDING or replayed:
+                break  # storage says it was decided, or answers the request as the first time
             if not may_be_given(spec, review, run, self.acting_for(person)):
                 raise NotAReviewer(review_id, run.id, person)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN

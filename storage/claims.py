@@ -91,6 +91,13 @@ class ClaimStore(StoreBase):
                 return load_review(conn, review_id)
 
 
+    def claimed_by_request(self, review_id: str, request_key: str | None) -> bool:
+        """Whether the request ``request_key`` (None: no request) claimed or reassigned the
+        review already: replayed, it is answered as the first time."""
+        with self.engine.connect() as conn:
+            return _event_made_by(conn, review_id, request_key)
+
+
 def _event_made_by(conn: Connection, review_id: str, request_key: str | None) -> bool:
     """Whether the request ``request_key`` (None: no request) claimed or reassigned the
     review already."""

@@ -11,14 +11,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from bot.sandbox import StandInThread
 from bot.slack import block_text as t
 from bot.slack import text
 from crew_runtime.config import Config
 from storage import Store
-from storage.schema import inbox, reviews
+from storage.schema import inbox, review_events, reviews
 from tests.slack_harness import (
     ALICE,
     BOB,
@@ -130,27 +130,31 @@ def text_of_home(slack: StandInThread, user: str) -> str:
 def test_a_click_handled_again_after_the_stage_moved_is_answered_as_the_first(
     setup: tuple[Config, Store],
 ) -> None:
-    """Alice's approval passed legal, but her request was not marked handled (the process
-    died first): the recovery sweep hands it to the listener again, whose stage check must
-    let it through to storage, which answers it as the first time."""
+    """Alice's claim and her approval that passed legal were not marked handled (the process
+    died first): the recovery sweep hands them to the listeners again, whose stage check must
+    let them through to storage, which answers them as the first time."""
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
         slack.add_usergroup(LEGAL, [ALICE])
         slack.slash_command(MALLORY, CHANNEL, "/crew", "run deal topic=otters")
         root = root_of(slack)
         outline = review_with_buttons(slack, root["ts"])
+        slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:claim")
+        said(slack, root["ts"], f"<@{ALICE}> claimed this review")
         slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
         first = _told(slack, ALICE, 0, "Your approval passed the legal stage")
         (review,) = store.list_reviews()
         (approval,) = review.approvals
         key = approval.request_key
         assert review.stage == 1 and key is not None
+        with store.engine.connect() as conn:
+            (claim_key,) = conn.execute(select(review_events.c.request_key)).scalars()
         wait_until(lambda: _handled(store, key), what="the click handled")
 
-        with store.engine.begin() as conn:  # as if the process died before marking it done
+        with store.engine.begin() as conn:  # as if the process died before marking them done
             conn.execute(
                 update(inbox)
-                .where(inbox.c.key == key)
+                .where(inbox.c.key.in_([claim_key, key]))
                 .values(done_at=None, claimed_until=datetime(2000, 1, 1))
             )
         again = wait_until(
@@ -159,12 +163,16 @@ def test_a_click_handled_again_after_the_stage_moved_is_answered_as_the_first(
         )
         assert again == [first]
         assert not [e for e in slack.ephemerals(ALICE) if "manager stage (2 of 2)" in e.text]
-        wait_until(lambda: _handled(store, key), what="the replay handled")
+        wait_until(
+            lambda: _handled(store, key) and _handled(store, claim_key), what="both handled again"
+        )
         (after,) = store.list_reviews()
         assert after.stage == 1 and after.approvals == review.approvals
         said(slack, root["ts"], "Stage 2 of 2, manager")
         thread = [text_of(m) for m in slack.thread(CHANNEL, root["ts"])]
         assert sum("Stage 2 of 2, manager" in words for words in thread) == 1
+        assert sum("claimed this review" in words for words in thread) == 1
+        assert after.claimed_by == ALICE
 
 
 def _handled(store: Store, key: str) -> bool:

@@ -189,3 +189,19 @@ def test_a_claim_racing_the_approval_that_passes_its_stage_lands_before_it_or_no
                 assert review.claimed_by == "U0LEX" and len(events) == 1
     finally:
         service.store.close()
+
+
+def test_a_claim_replayed_after_the_stage_moved_is_answered_as_the_first(
+    db_url: str, tmp_path: Path
+) -> None:
+    service = Countersign(Store.open(db_url), _config(tmp_path))
+    try:
+        _, review_id = _waiting_review(service.store)
+        first = service.claim(review_id, by="U0LEA", request_key="k1")
+        service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA")
+        again = service.claim(review_id, by="U0LEA", request_key="k1")
+        assert (again.claimed_by, again.claimed_at) == (first.claimed_by, first.claimed_at)
+        with pytest.raises(NotYourStage):  # a new click of hers is another matter
+            service.claim(review_id, by="U0LEA", request_key="k2")
+    finally:
+        service.store.close()

@@ -84,7 +84,10 @@ class Handlers:
             return None, text.REVIEW_GONE
         if not _on_its_message(click, *found):
             return found, text.NOT_THE_REVIEW_MESSAGE
-        if found[0].made_by(request_key):
+        if found[0].made_by(request_key) or (
+            isinstance(click, ClaimClick)
+            and await sync(self.store.claimed_by_request, click.review_id, request_key)
+        ):
             return found, None
         if found[0].status != ReviewStatus.PENDING:
             return found, text.already_decided(found[0])

@@ -298,7 +298,8 @@ class Listeners(StandingButtons, SlashCommands):
             view_id = await self._open_loading_view(client, click)
             if view_id is None:
                 return
-        found, refusal = await self._clicked_review(click)
+        request_key = context.get(REQUEST_KEY)
+        found, refusal = await self._clicked_review(click, request_key)
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             shown = modals.reassign_modal(found[0]) if refusal is None and found else None
@@ -311,7 +312,7 @@ class Listeners(StandingButtons, SlashCommands):
                     self.service.claim,
                     found[0].id,
                     by=click.user_id,
-                    request_key=context.get(REQUEST_KEY),
+                    request_key=request_key,
                 )
             except (UsageError, StorageError) as exc:
                 await self._ephemeral_via_api(channel, click.user_id, text.refusal(exc))
