@@ -90,7 +90,6 @@ class ClaimStore(StoreBase):
             with self.engine.connect() as conn:
                 return load_review(conn, review_id)
 
-
     def claimed_by_request(self, review_id: str, request_key: str | None) -> bool:
         """Whether the request ``request_key`` (None: no request) claimed or reassigned the
         review already: replayed, it is answered as the first time."""
