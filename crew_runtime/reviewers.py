@@ -22,6 +22,18 @@ def stages_of(spec: CrewSpec, review: Review) -> Chain:
     return spec.stages_for(tool=tool, task=task)
 
 
+def chains_of(spec: CrewSpec) -> tuple[Chain, ...]:
+    """Every approval chain of ``spec``: the crew's, its gates' and its tasks'."""
+    found = (spec.stages, *spec.gate_stages.values(), *spec.task_stages.values())
+    return tuple(chain for chain in found if chain)
+
+
+def stage_people(spec: CrewSpec) -> tuple[str, ...]:
+    """Everyone (users and groups) asked at some stage of one of ``spec``'s chains."""
+    people = (r for chain in chains_of(spec) for stage in chain for r in stage.reviewers)
+    return tuple(dict.fromkeys(people))
+
+
 def stage_at(chain: Chain, review: Review) -> int:
     """The index of the stage ``review`` is at (the last one where the chain is shorter now
     than when it got there)."""
@@ -61,14 +73,25 @@ def approvals_required(spec: CrewSpec, review: Review) -> int:
     return spec.approvals_for(tool=tool, task=task)
 
 
-def may_be_given(spec: CrewSpec, run: Run, person: str) -> bool:
-    """Whether ``person`` may be given (claim, be reassigned) a review of ``run``, as far as
-    the configuration can tell: where only people are named, one of them; where a user
-    group or nobody is named (anyone in the channel), Slack must say, and this says yes."""
+def may_be_given(spec: CrewSpec, review: Review, run: Run, acting: tuple[str, ...]) -> bool:
+    """Whether the first of ``acting`` (a person, then whoever away left their reviews to
+    them) may be given (claim, be reassigned) ``review`` of ``run``, as far as the
+    configuration can tell: where only people are named, one of ``acting`` among them;
+    where a user group or nobody is named (anyone in the channel), Slack must say, and this
+    says yes. For a review with an approval chain, those named are its current stage's
+    reviewers.
+
+    Raises:
+        NotYourStage: ``review`` has a chain, and none of ``acting`` is asked at its stage.
+    """
+    chain = stages_of(spec, review)
+    if chain:
+        check_turn(chain, review, acting)
+        return True
     named = spec.reviewers_of(run.inputs)
     if any(ref.startswith("S") for ref in named) or not named:
         return True
-    return person in named
+    return acting[0] in named
 
 
 def still_expected(

@@ -193,13 +193,17 @@ class Countersign:
 
         Only reviewers of the run may claim or reassign, and only to a reviewer: where the
         crew (or the run's reviewer input) names only people, ``by`` and ``to`` must be
-        among them. Membership of a user group or of the run's channel is Slack's to say;
-        the Slack door asks it before calling this (:func:`may_be_given`).
+        among them; for a review with an approval chain, among its current stage's
+        reviewers (or hold the reviews of one who is away). Membership of a user group or
+        of the run's channel is Slack's to say; the Slack door asks it before calling this
+        (:func:`may_be_given`).
 
         Raises:
             UsageError: a name that cannot be stored; (``NotAReviewer``) ``by`` or ``to``
-                not among the people the run names.
-            ReviewNotFound, AlreadyDecided: from storage.
+                not among the people the run names; (``NotYourStage``) not asked at the
+                stage the review's approval chain is at.
+            ReviewNotFound, AlreadyDecided, StageMoved: from storage (the chain moved on
+                since the check).
         """
         by = by.strip()
         to = (to or by).strip()
@@ -210,11 +214,23 @@ class Countersign:
         review = self.store.get_review(review_id)
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
+        replayed = self.store.claimed_by_request(review_id, request_key)
         for person in dict.fromkeys((by, to)):
-            if spec is not None and not may_be_given(spec, run, person):
+            if spec is None or review.status != ReviewStatus.PENDING or replayed:
+                break  # storage says it was decided, or answers the request as the first time
+            if not may_be_given(spec, review, run, self.acting_for(person)):
                 raise NotAReviewer(review_id, run.id, person)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
-        return self.store.claim_review(review_id, kind, by=by, to=to, request_key=request_key)
+        chain = () if spec is None else stages_of(spec, review)
+        return self.store.claim_review(
+            review_id,
+            kind,
+            by=by,
+            to=to,
+            request_key=request_key,
+            stages=[stage.rule for stage in chain],
+            stage=review.stage if chain else None,
+        )
 
     def revoke_standing(self, standing_id: str, *, by: str) -> StandingApproval:
         """Revoke a standing approval: the later calls of its tool are reviewed again (a call

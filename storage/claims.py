@@ -3,11 +3,14 @@ nobody, recorded for the audit trail (``review_events``) in the same transaction
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from storage.approvals import check_stage
 from storage.base import StoreBase
-from storage.records import Review
+from storage.records import Review, Stage
 from storage.reviews import already_decided
 from storage.rows import load_review, load_run
 from storage.schema import review_events, reviews
@@ -25,16 +28,20 @@ class ClaimStore(StoreBase):
         by: str,
         to: str,
         request_key: str | None = None,
+        stages: Sequence[Stage] = (),
+        stage: int | None = None,
     ) -> Review:
         """Mark the pending review as handled by ``to`` (``by`` claiming it for themselves,
         or reassigning it), with a compare-and-set on who had it, and record the event for
         the audit trail in the same transaction, with a ``REVIEW_CLAIMED`` outbox row for
         the thread. A later claim moves it; a claim for whoever has it already changes and
-        records nothing. Deciding is not restricted by it.
+        records nothing. Deciding is not restricted by it. With ``stages`` (an approval
+        chain), ``stage`` is the one the claim was allowed at, as for :meth:`decide`.
 
         Raises:
             ReviewNotFound: no such review.
             AlreadyDecided: the review is no longer pending.
+            StageMoved: the approval chain is no longer at ``stage``.
         """
         try:
             with self._tx() as conn:
@@ -44,6 +51,7 @@ class ClaimStore(StoreBase):
                     return review  # the same request, replayed: it was recorded the first time
                 if review.status != ReviewStatus.PENDING:
                     raise already_decided(review)
+                check_stage(review, stages, stage)
                 if review.claimed_by == to:
                     return review
                 had = reviews.c.claimed_by
@@ -81,6 +89,12 @@ class ClaimStore(StoreBase):
             # The same request, raced with itself: the UNIQUE kept one.
             with self.engine.connect() as conn:
                 return load_review(conn, review_id)
+
+    def claimed_by_request(self, review_id: str, request_key: str | None) -> bool:
+        """Whether the request ``request_key`` (None: no request) claimed or reassigned the
+        review already: replayed, it is answered as the first time."""
+        with self.engine.connect() as conn:
+            return _event_made_by(conn, review_id, request_key)
 
 
 def _event_made_by(conn: Connection, review_id: str, request_key: str | None) -> bool:

@@ -73,20 +73,25 @@ class Handlers:
         return review, run
 
     async def _clicked_review(
-        self, click: ButtonClick | ClaimClick
+        self, click: ButtonClick | ClaimClick, request_key: str | None = None
     ) -> tuple[tuple[Review, Run] | None, str | None]:
         """The review a button was clicked on, with its run, and why the clicker may not act
-        on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer."""
+        on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer
+        (of the stage an approval chain is at). A click ``request_key`` recorded already
+        (Slack retrying it) goes through, to be answered as the first time."""
         found = await self._review_and_run(click.review_id)
         if found is None:
             return None, text.REVIEW_GONE
         if not _on_its_message(click, *found):
             return found, text.NOT_THE_REVIEW_MESSAGE
+        if found[0].made_by(request_key) or (
+            isinstance(click, ClaimClick)
+            and await sync(self.store.claimed_by_request, click.review_id, request_key)
+        ):
+            return found, None
         if found[0].status != ReviewStatus.PENDING:
             return found, text.already_decided(found[0])
-        if isinstance(click, ButtonClick):  # a decision: the stage of an approval chain counts
-            return found, await self._decision_refusal(click.user_id, *found)
-        return found, await self._refusal(click.user_id, found[1])
+        return found, await self._decision_refusal(click.user_id, *found)
 
     async def _decide(
         self,
@@ -151,11 +156,17 @@ class Handlers:
             return False
         return await self._one_of(user_id, spec.reviewers_of(run.inputs), run.channel)
 
-    async def _decision_refusal(self, user_id: str, review: Review, run: Run) -> str | None:
-        """Why ``user_id`` may not decide ``review`` now, in words for them; None when they
-        may. For a review with an approval chain, only the stage it is at decides: its
-        reviewers (or whoever holds their reviews while they are away) may, anyone else is
-        told whose turn it is."""
+    async def _decision_refusal(
+        self, user_id: str, review: Review, run: Run, request_key: str | None = None
+    ) -> str | None:
+        """Why ``user_id`` may not decide (claim, be given) ``review`` now, in words for them;
+        None when they may. For a review with an approval chain, only the stage it is at
+        decides: its reviewers (or whoever holds their reviews while they are away) may,
+        anyone else is told whose turn it is. A request ``request_key`` recorded already
+        (replayed after the stage moved on) goes through: storage answers it as the first
+        time."""
+        if review.made_by(request_key):
+            return None
         spec = self.config.crews.get(run.crew)
         chain = () if spec is None else stages_of(spec, review)
         if not chain:

@@ -11,9 +11,10 @@ concerns who opened Home get a refresh (``Store.want_home``), due after a short 
 coalesced per person, so a burst of changes is one publish. Who is concerned: whoever started
 the run, whoever decided the review, and whoever may decide the run's reviews by the rules of
 a click (``bot.slack.authz``; user groups and channel members from Slack's cached lists, and
-delegates of people away) among those who opened Home in the last ``ACTIVE`` days, never
-anyone else: a crew open to a channel of thousands costs a check per recent Home user, not a
-publish per member.
+delegates of people away), for a review with an approval chain also the reviewers of the
+stage it is at and of the one it just left (of every stage, for a change of the run), among
+those who opened Home in the last ``ACTIVE`` days, never anyone else: a crew open to a
+channel of thousands costs a check per recent Home user, not a publish per member.
 
 A publish is idempotent (the whole view replaces the last), so a row's refresh noticed
 twice (the row retried) or a refresh published twice (a dispatcher that lost its claim) costs
@@ -36,8 +37,9 @@ from bot.slack.authz import CheckFailed, Reviewers
 from bot.slack.handlers import api_error, sync
 from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, Links, home_view
 from bot.slack.pending import pending_for
+from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.service import Countersign
-from storage import OutboxKind, OutboxMessage, PendingReviews, Run
+from storage import OutboxKind, OutboxMessage, PendingReviews
 
 log = logging.getLogger(__name__)
 
@@ -136,29 +138,41 @@ class Home:
             return set()
         run = await sync(self.store.get_run, message.run_id)
         concerned = {u for u in users if u == run.started_by}
+        review = None
         if message.review_id is not None:
             review = await sync(self.store.get_review, message.review_id)
             if review.decision is not None and review.decision.decided_by in users:
                 concerned.add(review.decision.decided_by)
+        spec = self.service.config.crews.get(run.crew)
+        if spec is None:
+            return concerned
+        asked = [(spec.reviewers_of(run.inputs), run.channel)]
+        if review is None:  # a change of the run: any stage's reviewers may have its reviews
+            asked.append((stage_people(spec), None))
+        elif chain := stages_of(spec, review):  # the stage it is at, and the one it left
+            index = stage_at(chain, review)
+            asked.extend((stage.reviewers, None) for stage in chain[max(index - 1, 0) : index + 1])
         held = await sync(self.store.delegates)
         for user in users:
-            if user not in concerned and await self._may_decide(user, run, held):
+            if user not in concerned and await self._may_decide(user, asked, held):
                 concerned.add(user)
         return concerned
 
-    async def _may_decide(self, user: str, run: Run, held: dict[str, str]) -> bool:
-        """Whether ``user``, or someone away who left their reviews to them, may decide
-        ``run``'s reviews; a lookup that fails is a no (the next opening shows the truth)."""
-        spec = self.service.config.crews.get(run.crew)
-        if spec is None:
-            return False
-        reviewers = spec.reviewers_of(run.inputs)
+    async def _may_decide(
+        self, user: str, asked: list[tuple[tuple[str, ...], str | None]], held: dict[str, str]
+    ) -> bool:
+        """Whether ``user``, or someone away who left their reviews to them, is one of those
+        ``asked`` (reviewers, and the channel standing for them where none are named); a
+        lookup that fails is a no (the next opening shows the truth)."""
         for person in (user, *(p for p, d in held.items() if d == user)):
-            try:
-                if await self.reviewers.may_decide(person, reviewers, run.channel):
-                    return True
-            except CheckFailed:
-                continue
+            for reviewers, channel in asked:
+                if not reviewers and channel is None:
+                    continue
+                try:
+                    if await self.reviewers.may_decide(person, reviewers, channel):
+                        return True
+                except CheckFailed:
+                    continue
         return False
 
     async def _workspace(self) -> Links:

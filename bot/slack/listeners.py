@@ -114,7 +114,8 @@ class Listeners(StandingButtons, SlashCommands):
             view_id = await self._open_loading_view(client, click)
             if view_id is None:
                 return
-        found, refusal = await self._clicked_review(click)
+        request_key = context.get(REQUEST_KEY)
+        found, refusal = await self._clicked_review(click, request_key)
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             if refusal is None and found is not None:
@@ -125,7 +126,6 @@ class Listeners(StandingButtons, SlashCommands):
         elif refusal is not None:
             await self._ephemeral_via_api(channel, click.user_id, refusal)
         elif found is not None:
-            request_key = context.get(REQUEST_KEY)
             await self._decide(
                 found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
             )
@@ -298,7 +298,8 @@ class Listeners(StandingButtons, SlashCommands):
             view_id = await self._open_loading_view(client, click)
             if view_id is None:
                 return
-        found, refusal = await self._clicked_review(click)
+        request_key = context.get(REQUEST_KEY)
+        found, refusal = await self._clicked_review(click, request_key)
         channel = click.channel_id or (found[1].channel if found else None)
         if view_id is not None:
             shown = modals.reassign_modal(found[0]) if refusal is None and found else None
@@ -311,7 +312,7 @@ class Listeners(StandingButtons, SlashCommands):
                     self.service.claim,
                     found[0].id,
                     by=click.user_id,
-                    request_key=context.get(REQUEST_KEY),
+                    request_key=request_key,
                 )
             except (UsageError, StorageError) as exc:
                 await self._ephemeral_via_api(channel, click.user_id, text.refusal(exc))
@@ -330,8 +331,8 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={"to": text.REVIEW_GONE})
             return
         review, run = found
-        refusal = await self._refusal(submission.user_id, run)
-        if refusal is None and await self._refusal(submission.to, run) is not None:
+        refusal = await self._decision_refusal(submission.user_id, review, run)
+        if refusal is None and await self._decision_refusal(submission.to, review, run):
             refusal = text.REASSIGN_NOT_A_REVIEWER
         if refusal is not None:
             await ack(response_action="errors", errors={"to": refusal})
@@ -390,7 +391,8 @@ class Listeners(StandingButtons, SlashCommands):
                 message.channel_id, message.user_id, text.reply_hint(review.kind)
             )
             return
-        refusal = await self._decision_refusal(message.user_id, review, run)
+        request_key = context.get(REQUEST_KEY)
+        refusal = await self._decision_refusal(message.user_id, review, run, request_key)
         if refusal is not None:
             await self._ephemeral_via_api(message.channel_id, message.user_id, refusal)
             return
@@ -400,7 +402,7 @@ class Listeners(StandingButtons, SlashCommands):
             reply.text,
             message.user_id,
             message.channel_id,
-            context.get(REQUEST_KEY),
+            request_key,
         )
 
 

@@ -196,7 +196,10 @@ DELEGATE_CHECK_FAILED = (
 )
 
 REVIEW_GONE = "This review no longer exists."
-REASSIGN_NOT_A_REVIEWER = "That person is not a reviewer of this run; choose another."
+REASSIGN_NOT_A_REVIEWER = (
+    "That person may not decide this review now (not a reviewer of this run, or not asked at "
+    "the stage of its approval chain it is at); choose another."
+)
 NOT_THE_REVIEW_MESSAGE = (
     "This button does not belong to the message it was clicked on, so nothing was decided. "
     "Use the buttons of the review's own message, in its run's thread."
