@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
-from bot.slack import block_text as t
+from bot.slack import home_text
 from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 FEEDBACK = "Add a section on otter tools"
@@ -112,10 +112,12 @@ def test_the_home_tab_shows_what_waits_for_you(tmp_path: Path) -> None:
     try:
         page = SandboxClient(demo.url)
         page.post("home", {})
-        page.wait(lambda s: s["home"] and t.HOME_NOTHING_PENDING in json.dumps(s["home"]), "Home")
+        page.wait(
+            lambda s: s["home"] and home_text.HOME_NOTHING_PENDING in json.dumps(s["home"]), "Home"
+        )
         page.post("send", {"text": "/crew run writer topic=otters"})
         page.wait(
-            lambda s: s["home"] and t.home_pending_count(1) in json.dumps(s["home"]),
+            lambda s: s["home"] and home_text.home_pending_count(1) in json.dumps(s["home"]),
             "the outline on the Home tab",
         )
     finally:

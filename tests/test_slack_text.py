@@ -32,7 +32,13 @@ from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 from tests.test_blocks import HOSTILE, NOW, decided, make_review
 
 ROOT = Path(__file__).resolve().parent.parent
-TEXT_MODULES = ["bot.slack.text", "bot.slack.block_text", "bot.slack.mrkdwn"]
+TEXT_MODULES = [
+    "bot.slack.text",
+    "bot.slack.block_text",
+    "bot.slack.thread_text",
+    "bot.slack.home_text",
+    "bot.slack.mrkdwn",
+]
 
 
 def _path(module: str, root: Path = ROOT) -> Path:

@@ -9,18 +9,14 @@ options) take it as it is. What the bot answers a person (replies, refusals) is 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
 from bot.slack.mrkdwn import (
-    ELLIPSIS,
     channel_ref,
     code,
     escape,
     mention,
-    slack_ago,
     slack_date,
     truncate,
     user_ref,
@@ -186,59 +182,6 @@ def claimed_note(by: str, to: str, before: str | None) -> str:
     if before is not None:
         return f"{mention(to)} took this review over from {mention(before)}."
     return f"{mention(to)} claimed this review: they are handling it."
-
-
-# --- standing approvals -------------------------------------------------------------------
-
-REVOKE_BUTTON = "Revoke"
-_VALUE_CHARS = 24  # of one argument's value in the button's label
-
-
-def approve_all_label(tool: str, match: Mapping[str, Any]) -> str:
-    """The button approving a gated call and the tool's later calls (with ``match``'s
-    values): plain text, cut to Slack's 75 characters by the button."""
-    values = ", ".join(f"{name} = {_value(v, _VALUE_CHARS)}" for name, v in match.items())
-    return f"Approve all {tool} calls" + (f" ({values})" if values else "")
-
-
-def standing_note(tool: str, match: Mapping[str, Any], by: str) -> str:
-    """What a standing approval approves, and who granted it (mrkdwn, escaped)."""
-    raw = ", ".join(f"{name} = {json_value(v)}" for name, v in match.items())
-    values = truncate(raw, 500) if raw else ""
-    return (
-        f"Standing approval of {code(tool)}"
-        + (f" ({values})" if values else "")
-        + (f" by {user_ref(by)}")
-    )
-
-
-def standing_granted(tool: str, match: Mapping[str, Any], by: str) -> str:
-    later = "later calls with these values" if match else "later calls of it"
-    return f"{standing_note(tool, match, by)} — {later} in this run run without review."
-
-
-def standing_revoked(
-    tool: str, match: Mapping[str, Any], by: str, revoked_by: str, at: datetime
-) -> str:
-    return (
-        f"{standing_note(tool, match, by)} — revoked by {user_ref(revoked_by)} "
-        f"{slack_date(at)}: later calls of {code(tool)} are reviewed again."
-    )
-
-
-def standing_ref(standing_id: str) -> str:
-    return f"Standing approval {code(standing_id)}"
-
-
-def json_value(value: Any) -> str:
-    """An argument's value as the audit trail and the CLI show it: JSON."""
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _value(value: Any, limit: int) -> str:
-    """A value in a plain-text label: text as it is, anything else as JSON; cut to ``limit``."""
-    shown = value if isinstance(value, str) else json_value(value)
-    return shown if len(shown) <= limit else shown[: limit - 1] + ELLIPSIS
 
 
 REJECT_CONFIRM_TITLE = "Reject?"
@@ -555,95 +498,3 @@ def run_ref(run_id: str) -> str:
 def task_option(index: int, label: str) -> str:
     """A task in the list of revisable ones (plain text); the runtime's label names it."""
     return " ".join(label.split()) or f"Task {index + 1}"
-
-
-# The app's Home tab (bot.slack.home_blocks).
-HOME_PENDING_TITLE = "Waiting for you"
-HOME_RUNS_TITLE = "Your runs still going"
-HOME_DECISIONS_TITLE = "Your last decisions"
-HOME_NOTHING_PENDING = (
-    "Nothing is waiting for your decision. :tada: When a crew needs you, it shows up here."
-)
-HOME_NO_RUNS = "No run you started is going. Start one with `/crew run NAME`."
-HOME_NO_DECISIONS = "You have not decided anything yet."
-HOME_OPEN = "open the thread"
-HOME_CHECK_FAILED = (
-    "Slack did not say which channels or groups you are in, so your pending reviews are not "
-    "shown; `/crew pending` lists them."
-)
-
-
-def home_pending_count(count: int) -> str:
-    return f"{count} review{'s' if count != 1 else ''} waiting for you"
-
-
-def home_more(count: int) -> str:
-    return f"…and {count} more: `/crew pending` lists them."
-
-
-def home_waiting(crew: str, kind: ReviewKind, since: datetime) -> str:
-    """``*crew* · a task review · waiting since 3 hours ago``."""
-    return f"*{escape(crew)}* · {REVIEW_NOUN[kind]} · waiting since {slack_ago(since)}"
-
-
-def home_run(crew: str, status: RunStatus, started: datetime) -> str:
-    return f"*{escape(crew)}* · {RUN_STATUS[status]} · started {slack_date(started)}"
-
-
-def home_decision(crew: str, decision: Decision) -> str:
-    return f"*{escape(crew)}* · {decision_line(decision)} · {slack_date(decision.created_at)}"
-
-
-# --- what changed between rounds ------------------------------------------------------------
-
-
-def changes_title(round_number: int) -> str:
-    """Above a revised draft's changes: since which round (the previous one, from 1)."""
-    return f"*What changed since round {round_number}*"
-
-
-def changes_fallback(round_number: int) -> str:
-    return f"What changed since round {round_number}"
-
-
-def changes_count(removed: int, added: int) -> str:
-    return f"{removed:,} words removed, {added:,} added · ~struck out~ removed, *bold* added"
-
-
-CHANGES_TOO_LONG = "Its first change is too long to show here: the whole revised draft follows."
-
-
-def changes_not_shown(count: int) -> str:
-    return f"…and {count} more changes: the whole revised draft follows."
-
-
-# --- a run's progress -------------------------------------------------------------------------
-
-PROGRESS_TASK = {"started": "⚙️", "finished": "✅"}
-
-
-def progress_title(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> str:
-    return f"*Progress* · {run_status(status, waiting_on)}"
-
-
-def progress_task(mark: str, name: str, agent: str) -> str:
-    """One task's line: ``⚙️ *Outline otters* · Writer`` (escaped, cut, on one line)."""
-    by = f" · {truncate(agent, 100)}" if agent else ""
-    return f"{PROGRESS_TASK.get(mark, '•')} *{truncate(' '.join(name.split()), 150)}*{by}"
-
-
-def progress_tool(name: str, agent: str, count: int) -> str:
-    by = f" ({truncate(agent, 100)})" if agent else ""
-    calls = "1 tool call" if count == 1 else f"{count:,} tool calls"
-    return f"🔧 Last tool: {code(name)}{by} · {calls}"
-
-
-def progress_waiting(people: Collection[str]) -> str:
-    """Whom a waiting run waits for: the people (and groups) still expected, or anyone."""
-    if not people:
-        return "👀 Waiting for anyone in the channel"
-    return "👀 Waiting for " + ", ".join(mention(p) for p in people)
-
-
-def progress_fallback(status: RunStatus) -> str:
-    return f"Progress: {RUN_STATUS[status]}"

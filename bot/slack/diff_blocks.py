@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from bot.slack import block_text as t
+from bot.slack import thread_text as t
 from bot.slack.elements import Block, context, section
 from bot.slack.message import Message
 from bot.slack.mrkdwn import escape

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.slack import block_text as t
+from bot.slack import home_text as t
 from bot.slack.elements import Block, context, section
 from bot.slack.message import header
 from bot.slack.mrkdwn import link, truncate

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from bot.slack import block_text as t
+from bot.slack import thread_text as t
 from bot.slack.elements import Block, context, section
 from bot.slack.message import Message, listing
 from storage.status import ReviewKind, RunStatus

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.slack import block_text as t
+from bot.slack import thread_text as t
 from bot.slack.elements import Block, context, plain, section
 from bot.slack.message import Message
 from bot.slack.payloads import APPROVE_ALL, REVOKE, action_id
