@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.sandbox import StandInThread
-from bot.slack import block_text as t
+from bot.slack import home_text as t
 from bot.slack import text
 from crew_runtime.config import Config
 from storage import Store
