@@ -34,6 +34,8 @@ def test_a_click_is_keyed_by_its_trigger_and_parsed_only_when_handled() -> None:
     request = classify(body, FORM, "sig:v0=abc")
     assert (request.kind, request.key, request.body) == (Kind.INTERACTION, "trigger:T.2", body)
     assert classify(body, FORM, "sig:v0=def").key == request.key
+    compact = urlencode({"payload": json.dumps(click, separators=(",", ":"))})  # as Slack's
+    assert classify(compact, FORM, "sig:v0=ghi").key == request.key
     assert request.payload()["trigger_id"] == "T.2"
     assert classify_payload(click, "envelope:E1").key == "trigger:T.2"
 
