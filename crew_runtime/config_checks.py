@@ -13,6 +13,7 @@ from typing import Any
 
 from crew_runtime.config_values import (
     Where,
+    check_keys,
     read_count,
     read_string,
     read_strings,
@@ -129,12 +130,7 @@ def _parse(data: dict[str, Any], where: Where) -> dict[str, CrewSpec]:
 
 
 def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: Where) -> CrewSpec:
-    for k in table:
-        if k not in _KNOWN_KEYS:
-            raise where.error(
-                f"{key}.{k}",
-                f"unknown key{suggest(k, _KNOWN_KEYS)}; known keys: {', '.join(_KNOWN_KEYS)}",
-            )
+    check_keys(table, _KNOWN_KEYS, key, where.error)
     if "factory" not in table:
         raise where.error(f"{key}.factory", 'missing; every crew needs factory = "module:function"')
     factory = read_string(table["factory"], f"{key}.factory", where)
@@ -287,12 +283,7 @@ def _rules(
         rule_key = f"{key}.{name}.{which}"
         if not isinstance(rule, dict):
             raise where.error(rule_key, f"expected a table [{rule_key}], got {show(rule)}")
-        for k in rule:
-            if k not in known:
-                raise where.error(
-                    f"{rule_key}.{k}",
-                    f"unknown key{suggest(k, known)}; known keys: {', '.join(known)}",
-                )
+        check_keys(rule, known, rule_key, where.error)
         if not rule:
             raise where.error(rule_key, f"empty; set one of {', '.join(known)}")
         found[which] = rule
@@ -434,13 +425,7 @@ def parse_config(file: Path, data: dict[str, Any]) -> Config:
     retention = data.pop("retention", {})
     if not isinstance(retention, dict):
         raise where.error("retention", f"expected a table [retention], got {show(retention)}")
-    for key in retention:
-        if key not in RETENTION_KEYS:
-            raise where.error(
-                f"retention.{key}",
-                f"unknown key{suggest(key, RETENTION_KEYS)}; "
-                f"known keys: {', '.join(RETENTION_KEYS)}",
-            )
+    check_keys(retention, RETENTION_KEYS, "retention", where.error)
     return Config(
         path=file,
         crews=MappingProxyType(_parse(data, where)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,3 +79,18 @@ def show(value: object) -> str:
 def suggest(word: str, choices: Mapping[str, object] | tuple[str, ...]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def check_keys(
+    table: Collection[str],
+    known: tuple[str, ...],
+    key: str,
+    complain: Callable[[str, str], ConfigError],
+) -> None:
+    """Refuse the first of ``table``'s keys not in ``known`` (at ``key.KEY``), suggesting
+    the closest known one."""
+    for k in table:
+        if k not in known:
+            raise complain(
+                f"{key}.{k}", f"unknown key{suggest(k, known)}; known keys: {', '.join(known)}"
+            )

@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from crew_runtime.config_values import Where, read_count, read_string, read_strings, show, suggest
+from crew_runtime.config_values import (
+    Where,
+    check_keys,
+    read_count,
+    read_string,
+    read_strings,
+    show,
+)
 from crew_runtime.specs import USER_ID_RE, Chain, StageSpec
 
 _STAGE_KEYS = ("name", "reviewers", "approvals_required")
@@ -67,12 +74,7 @@ def parse_stages(table: dict[str, Any], key: str, where: Where) -> Chain:
 def _stage(item: object, key: str, where: Where) -> StageSpec:
     if not isinstance(item, dict):
         raise where.error(key, f"expected a table like {_EXAMPLE}, got {show(item)}")
-    for k in item:
-        if k not in _STAGE_KEYS:
-            raise where.error(
-                f"{key}.{k}",
-                f"unknown key{suggest(k, _STAGE_KEYS)}; known keys: {', '.join(_STAGE_KEYS)}",
-            )
+    check_keys(item, _STAGE_KEYS, key, where.error)
     if "name" not in item:
         raise where.error(f"{key}.name", 'missing; each stage needs a name, e.g. name = "legal"')
     name = read_string(item["name"], f"{key}.name", where)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from crew_runtime.config_values import check_keys
 from crew_runtime.specs import Config, ConfigError, WebhookSpec
 from storage.webhooks import WebhookEventType
 
@@ -58,8 +59,7 @@ def _webhook(table: dict[str, Any], where: str, complain: Complain) -> WebhookSp
                 "a secret does not belong in the file: put it in an environment variable "
                 'and name that with secret_env = "MY_WEBHOOK_SECRET"',
             )
-        if name not in KEYS:
-            raise complain(f"{where}.{name}", f"unknown key; known keys: {', '.join(KEYS)}")
+    check_keys(table, KEYS, where, complain)
     for name in KEYS:
         if name not in table:
             raise complain(f"{where}.{name}", "missing; every webhook needs " + ", ".join(KEYS))
