@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.cli.context import CliError, Context
+from bot.slack.links import message_link
 from storage.audit import AuditRecord
 from storage.retention import Pruned
 
@@ -109,7 +110,7 @@ def permalink(workspace: str | None, channel: str | None, ts: str | None) -> str
     """Slack's link to a run's thread: ``https://acme.slack.com/archives/C…/p1700000000000100``."""
     if not (workspace and channel and ts):
         return None
-    return f"{workspace.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
+    return message_link(workspace, channel, ts)
 
 
 def write_records(

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
+from bot.slack.links import Links
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,18 @@ class Reviewers:
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
         self._names: dict[str, tuple[float, str | None]] = {}
+        self._links: Links | None = None
+
+    async def links(self) -> Links:
+        """Links into this workspace, whose URL ``auth.test`` says once.
+
+        Raises:
+            SlackApiError: ``auth.test`` failed (the next call asks again).
+        """
+        if self._links is None:
+            found = await self.client.auth_test()
+            self._links = Links(str(found["url"]))
+        return self._links
 
     async def may_decide(
         self, user_id: str, reviewers: tuple[str, ...], channel_id: str | None

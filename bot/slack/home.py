@@ -35,7 +35,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.authz import CheckFailed, Reviewers
 from bot.slack.handlers import api_error, sync
-from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, Links, home_view
+from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, home_view
 from bot.slack.pending import pending_for
 from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.service import Countersign
@@ -85,7 +85,6 @@ class Home:
         self.reviewers = Reviewers(client)
         self.claim = claim
         self.debounce = debounce
-        self._links: Links | None = None
 
     async def drain(self) -> int:
         """Publish the Home views due; returns how many were published."""
@@ -117,7 +116,7 @@ class Home:
             pending = None
         going = await sync(self.store.runs_going, user_id, RUNS_SHOWN)
         decided, runs = await sync(self.store.decided_by, user_id, DECISIONS_SHOWN)
-        view = home_view(pending, going, decided, runs, await self._workspace())
+        view = home_view(pending, going, decided, runs, await self.reviewers.links())
         await self.client.views_publish(user_id=user_id, view=view)
 
     async def noticed(self, message: OutboxMessage) -> None:
@@ -174,13 +173,6 @@ class Home:
                 except CheckFailed:
                     continue
         return False
-
-    async def _workspace(self) -> Links:
-        """Links into this workspace, whose URL ``auth.test`` says once."""
-        if self._links is None:
-            found = await self.client.auth_test()
-            self._links = Links(str(found["url"]))
-        return self._links
 
     async def _failed(
         self, user_id: str, token: str, shown: int, attempts: int, exc: Exception

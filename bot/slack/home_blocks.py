@@ -8,11 +8,11 @@ model is escaped and cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from bot.slack import home_text as t
 from bot.slack.elements import Block, context, section
+from bot.slack.links import Links
 from bot.slack.message import header
 from bot.slack.mrkdwn import link, truncate
 from storage import PendingReviews, Review, Run
@@ -21,33 +21,6 @@ PENDING_SHOWN = 20  # pending reviews listed; the rest are counted
 RUNS_SHOWN = 10
 DECISIONS_SHOWN = 10
 PROMPT_SHOWN = 150  # chars of a review's prompt under its line
-
-
-@dataclass(frozen=True)
-class Links:
-    """Links into the workspace, built as Slack builds permalinks (no call per message):
-    ``{workspace URL}archives/{channel}/p{ts without the dot}``, and for a thread reply
-    ``?thread_ts=…&cid=…``. ``workspace`` is ``auth.test``'s ``url``."""
-
-    workspace: str
-
-    def run(self, run: Run) -> str | None:
-        if run.channel is None or run.thread_ts is None:
-            return None
-        return self._message(run.channel, run.thread_ts)
-
-    def review(self, review: Review, run: Run | None) -> str | None:
-        """The review's message in its run's thread; the thread when it is not posted yet."""
-        if review.channel is not None and review.message_ts is not None:
-            url = self._message(review.channel, review.message_ts)
-            if run is not None and run.thread_ts not in (None, review.message_ts):
-                url += f"?thread_ts={run.thread_ts}&cid={review.channel}"
-            return url
-        return None if run is None else self.run(run)
-
-    def _message(self, channel: str, ts: str) -> str:
-        base = self.workspace if self.workspace.endswith("/") else self.workspace + "/"
-        return f"{base}archives/{channel}/p{ts.replace('.', '')}"
 
 
 def home_view(

@@ -3,7 +3,6 @@ pending reviews, one's absence. Every answer is ephemeral and goes by ``response
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -183,28 +182,16 @@ class SlashCommands(Handlers):
         return blocks.pending_message(found.reviews, found.runs, found.total, links)
 
     async def _permalinks(self, reviews: list[Review], runs: dict[str, Run]) -> dict[str, str]:
-        """Slack's permalink to each review's message (its run's thread while the message is
-        not posted yet), one ``chat.getPermalink`` each, at most :data:`blocks.MAX_LISTED`,
-        at once; a review Slack has no link for is listed without one."""
-
-        async def link(review: Review) -> tuple[str, str] | None:
-            run = runs.get(review.run_id)
-            channel, ts = review.channel, review.message_ts
-            if channel is None or ts is None:
-                channel, ts = (run.channel, run.thread_ts) if run else (None, None)
-            if channel is None or ts is None:
-                return None
-            try:
-                found = await self.reviewers.client.chat_getPermalink(
-                    channel=channel, message_ts=ts
-                )
-            except SlackApiError as exc:
-                log.warning("no permalink for review %s: %s", review.id, api_error(exc))
-                return None
-            return review.id, str(found["permalink"])
-
-        found = await asyncio.gather(*(link(r) for r in reviews))
-        return dict(pair for pair in found if pair is not None)
+        """The link to each review's message (its run's thread while the message is not
+        posted yet), built as Slack builds permalinks; none when Slack did not say the
+        workspace's address."""
+        try:
+            links = await self.reviewers.links()
+        except SlackApiError as exc:
+            log.warning("no links for /crew pending: %s", api_error(exc))
+            return {}
+        found = {r.id: links.review(r, runs.get(r.run_id)) for r in reviews}
+        return {review_id: url for review_id, url in found.items() if url is not None}
 
 
 def _ephemeral(message: blocks.Message) -> dict[str, Any]:
