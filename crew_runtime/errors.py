@@ -10,7 +10,9 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── NothingToReopen   a task with no approved review to send back
     │   ├── SelfApproval      who started a run approving its review (forbid_self_approval)
     │   ├── NotYourStage      deciding a staged review at a stage one is not asked at
-    │   └── NotAReviewer      claiming a review for someone the run does not name
+    │   ├── NotAReviewer      acting on a review or run the policy does not let one act on
+    │   ├── NobodyDecides     starting a run no one could decide (no reviewers, no channel)
+    │   └── CouldNotCheck     Slack did not say who is in a group or channel: try again
     ├── CrewBuildError        the crew's factory failed or returned something else
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
@@ -23,11 +25,13 @@ from __future__ import annotations
 from storage.errors import CountersignError
 
 __all__ = [
+    "CouldNotCheck",
     "CountersignError",
     "CrewBuildError",
     "CrewRuntimeError",
     "EditRefused",
     "InputsRefused",
+    "NobodyDecides",
     "NotAReviewer",
     "NotYourStage",
     "NothingToReopen",
@@ -156,12 +160,40 @@ class CrewBuildError(CrewRuntimeError):
 
 
 class NotAReviewer(UsageError):
-    """``person`` is not one of the reviewers run ``run_id`` names, so review ``review_id``
-    cannot be claimed by or reassigned to them."""
+    """``person`` may not do ``action`` to review ``review_id`` of run ``run_id`` (the review
+    policy says so: not among those asked; ``why`` says more where there is more to say)."""
 
-    def __init__(self, review_id: str, run_id: str, person: str) -> None:
-        super().__init__(
-            f"{person} is not one of the reviewers of run {run_id}, so review {review_id} "
-            "cannot be claimed by or reassigned to them"
-        )
+    def __init__(
+        self, review_id: str, run_id: str, person: str, action: str = "claim", why: str = ""
+    ) -> None:
+        if action in ("claim", "reassign"):
+            said = (
+                f"{person} is not one of the reviewers of run {run_id}, so review {review_id} "
+                "cannot be claimed by or reassigned to them"
+            )
+        else:
+            said = f"{person} may not {action} run {run_id}: not one of its reviewers"
+        super().__init__(f"{said}{f' ({why})' if why else ''}")
         self.review_id, self.run_id, self.person = review_id, run_id, person
+        self.action, self.why = action, why
+
+
+class NobodyDecides(UsageError):
+    """A run of ``crew`` would have reviews nobody could decide; ``configure`` says what
+    to set."""
+
+    def __init__(self, crew: str, configure: str) -> None:
+        super().__init__(f"nobody could decide this run's reviews: {configure}")
+        self.crew, self.configure = crew, configure
+
+
+class CouldNotCheck(UsageError):
+    """Slack did not say who is in ``what`` (user groups, a channel): nobody was told yes or
+    no, nothing changed; asking again asks Slack again."""
+
+    def __init__(self, person: str, what: str = "") -> None:
+        super().__init__(
+            f"could not check whether {person} may do that (Slack did not answer"
+            f"{f' about {what}' if what else ''}): try again"
+        )
+        self.person, self.what = person, what

@@ -35,9 +35,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from crew_runtime.errors import (
+    CouldNotCheck,
+    NobodyDecides,
+    NotAReviewer,
+    NotYourStage,
+    SelfApproval,
+)
 from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.specs import NOBODY, CrewSpec
-from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run
+from storage import (
+    ALLOWED_DECISIONS,
+    AlreadyApproved,
+    CountersignError,
+    DecisionKind,
+    Review,
+    Run,
+)
 
 __all__ = [
     "Asked",
@@ -47,6 +61,7 @@ __all__ = [
     "claim",
     "decide",
     "deciders",
+    "error",
     "may_cancel",
     "may_revise",
     "may_revoke",
@@ -139,7 +154,7 @@ def _in(person: str, asked: Asked, facts: Facts) -> bool | None:
         return unknown  # vouched: the operator says so
     channel = asked.channel
     if channel is None or channel.startswith("D"):
-        return False  # no channel, or a DM the bot cannot list: nobody
+        return facts.vouched  # no channel, or a DM the bot cannot list: nobody but the operator
     members = facts.channels.get(channel)
     if members is None:
         return True if facts.vouched else _UNKNOWN
@@ -197,8 +212,8 @@ def _turn(
     spec: CrewSpec | None, run: Run, review: Review, person: str, facts: Facts
 ) -> Refusal | None:
     """Whether ``person`` is asked now (their stage's turn, for a chain's review)."""
-    if spec is None:
-        return Refusal(Reason.NOT_A_REVIEWER, person)
+    if spec is None:  # a crew no longer configured: the operator's alone
+        return None if facts.vouched else Refusal(Reason.NOT_A_REVIEWER, person)
     found = _any_in(person, [asked_now(spec, run, review)], facts)
     if found:
         return None
@@ -263,7 +278,7 @@ def reassign(
 
 def _run_action(spec: CrewSpec | None, run: Run, person: str, facts: Facts) -> Refusal | None:
     if spec is None:
-        return Refusal(Reason.NOT_A_REVIEWER, person)
+        return None if facts.vouched else Refusal(Reason.NOT_A_REVIEWER, person)
     found = _any_in(person, [deciders(spec, run)], facts)
     if found:
         return None
@@ -321,3 +336,38 @@ def start_refusal(spec: CrewSpec, inputs: Mapping[str, str], channel: str | None
             f"reviewers (or channel) in its [crews.{spec.name}] table, or start it in a channel"
         ),
     )
+
+
+def error(
+    refusal: Refusal, review: Review | None, run: Run, *, action: str = "decide", required: int = 1
+) -> CountersignError:
+    """The exception a door maps to its words (Slack's text, the CLI's ``error:`` line, the
+    API's problem body): one per reason, so every door says the same thing."""
+    review_id = "" if review is None else review.id
+    match refusal.reason:
+        case Reason.NOT_YOUR_STAGE:
+            assert refusal.stage is not None
+            return NotYourStage(
+                review_id,
+                refusal.person,
+                refusal.stage,
+                refusal.number,
+                refusal.count,
+                refusal.reviewers,
+                refusal.later,
+            )
+        case Reason.OWN_RUN:
+            return SelfApproval(run.id, refusal.person)
+        case Reason.ALREADY_COUNTED:
+            given = 0 if review is None else len(review.approvals)
+            return AlreadyApproved(review_id, refusal.person, given, required)
+        case Reason.COULD_NOT_CHECK:
+            return CouldNotCheck(refusal.person)
+        case Reason.NOBODY_DECIDES:
+            return NobodyDecides(run.crew, refusal.configure)
+        case Reason.BOT:
+            return NotAReviewer(review_id, run.id, refusal.person, action, "a bot")
+        case Reason.SAME_PERSON:
+            return NotAReviewer(review_id, run.id, refusal.person, action, "has it already")
+        case _:
+            return NotAReviewer(review_id, run.id, refusal.person, action)

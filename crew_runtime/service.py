@@ -12,22 +12,21 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from crew_runtime import metrics, streams
+from crew_runtime import metrics, policy, streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
-    NotAReviewer,
     NothingToReopen,
     ReviewerInputRefused,
-    SelfApproval,
     TextRefused,
     UsageError,
 )
 from crew_runtime.outputs import parse_edited_output
 from crew_runtime.people import BY_NAME
-from crew_runtime.reviewers import approvals_required, check_turn, may_be_given, stages_of
+from crew_runtime.policy import Facts
+from crew_runtime.reviewers import approvals_required, stages_of
 from storage import (
     HUMAN_DECISIONS,
     PERSON_LENGTH,
@@ -104,8 +103,16 @@ class Countersign:
         by_name: str | None = None,
         request_key: str | None = None,
         standing: bool = False,
+        facts: Facts | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
+
+        ``by`` is held to the review policy (``crew_runtime.policy``) here, on the review as
+        read for this decision, with the ``facts`` the door fetched (the Slack doors' and the
+        API's: group and channel members); without them, the operator's door (the command
+        line) is assumed, which vouches for memberships it cannot see and is held to every
+        name the configuration gives. Storage then records it only if the approval chain is
+        still at the stage read (``StageMoved`` else) and ``by`` has not approved meanwhile.
 
         ``standing`` (an approval of a gated tool's call whose gate sets ``allow_standing``)
         also approves the tool's later calls in the run with the same values of the gate's
@@ -146,12 +153,11 @@ class Countersign:
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
         chain = () if spec is None else stages_of(spec, review)
-        if chain and review.status == ReviewStatus.PENDING and not review.made_by(request_key):
-            check_turn(chain, review, self.acting_for(by.strip()))
-        forbidden = spec is not None and spec.forbid_self_approval
-        approving = decision in (DecisionKind.APPROVE, DecisionKind.EDIT)
-        if forbidden and approving and run.started_by == by.strip():
-            raise SelfApproval(run.id, by.strip())
+        if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
+            facts = facts or Facts(away=self.store.delegates(), vouched=True)
+            refused = policy.decide(spec, run, review, by.strip(), decision, facts)
+            if refused is not None:
+                raise policy.error(refused, review, run, required=required)
         if decision == DecisionKind.EDIT and (required > 1 or chain):
             needs = f"{len(chain)} stages of approvals" if chain else f"{required} approvals"
             raise UsageError(
@@ -185,6 +191,7 @@ class Countersign:
         by: str,
         to: str | None = None,
         request_key: str | None = None,
+        facts: Facts | None = None,
     ) -> Review:
         """``by`` claims the pending review (``to`` None or ``by``), or reassigns it to
         ``to``: whoever it names handles it from now on (a later claim moves it; anyone
@@ -215,11 +222,15 @@ class Countersign:
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
         replayed = self.store.claimed_by_request(review_id, request_key)
-        for person in dict.fromkeys((by, to)):
-            if spec is None or review.status != ReviewStatus.PENDING or replayed:
-                break  # storage says it was decided, or answers the request as the first time
-            if not may_be_given(spec, review, run, self.acting_for(person)):
-                raise NotAReviewer(review_id, run.id, person)
+        if review.status == ReviewStatus.PENDING and not replayed:
+            facts = facts or Facts(away=self.store.delegates(), vouched=True)
+            if to == by:
+                refused = policy.claim(spec, run, review, by, facts)
+            else:
+                refused = policy.reassign(spec, run, review, by, to, facts)
+            if refused is not None:
+                action = "claim" if to == by else "reassign"
+                raise policy.error(refused, review, run, action=action)
         kind = ReviewEventKind.CLAIM if to == by else ReviewEventKind.REASSIGN
         chain = () if spec is None else stages_of(spec, review)
         return self.store.claim_review(
@@ -277,7 +288,9 @@ class Countersign:
             for index, review in sorted(self._approved_tasks(run_id).items())
         ]
 
-    def revise(self, run_id: str, task_index: int, feedback: str, *, by: str) -> Review:
+    def revise(
+        self, run_id: str, task_index: int, feedback: str, *, by: str, facts: Facts | None = None
+    ) -> Review:
         """Reopen an approved task of a waiting run with new feedback.
 
         The task is revised with the feedback (its agent sees its draft and every
@@ -286,7 +299,8 @@ class Countersign:
 
         Raises:
             UsageError: no feedback, feedback that cannot be stored, or the task has no
-                approved review to reopen.
+                approved review to reopen; (``NotAReviewer``, ``CouldNotCheck``) the review
+                policy's refusal of ``by``.
             RunNotFound, NotWaiting: from storage.
         """
         feedback = feedback.strip()
@@ -297,6 +311,10 @@ class Countersign:
         _storable("the feedback", feedback)
         _person("the reviewer's name (--by)", by)
         run = self.store.get_run(run_id)
+        facts = facts or Facts(away=self.store.delegates(), vouched=True)
+        refused = policy.may_revise(self.config.crews.get(run.crew), run, by.strip(), facts)
+        if refused is not None:
+            raise policy.error(refused, None, run, action="revise")
         if run.status != RunStatus.WAITING:
             raise NotWaiting(run.id, run.status)
         approved = self._approved_tasks(run_id)
@@ -350,8 +368,20 @@ class Countersign:
         held = (p for p, d in self.store.delegates().items() if d == user)
         return (user, *sorted(held))
 
-    def cancel(self, run_id: str, *, by: str) -> Run:
+    def cancel(self, run_id: str, *, by: str, facts: Facts | None = None) -> Run:
+        """Cancel a run, if the review policy lets ``by`` (who started it, or one of its
+        deciders; ``facts`` as for :meth:`decide`).
+
+        Raises:
+            NotAReviewer, CouldNotCheck: the policy's refusal.
+            RunNotFound, AlreadyFinal: from storage.
+        """
         _person("who cancels the run (--by)", by)
+        run = self.store.get_run(run_id)
+        facts = facts or Facts(away=self.store.delegates(), vouched=True)
+        refused = policy.may_cancel(self.config.crews.get(run.crew), run, by.strip(), facts)
+        if refused is not None:
+            raise policy.error(refused, None, run, action="cancel")
         return self.store.cancel_run(run_id, by)
 
 

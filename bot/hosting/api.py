@@ -35,8 +35,9 @@ from bot.documents import review_json, run_json
 from bot.hosting import openapi
 from bot.hosting.api_errors import ApiError, refusal
 from bot.slack.authz import CheckFailed
-from bot.slack.handlers import Handlers, sync
+from bot.slack.handlers import Handlers, _asked, sync
 from bot.tokens import Scope, Tokens
+from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError
 from storage import (
     HUMAN_DECISIONS,
@@ -60,6 +61,12 @@ MAX_KEY = 100
 _ALL = "all"
 # The names CrewAI interpolates as {placeholders} (the CLI's key=value takes the same).
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
+
+
+def text_nobody(configure: str) -> str:
+    return f"nobody could decide this run's reviews: {configure}; or give channel (an id)"
+
 
 Json = dict[str, Any]
 Route = Callable[[web.Request, ApiToken], Awaitable[web.Response]]
@@ -84,7 +91,7 @@ class Api(Handlers):
         app.router.add_route("*", PREFIX + "/{tail:.*}", _no_such_endpoint)
 
     async def start_run(self, request: web.Request, token: ApiToken) -> web.Response:
-        body = await _body(request, {"crew", "inputs", "by"})
+        body = await _body(request, {"crew", "inputs", "by", "channel"})
         crew = _text(body, "crew", required=True)
         inputs = body.get("inputs", {})
         if not isinstance(inputs, dict):
@@ -98,6 +105,10 @@ class Api(Handlers):
                     400, "invalid", "an input's value must be a string", f"inputs.{name}"
                 )
         by = _text(body, "by") or f"api:{token.name}"
+        channel = _text(body, "channel")
+        if channel is not None and not _CHANNEL_ID.fullmatch(channel):
+            said = "channel is a Slack channel id (C…, G…), e.g. C0123456789"
+            raise ApiError(400, "invalid", said, "channel")
         try:
             spec = self.config.get(crew)
         except UnknownCrewError as exc:
@@ -105,6 +116,12 @@ class Api(Handlers):
             raise ApiError(
                 400, "unknown_crew", f"no crew or flow named {crew!r} (known: {known})", "crew"
             ) from None
+        if spec.channel and channel is not None and spec.channel.lstrip("#") != channel:
+            said = f"crew {crew} runs only in its channel {spec.channel}: leave channel out"
+            raise ApiError(400, "invalid", said, "channel")
+        nobody = policy.start_refusal(spec, inputs, channel or spec.channel)
+        if nobody is not None:
+            raise ApiError(422, "nobody_decides", text_nobody(nobody.configure), "channel")
         reviewer = spec.reviewers_from_input
         if reviewer is not None and inputs.get(reviewer):
             await self._check_person(inputs[reviewer], f"inputs.{reviewer}")
@@ -115,6 +132,7 @@ class Api(Handlers):
                 crew,
                 inputs,
                 started_by=by,
+                channel=channel,
                 request_key=request_key,
             )
         except CountersignError as exc:
@@ -180,16 +198,15 @@ class Api(Handlers):
         found = await self._review_and_run(review_id)
         if found is None:
             raise ApiError(404, "not_found", f"no review with id {review_id!r}")
-        try:
-            allowed = await self._may_act(by, found[1])
-        except CheckFailed:
-            raise ApiError(
-                503, "check_failed", "Slack did not say who may decide: try again"
-            ) from None
-        if not allowed:
-            raise ApiError(
-                403, "not_a_reviewer", f"{by} may not decide the reviews of this run", "by"
-            )
+        review, run = found
+        request_key = _request_key(request, token)
+        facts = None
+        if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
+            spec = self.config.crews.get(run.crew)
+            facts = await self._facts(*_asked(spec, run, review))
+            refused = policy.decide(spec, run, review, by, kind, facts)
+            if refused is not None:
+                raise refusal(policy.error(refused, review, run)) from None
         request_key = _request_key(request, token)
         try:
             review = await sync(
@@ -201,6 +218,7 @@ class Api(Handlers):
                 by_name=await self.reviewers.name_of(by),
                 request_key=request_key,
                 standing=standing,
+                facts=facts,
             )
         except CountersignError as exc:
             raise refusal(exc) from None

@@ -7,8 +7,10 @@ decided it, and how, and when.
 
 400: the request is wrong whatever the review (malformed JSON, an unknown field, crew,
 status or decision, missing inputs or text). 401/403: no valid token, or a scope it lacks;
-403 too for a ``by`` who may not decide (``not_a_reviewer``, ``self_approval``). 404: an
-unknown id. 409: the review was decided already, or ``by`` approved it already. 422: a
+403 too for a ``by`` the review policy refuses (``not_a_reviewer``, ``not_your_stage``,
+``self_approval``). 404: an unknown id. 409: the review was decided already, ``by`` approved
+it already, or its approval chain moved on meanwhile (``stage_moved``). 422: a run nobody
+could decide (``nobody_decides``), or a
 well-formed decision this review cannot take (``approve`` on a question, an edit that does
 not fit the arguments' schema, an edit where several approvals are needed, a standing
 approval its gate does not allow). 503: Slack could not say who may decide.
@@ -23,8 +25,12 @@ from aiohttp import web
 from bot.documents import iso
 from bot.errors import BotError
 from crew_runtime.errors import (
+    CouldNotCheck,
     EditRefused,
     InputsRefused,
+    NobodyDecides,
+    NotAReviewer,
+    NotYourStage,
     ReviewerInputRefused,
     SelfApproval,
     TextRefused,
@@ -38,6 +44,7 @@ from storage import (
     DecisionNotAllowed,
     NotFound,
     NotWaiting,
+    StageMoved,
     UnstorableValue,
 )
 
@@ -78,6 +85,8 @@ def refusal(exc: CountersignError) -> ApiError:
         return ApiError(409, "already_decided", message, extra=extra)
     if isinstance(exc, AlreadyApproved):
         return ApiError(409, "already_approved", message, "by")
+    if isinstance(exc, StageMoved):
+        return ApiError(409, "stage_moved", message)
     if isinstance(exc, AlreadyFinal | NotWaiting):
         return ApiError(409, "conflict", message)
     if isinstance(exc, NotFound):
@@ -86,6 +95,14 @@ def refusal(exc: CountersignError) -> ApiError:
         return ApiError(422, "decision_not_allowed", message, "kind")
     if isinstance(exc, SelfApproval):
         return ApiError(403, "self_approval", message, "by")
+    if isinstance(exc, NotYourStage):
+        return ApiError(403, "not_your_stage", message, "by")
+    if isinstance(exc, NotAReviewer):
+        return ApiError(403, "not_a_reviewer", message, "by")
+    if isinstance(exc, CouldNotCheck):
+        return ApiError(503, "check_failed", "Slack did not say who may decide: try again")
+    if isinstance(exc, NobodyDecides):
+        return ApiError(422, "nobody_decides", message, "channel")
     if isinstance(exc, EditRefused):
         return ApiError(422, "edit_refused", message, "text")
     if isinstance(exc, InputsRefused):

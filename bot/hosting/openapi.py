@@ -131,6 +131,12 @@ _SCHEMAS: Json = {
                 "type": "string",
                 "description": "who starts it (a Slack user id, say); default api:<token name>",
             },
+            "channel": {
+                "type": "string",
+                "pattern": "^[CG][A-Z0-9]{2,}$",
+                "description": "the Slack channel id its thread goes to and whose members "
+                "decide where the crew names no reviewers; default the crew's channel",
+            },
         },
         required=["crew"],
     ),
@@ -209,6 +215,10 @@ _PATHS: Json = {
                     "201": _answer("the run, queued", _ref("Run")),
                     "400": _error("malformed JSON, an unknown crew, missing or unknown inputs"),
                     "413": _error("a body larger than 1 MiB"),
+                    "422": _error(
+                        "nobody could decide the run (nobody_decides): the crew names no "
+                        "reviewers and no channel is given"
+                    ),
                     "503": _error("Slack could not say who the run's reviewer input names"),
                 },
             },
@@ -268,11 +278,14 @@ _PATHS: Json = {
                     ),
                     "400": _error("malformed JSON, an unknown kind, text missing"),
                     "403": _error(
-                        "the token lacks the scope, or by may not decide (not_a_reviewer, "
-                        "self_approval)"
+                        "the token lacks the scope, or the review policy refuses by "
+                        "(not_a_reviewer, not_your_stage, self_approval)"
                     ),
                     "404": _error("no review with that id"),
-                    "409": _error("decided already (saying by whom), or by approved already"),
+                    "409": _error(
+                        "decided already (saying by whom), by approved already, or the "
+                        "approval chain moved on to another stage meanwhile (stage_moved)"
+                    ),
                     "413": _error("a body larger than 1 MiB"),
                     "422": _error("a decision this review cannot take"),
                     "503": _error("Slack could not say who may decide; try again"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Literal
 
@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
 from bot.slack.links import Links
+from crew_runtime.policy import Asked, Facts, needs
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,47 @@ class Reviewers:
             return False
         return user_id in await self._members(
             f"channel:{channel_id}", partial(self._channel, channel_id)
+        )
+
+    async def facts(
+        self, asked: Iterable[Asked], away: Mapping[str, str], *, people: Iterable[str] = ()
+    ) -> Facts:
+        """What the review policy needs to answer for ``asked``: the members of the user
+        groups and channels they name (cached for :attr:`ttl`; a lookup that fails is in
+        ``failed``, never cached), the absences ``away`` in force, and which of ``people``
+        are bots (asked each time, as :meth:`not_a_person`; a failed lookup there is no
+        answer either: the person is not called a bot)."""
+        groups, channels = needs(asked)
+        found_groups: dict[str, frozenset[str]] = {}
+        found_channels: dict[str, frozenset[str]] = {}
+        failed: set[str] = set()
+        for group in sorted(groups):
+            try:
+                found_groups[group] = await self._members(
+                    f"group:{group}", partial(self._group, group)
+                )
+            except CheckFailed:
+                failed.add(group)
+        for channel in sorted(channels):
+            try:
+                found_channels[channel] = await self._members(
+                    f"channel:{channel}", partial(self._channel, channel)
+                )
+            except CheckFailed:
+                failed.add(channel)
+        bots = set()
+        for person in dict.fromkeys(people):
+            try:
+                if await self.not_a_person(person) is not None:
+                    bots.add(person)
+            except CheckFailed:
+                failed.add(person)
+        return Facts(
+            groups=found_groups,
+            channels=found_channels,
+            failed=frozenset(failed),
+            away=dict(away),
+            bots=frozenset(bots),
         )
 
     async def name_of(self, user_id: str) -> str | None:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Literal, ParamSpec, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
 from bot.slack import blocks, text
-from bot.slack.authz import CheckFailed, Reviewers
+from bot.slack.authz import Reviewers
 from bot.slack.payloads import ButtonClick, ClaimClick
-from crew_runtime import log_fields
-from crew_runtime.config import CrewSpec, UnknownCrewError
+from crew_runtime import log_fields, policy
+from crew_runtime.config import CrewSpec
 from crew_runtime.errors import UsageError
+from crew_runtime.policy import Reason
 from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import Countersign
 from storage import (
@@ -107,6 +108,11 @@ class Handlers:
         """Record ``user_id``'s decision (with ``standing``, an approval that also grants a
         standing approval of the tool's later calls) and tell them privately if it was
         refused or came too late."""
+        # The facts the service re-checks the decision with, in the transaction it reads.
+        run = await self._run_of(review)
+        facts = None
+        if run is not None:
+            facts = await self._facts(*_asked(self.config.crews.get(run.crew), run, review))
         try:
             recorded = await sync(
                 self.service.decide,
@@ -117,6 +123,7 @@ class Handlers:
                 by_name=await self.reviewers.name_of(user_id),
                 request_key=request_key,
                 standing=standing,
+                facts=facts,
             )
         except AlreadyDecided as exc:
             await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
@@ -129,57 +136,61 @@ class Handlers:
         if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
             await self._ephemeral_via_api(channel, user_id, await self._counted(recorded))
 
+    async def _facts(self, *asked: policy.Asked, people: tuple[str, ...] = ()) -> policy.Facts:
+        """The facts the review policy needs for ``asked`` (and whether ``people`` are bots),
+        fetched by the one shell (``Reviewers.facts``) with the absences in force."""
+        away = await sync(self.store.delegates)
+        return await self.reviewers.facts(asked, away, people=people)
+
+    async def _run_refusal(
+        self, action: RunAction, user_id: str, run: Run, where: str | None = None
+    ) -> str | None:
+        """Why ``user_id`` may not ``action`` (cancel, revise, revoke, see) ``run``, in words
+        for them; None when the review policy says they may."""
+        spec = self.config.crews.get(run.crew)
+        facts = await self._facts(*([] if spec is None else [policy.deciders(spec, run)]))
+        if action == "see":
+            refused = policy.may_see(spec, run, user_id, where, facts)
+        else:
+            refused = _RUN_ACTIONS[action](spec, run, user_id, facts)
+        return None if refused is None else said(refused, None, run, action)
+
     async def _may_see(self, user_id: str, channel_id: str, run: Run) -> bool:
         """A run's inputs and reviews are shown in its channel, and elsewhere only to
-        whoever started it and to its reviewers."""
-        if channel_id == run.channel or user_id == run.started_by:
-            return True
-        return await self._may_act(user_id, run)
-
-    async def _refusal(self, user_id: str, run: Run) -> str | None:
-        """Why ``user_id`` may not act on ``run``, in words for them; None when they may."""
-        try:
-            return None if await self._may_act(user_id, run) else text.NOT_A_REVIEWER
-        except CheckFailed:
-            return text.CHECK_FAILED
-
-    async def _may_act(self, user_id: str, run: Run) -> bool:
-        """Whether ``user_id``, or someone away whose reviews they hold, may decide ``run``'s
-        reviews.
-
-        Raises:
-            CheckFailed: a membership lookup failed and no other one said yes.
-        """
-        try:
-            spec: CrewSpec = self.config.get(run.crew)
-        except UnknownCrewError:
-            return False
-        return await self._one_of(user_id, spec.reviewers_of(run.inputs), run.channel)
+        whoever started it and to its deciders (a lookup that failed: not shown)."""
+        return await self._run_refusal("see", user_id, run, channel_id) is None
 
     async def _decision_refusal(
-        self, user_id: str, review: Review, run: Run, request_key: str | None = None
+        self,
+        user_id: str,
+        review: Review,
+        run: Run,
+        request_key: str | None = None,
+        kind: DecisionKind | None = None,
     ) -> str | None:
-        """Why ``user_id`` may not decide (claim, be given) ``review`` now, in words for them;
-        None when they may. For a review with an approval chain, only the stage it is at
-        decides: its reviewers (or whoever holds their reviews while they are away) may,
-        anyone else is told whose turn it is. A request ``request_key`` recorded already
-        (replayed after the stage moved on) goes through: storage answers it as the first
-        time."""
+        """Why ``user_id`` may not decide (``kind``, or any decision) ``review`` now, in
+        words for them; None when the review policy says they may. A request
+        ``request_key`` recorded already (replayed after the stage moved on) goes through:
+        storage answers it as the first time."""
         if review.made_by(request_key):
             return None
         spec = self.config.crews.get(run.crew)
-        chain = () if spec is None else stages_of(spec, review)
-        if not chain:
-            return await self._refusal(user_id, run)
-        index = stage_at(chain, review)
-        stage = chain[index]
-        try:
-            if await self._one_of(user_id, stage.reviewers, run.channel):
-                return None
-        except CheckFailed:
-            return text.CHECK_FAILED
-        later = next((s.name for s in chain[index + 1 :] if user_id in s.reviewers), None)
-        return text.not_your_stage(stage.name, index + 1, len(chain), stage.reviewers, later)
+        refused = policy.decide(
+            spec, run, review, user_id, kind, await self._facts(*_asked(spec, run, review))
+        )
+        return None if refused is None else said(refused, review, run)
+
+    async def _reassign_refusal(self, by: str, to: str, review: Review, run: Run) -> str | None:
+        """Why ``by`` may not give ``review`` to ``to`` (a bot, themself, whoever has it,
+        someone the policy would not let decide it now); None when they may."""
+        spec = self.config.crews.get(run.crew)
+        facts = await self._facts(*_asked(spec, run, review), people=(to,))
+        refused = policy.reassign(spec, run, review, by, to, facts)
+        if refused is None:
+            return None
+        if refused.person == to and refused.reason is not Reason.COULD_NOT_CHECK:
+            return text.reassign_refused(refused.reason)
+        return said(refused, review, run)
 
     async def _counted(self, review: Review) -> str:
         """What a reviewer is told when their approval counted and ``review`` still waits:
@@ -197,25 +208,11 @@ class Handlers:
             return text.approval_counted_at_stage(chain[index - 1].name, 0, 0, stage.name)
         return text.approval_counted_at_stage(stage.name, given, stage.approvals_required, None)
 
-    async def _one_of(self, user_id: str, reviewers: tuple[str, ...], channel: str | None) -> bool:
-        """Whether ``user_id``, or someone away whose reviews they hold, is one of
-        ``reviewers`` (none: in ``channel``).
-
-        Raises:
-            CheckFailed: a membership lookup failed and no other one said yes.
-        """
-        # Whoever is away and left their reviews to ``user_id`` (a delegate decides what the
-        # person away could); a failed lookup for one of them is no answer for the others.
-        failed: CheckFailed | None = None
-        for person in await sync(self.service.acting_for, user_id):
-            try:
-                if await self.reviewers.may_decide(person, reviewers, channel):
-                    return True
-            except CheckFailed as exc:
-                failed = exc
-        if failed is not None:
-            raise failed
-        return False
+    async def _run_of(self, review: Review) -> Run | None:
+        try:
+            return await sync(self.store.get_run, review.run_id)
+        except NotFound:
+            return None
 
     async def _ephemeral_via_api(
         self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None
@@ -251,6 +248,33 @@ def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -
 def words(said: str) -> blocks.Message:
     """A message of words alone."""
     return blocks.Message(text=said, blocks=[])
+
+
+RunAction = Literal["cancel", "revise", "revoke", "see"]
+_RUN_ACTIONS = {
+    "cancel": policy.may_cancel,
+    "revise": policy.may_revise,
+    "revoke": policy.may_revoke,
+}
+
+
+def _asked(spec: CrewSpec | None, run: Run, review: Review) -> list[policy.Asked]:
+    """Whose memberships answering for ``review`` takes: those asked now, and (to say when
+    theirs comes) every stage of its chain."""
+    if spec is None:
+        return []
+    chain = stages_of(spec, review)
+    return [policy.asked_now(spec, run, review), *(policy.Asked(s.reviewers) for s in chain)]
+
+
+def said(refused: policy.Refusal, review: Review | None, run: Run, action: str = "decide") -> str:
+    """A policy refusal in Slack's words, to the person refused (the one mapping of this
+    door: the CLI's ``error:`` line and the API's problem body map ``policy.error`` too)."""
+    if refused.reason is Reason.NOT_A_REVIEWER:
+        return text.NOT_A_REVIEWER
+    if refused.reason is Reason.COULD_NOT_CHECK:
+        return text.CHECK_FAILED
+    return text.refusal(policy.error(refused, review, run, action=action))
 
 
 def api_error(exc: SlackApiError) -> str:

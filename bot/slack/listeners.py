@@ -178,7 +178,9 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={where: text.REVIEW_GONE})
             return
         review, run = found
-        refusal = await self._decision_refusal(submission.user_id, review, run)
+        refusal = await self._decision_refusal(
+            submission.user_id, review, run, kind=submission.action
+        )
         if refusal is not None:
             await ack(response_action="errors", errors={where: refusal})
             return
@@ -229,7 +231,7 @@ class Listeners(StandingButtons, SlashCommands):
             run = await sync(self.store.get_run, click.run_id)
         except NotFound:
             return modals.notice_view(text.RUN_GONE)
-        refusal = await self._refusal(click.user_id, run)
+        refusal = await self._run_refusal("revise", click.user_id, run)
         if refusal is not None:
             return modals.notice_view(refusal)
         tasks = await self._revisable(run)
@@ -256,7 +258,7 @@ class Listeners(StandingButtons, SlashCommands):
         except NotFound:
             await ack(response_action="errors", errors={"task": text.RUN_GONE})
             return
-        refusal = await self._refusal(submission.user_id, run)
+        refusal = await self._run_refusal("revise", submission.user_id, run)
         if refusal is not None:
             await ack(response_action="errors", errors={"task": refusal})
             return
@@ -331,9 +333,7 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={"to": text.REVIEW_GONE})
             return
         review, run = found
-        refusal = await self._decision_refusal(submission.user_id, review, run)
-        if refusal is None and await self._decision_refusal(submission.to, review, run):
-            refusal = text.REASSIGN_NOT_A_REVIEWER
+        refusal = await self._reassign_refusal(submission.user_id, submission.to, review, run)
         if refusal is not None:
             await ack(response_action="errors", errors={"to": refusal})
             return

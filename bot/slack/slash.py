@@ -28,6 +28,7 @@ from bot.slack.handlers import Handlers, api_error, sync, words
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import PayloadError, parse_slash
 from bot.slack.pending import pending_for
+from crew_runtime import policy
 from crew_runtime.config import ConfigError, UnknownCrewError
 from crew_runtime.errors import UsageError
 from storage import AlreadyFinal, DelegationRefused, NotFound, Review, Run, RunNotFound
@@ -112,6 +113,9 @@ class SlashCommands(Handlers):
         ):
             return text.wrong_channel(spec.name, spec.channel)
         inputs = command.inputs
+        nobody = policy.start_refusal(spec, inputs, channel_id)
+        if nobody is not None:
+            return text.nobody_decides(nobody.configure)
         name = spec.reviewers_from_input
         if name is not None and name in inputs:
             reviewer = command.mentions.get(name)
@@ -153,7 +157,9 @@ class SlashCommands(Handlers):
                     raise RunNotFound(command.run_id)  # the answer to an id that never was
                 reviews = await sync(self.store.list_reviews, status=None, run_id=run.id)
                 # The button only for someone who may use it.
-                revisable = bool(await self._revisable(run)) and await self._may_act(user_id, run)
+                revisable = bool(await self._revisable(run)) and (
+                    await self._run_refusal("revise", user_id, run) is None
+                )
                 spec = self.config.crews.get(run.crew)
                 return blocks.status_message(
                     run,
@@ -163,8 +169,9 @@ class SlashCommands(Handlers):
                 )
             if isinstance(command, CancelCommand):
                 run = await sync(self.store.get_run, command.run_id)
-                if not await self._may_act(user_id, run):
-                    return words(text.NOT_A_REVIEWER)
+                refusal = await self._run_refusal("cancel", user_id, run)
+                if refusal is not None:
+                    return words(refusal)
                 run = await sync(self.service.cancel, run.id, by=user_id)
                 self.wake()
                 return words(text.cancelled(run.id, user_id))

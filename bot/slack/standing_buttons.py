@@ -5,9 +5,9 @@ and *Revoke* on the thread's message about a standing approval.
 Both are idempotent and exact once: a click's request key makes a replay record nothing more,
 the approval is the review's compare-and-set (a double click, or a click racing someone else's
 decision, is told privately it came too late), and revoking is a compare-and-set on the
-standing approval (a second *Revoke* is told who revoked it first). Who may click is who may
-decide the run's reviews (``Handlers._refusal``: the crew's reviewers, their delegates while
-they are away); anyone else is told so privately and nothing is recorded.
+standing approval (a second *Revoke* is told who revoked it first). Who may revoke is the
+review policy's to say (``policy.may_revoke``: who started the run or one of its deciders,
+their delegates while they are away); anyone else is told so privately and nothing changes.
 """
 
 from __future__ import annotations
@@ -98,4 +98,4 @@ class StandingButtons(Handlers):
         where = (standing.channel, standing.message_ts)
         if standing.message_ts is not None and (click.channel_id, click.message_ts) != where:
             return text.NOT_THE_REVIEW_MESSAGE
-        return await self._refusal(click.user_id, run)
+        return await self._run_refusal("revoke", click.user_id, run)

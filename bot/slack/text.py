@@ -29,8 +29,10 @@ from bot.slack.mrkdwn import (
 from bot.slack.payloads import PayloadError
 from crew_runtime.config import ConfigError
 from crew_runtime.errors import (
+    CouldNotCheck,
     EditRefused,
     InputsRefused,
+    NobodyDecides,
     NotAReviewer,
     NothingToReopen,
     NotYourStage,
@@ -38,6 +40,7 @@ from crew_runtime.errors import (
     TextRefused,
     UsageError,
 )
+from crew_runtime.policy import Reason
 from storage.errors import (
     AlreadyApproved,
     AlreadyDecided,
@@ -196,6 +199,29 @@ DELEGATE_CHECK_FAILED = (
 )
 
 REVIEW_GONE = "This review no longer exists."
+
+
+def reassign_refused(reason: Reason) -> str:
+    """Why the person chosen in the Reassign form cannot be given the review (plain text: a
+    modal's field error)."""
+    match reason:
+        case Reason.BOT:
+            return "That is a bot or an app (or an account Slack does not know); choose a person."
+        case Reason.SAME_PERSON:
+            return "They have this review already; choose someone else, or use Claim for yourself."
+        case Reason.OWN_RUN:
+            return "They started this run and may not approve it; choose another reviewer."
+        case Reason.ALREADY_COUNTED:
+            return "They approved this review already; choose a reviewer who has not."
+        case _:
+            return REASSIGN_NOT_A_REVIEWER
+
+
+def nobody_decides(configure: str) -> str:
+    """Told to whoever starts a run no one could decide: what to configure."""
+    return f"Nobody could decide this run's reviews, so nothing was started: {escape(configure)}."
+
+
 REASSIGN_NOT_A_REVIEWER = (
     "That person may not decide this review now (not a reviewer of this run, or not asked at "
     "the stage of its approval chain it is at); choose another."
@@ -448,8 +474,14 @@ def refusal(exc: CountersignError) -> str:
                 "You started this run, and its crew needs someone else to approve its reviews. "
                 "Nothing was recorded."
             )
-        case NotAReviewer():
+        case NobodyDecides():
+            return nobody_decides(exc.configure)
+        case CouldNotCheck():
+            return CHECK_FAILED
+        case NotAReviewer(action="claim" | "reassign"):
             return f"{user_ref(exc.person)} is not a reviewer of this run. Nothing was recorded."
+        case NotAReviewer():
+            return NOT_A_REVIEWER
         case AlreadyFinal():
             return already_final(exc.run_id, exc.status)
         case AlreadyRevoked():
