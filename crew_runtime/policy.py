@@ -271,9 +271,12 @@ def reassign(
         return refused
     if to in facts.bots:
         return Refusal(Reason.BOT, to)
-    if to == by or to == review.claimed_by:
+    if to in facts.failed:  # Slack did not say whether they are a bot
+        return _unknown(to)
+    refused = decide(spec, run, review, to, DecisionKind.APPROVE, facts)
+    if refused is None and (to == by or to == review.claimed_by):
         return Refusal(Reason.SAME_PERSON, to)
-    return decide(spec, run, review, to, DecisionKind.APPROVE, facts)
+    return refused
 
 
 def _run_action(spec: CrewSpec | None, run: Run, person: str, facts: Facts) -> Refusal | None:

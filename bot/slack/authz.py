@@ -93,8 +93,8 @@ class Reviewers:
         """What the review policy needs to answer for ``asked``: the members of the user
         groups and channels they name (cached for :attr:`ttl`; a lookup that fails is in
         ``failed``, never cached), the absences ``away`` in force, and which of ``people``
-        are bots (asked each time, as :meth:`not_a_person`; a failed lookup there is no
-        answer either: the person is not called a bot)."""
+        are bots or deactivated (asked each time, as :meth:`not_a_person`; a failed lookup
+        there is in ``failed`` too)."""
         groups, channels = needs(asked)
         found_groups: dict[str, frozenset[str]] = {}
         found_channels: dict[str, frozenset[str]] = {}
@@ -116,7 +116,9 @@ class Reviewers:
         bots = set()
         for person in dict.fromkeys(people):
             try:
-                if await self.not_a_person(person) is not None:
+                # A bot, or a deactivated account; one Slack does not know is not refused
+                # here (a form's users_select names only people Slack knows).
+                if await self.not_a_person(person) in ("bot", "deleted"):
                     bots.add(person)
             except CheckFailed:
                 failed.add(person)

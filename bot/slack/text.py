@@ -206,7 +206,7 @@ def reassign_refused(reason: Reason) -> str:
     modal's field error)."""
     match reason:
         case Reason.BOT:
-            return "That is a bot or an app (or an account Slack does not know); choose a person."
+            return "That is a bot, an app or a deactivated account; choose a person."
         case Reason.SAME_PERSON:
             return "They have this review already; choose someone else, or use Claim for yourself."
         case Reason.OWN_RUN:
