@@ -16,7 +16,8 @@ The table it implements (``docs/architecture.md`` draws it):
   an approval of one's own run where the crew sets ``forbid_self_approval``; not a second
   approval by whoever counts already. A claim is a note, never a lock.
 * **Claim**: one of those asked now. **Reassign**: ``by`` asked now, to a person (not a
-  bot, not ``by``, not whoever holds it already) who could decide it now.
+  bot nor a deactivated account, not ``by``: Claim is for oneself) who could approve it
+  now (asked now, not its starter where self-approval is forbidden, not counted already).
 * **Cancel**, **revoke a standing approval**: who started the run, or one of its deciders
   (the run's reviewers and every stage's, else its channel). **Revise an earlier task**:
   one of its deciders. **See** a run's status: the above, or anyone in its channel.
@@ -274,7 +275,7 @@ def reassign(
     if to in facts.failed:  # Slack did not say whether they are a bot
         return _unknown(to)
     refused = decide(spec, run, review, to, DecisionKind.APPROVE, facts)
-    if refused is None and (to == by or to == review.claimed_by):
+    if refused is None and to == by:  # Claim is for oneself
         return Refusal(Reason.SAME_PERSON, to)
     return refused
 

@@ -177,7 +177,7 @@ REASSIGN_CASES = [
     (NAMED, {}, ANA, BEN, None),
     (NAMED, {}, ANA, BOT, Reason.BOT),
     (NAMED, {}, ANA, ANA, Reason.SAME_PERSON),
-    (NAMED, {"claimed_by": BEN}, ANA, BEN, Reason.SAME_PERSON),
+    (NAMED, {"claimed_by": BEN}, ANA, BEN, None),  # changes nothing
     (NAMED, {}, ANA, OUT, Reason.NOT_A_REVIEWER),
     (NAMED, {}, OUT, ANA, Reason.NOT_A_REVIEWER),
     (NAMED, {"approvals": (approval(BEN),)}, ANA, BEN, Reason.ALREADY_COUNTED),

@@ -208,7 +208,7 @@ def reassign_refused(reason: Reason) -> str:
         case Reason.BOT:
             return "That is a bot, an app or a deactivated account; choose a person."
         case Reason.SAME_PERSON:
-            return "They have this review already; choose someone else, or use Claim for yourself."
+            return "That is you: use Claim to take this review yourself, or choose someone else."
         case Reason.OWN_RUN:
             return "They started this run and may not approve it; choose another reviewer."
         case Reason.ALREADY_COUNTED:
