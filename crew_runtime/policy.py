@@ -43,7 +43,7 @@ from crew_runtime.errors import (
     NotYourStage,
     SelfApproval,
 )
-from crew_runtime.reviewers import stage_at, stage_people, stages_of
+from crew_runtime.reviewers import approvals_required, stage_at, stage_people, stages_of
 from crew_runtime.specs import NOBODY, CrewSpec
 from storage import (
     ALLOWED_DECISIONS,
@@ -101,6 +101,8 @@ class Refusal:
     reviewers: tuple[str, ...] = ()
     later: str | None = None
     configure: str = ""  # NOBODY_DECIDES: what to set
+    given: int = 0  # ALREADY_COUNTED: approvals so far, of ``required``
+    required: int = 1
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,13 @@ def decide(
     if approving and spec.forbid_self_approval and run.started_by == person:
         return Refusal(Reason.OWN_RUN, person)
     if approving and any(a.decided_by == person for a in review.approvals):
-        return Refusal(Reason.ALREADY_COUNTED, person)
+        chain = stages_of(spec, review)
+        if chain:
+            stage = chain[stage_at(chain, review)]
+            given, required = len(review.approvals_at(stage.name)), stage.approvals_required
+        else:
+            given, required = len(review.approvals), approvals_required(spec, review)
+        return Refusal(Reason.ALREADY_COUNTED, person, given=given, required=required)
     return None
 
 
@@ -343,7 +351,7 @@ def start_refusal(spec: CrewSpec, inputs: Mapping[str, str], channel: str | None
 
 
 def error(
-    refusal: Refusal, review: Review | None, run: Run, *, action: str = "decide", required: int = 1
+    refusal: Refusal, review: Review | None, run: Run, *, action: str = "decide"
 ) -> CountersignError:
     """The exception a door maps to its words (Slack's text, the CLI's ``error:`` line, the
     API's problem body): one per reason, so every door says the same thing."""
@@ -363,8 +371,7 @@ def error(
         case Reason.OWN_RUN:
             return SelfApproval(run.id, refusal.person)
         case Reason.ALREADY_COUNTED:
-            given = 0 if review is None else len(review.approvals)
-            return AlreadyApproved(review_id, refusal.person, given, required)
+            return AlreadyApproved(review_id, refusal.person, refusal.given, refusal.required)
         case Reason.COULD_NOT_CHECK:
             return CouldNotCheck(refusal.person)
         case Reason.NOBODY_DECIDES:

@@ -157,7 +157,7 @@ class Countersign:
             facts = facts or Facts(away=self.store.delegates(), vouched=True)
             refused = policy.decide(spec, run, review, by.strip(), decision, facts)
             if refused is not None:
-                raise policy.error(refused, review, run, required=required)
+                raise policy.error(refused, review, run)
         if decision == DecisionKind.EDIT and (required > 1 or chain):
             needs = f"{len(chain)} stages of approvals" if chain else f"{required} approvals"
             raise UsageError(

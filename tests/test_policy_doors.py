@@ -1,0 +1,340 @@
+"""Every door gives the review policy's answer: the same person's same action sent through
+each door offering it (a click, a thread reply, the HTTP API, the command line), on a real
+bot with its workers and the Slack stand-in, and only what the policy allows changes
+anything. Then the issue's items through the real doors: an outsider's API decision on a
+group stage (1), ``/crew cancel`` and Revise on a chain-only crew (2), a run nobody could
+decide (3), a stage race through the API (4), and Reassign to a bot, to oneself, to someone
+who may not decide (issue 24's second wall)."""
+
+from __future__ import annotations
+
+import io
+import random
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cli.main import main as cli_main
+from bot.hosting.api_errors import refusal as api_refusal
+from bot.sandbox import StandInThread
+from bot.slack import text
+from bot.slack.handlers import said
+from bot.tokens import Scope, Tokens
+from crew_runtime import policy
+from crew_runtime.config import Config
+from crew_runtime.policy import Facts
+from storage import DecisionKind, Review, ReviewStatus, Store
+from tests.api_harness import ApiClient
+from tests.harness import ON_SQLITE
+from tests.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    MALLORY,
+    configured,
+    slack_and_bot,
+    wait_until,
+)
+from tests.test_quorum import _at_once
+from tests.test_slack_e2e import modal_for
+from tests.test_slack_reviewers import _answer
+
+pytestmark = pytest.mark.slow
+
+LEGAL = "S0LEGAL"
+LEA = "ULEA"  # a second member of legal, for the race
+CONFIG = f"""
+[crews.chain]
+factory = "tests.crews:writer"
+inputs = ["topic"]
+stages = [
+  {{ name = "legal",   reviewers = ["{LEGAL}"] }},
+  {{ name = "manager", reviewers = ["{BOB}"] }},
+]
+
+[crews.named]
+factory = "tests.crews:writer"
+inputs = ["topic"]
+reviewers = ["{BOB}", "{ALICE}"]
+approvals_required = 2
+forbid_self_approval = true
+
+[crews.open]
+factory = "tests.crews:writer"
+inputs = ["topic"]
+"""
+PEOPLE = (ALICE, BOB, MALLORY)
+FACTS = Facts(
+    groups={LEGAL: frozenset({ALICE, LEA})},
+    channels={CHANNEL: frozenset({ALICE, BOB, MALLORY, LEA})},
+)
+DOORS = ("click", "reply", "api", "cli")
+
+Json = dict[str, Any]
+
+
+@dataclass
+class Bench:
+    config: Config
+    store: Store
+    slack: StandInThread
+    api: ApiClient
+    argv: list[str]
+
+    def start(self, crew: str, by: str, channel: str | None = CHANNEL) -> str:
+        body: Json = {"crew": crew, "inputs": {"topic": "otters"}, "by": by}
+        if channel is not None:
+            body["channel"] = channel
+        started = self.api.post("/runs", body)
+        assert started.status == 201, started.body
+        return str(started.body["id"])
+
+    def pending(self, run_id: str, after: set[str] | None = None) -> Review:
+        """The run's pending review once its message is posted (not one of ``after``)."""
+
+        def find() -> Review | None:
+            found = self.store.list_reviews(run_id=run_id)
+            fresh = [r for r in found if r.id not in (after or set()) and r.message_ts]
+            return fresh[0] if fresh else None
+
+        return wait_until(find, what=f"a pending review of {run_id}")
+
+    def cli(self, *args: str) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli_main([*args, *self.argv], {})
+        return code, out.getvalue() + err.getvalue()
+
+
+@pytest.fixture
+def bench(tmp_path: Path, db_url: str) -> Iterator[Bench]:
+    with configured(tmp_path, db_url, CONFIG) as (config, store):
+        secret = Tokens(store).create("t", list(Scope), by="test")[1]
+        with slack_and_bot(config, store) as (slack, bot):
+            slack.add_user(LEA, "lea")
+            slack.add_usergroup(LEGAL, [ALICE, LEA])
+            api = ApiClient(f"http://127.0.0.1:{bot.port}", secret)
+            argv = ["--config", str(config.path), "--database-url", db_url]
+            yield Bench(config, store, slack, api, argv)
+
+
+def _state(review: Review) -> tuple[Any, ...]:
+    return (review.status, review.stage, len(review.approvals), review.decision is not None)
+
+
+def _expected(bench: Bench, review: Review, person: str, door: str) -> policy.Refusal | None:
+    run = bench.store.get_run(review.run_id)
+    spec = bench.config.crews[run.crew]
+    facts = Facts(vouched=True, away=bench.store.delegates()) if door == "cli" else FACTS
+    return policy.decide(spec, run, review, person, DecisionKind.APPROVE, facts)
+
+
+def _send(bench: Bench, review: Review, person: str, door: str) -> Callable[[], Any]:
+    """Send ``person``'s approval of ``review`` through ``door``; returns what to wait on
+    for its answer (the words they were told, the API's or the CLI's answer)."""
+    slack, run = bench.slack, bench.store.get_run(review.run_id)
+    before = len(slack.ephemerals(person))
+    if door in ("click", "reply"):
+        if door == "click":
+            assert review.message_ts is not None
+            slack.click_button(person, CHANNEL, review.message_ts, "countersign:approve")
+        else:
+            assert run.thread_ts is not None
+            slack.reply_in_thread(person, CHANNEL, run.thread_ts, "approve")
+        return lambda: [e.text for e in slack.ephemerals(person)[before:]]
+    if door == "api":
+        answer = bench.api.post(f"/reviews/{review.id}/decision", {"kind": "approve", "by": person})
+        return lambda: answer
+    code, said_ = bench.cli("reviews", "decide", review.id, "approve", "--by", person)
+    return lambda: (code, said_)
+
+
+def _check(bench: Bench, review: Review, person: str, door: str) -> bool:
+    """Send one case; assert the door answered as the policy says. True if it changed the
+    review (and the policy allowed it)."""
+    expected = _expected(bench, review, person, door)
+    run = bench.store.get_run(review.run_id)
+    answer = _send(bench, review, person, door)
+    if expected is None:
+        after = wait_until(
+            lambda: (r := bench.store.get_review(review.id)) and _state(r) != _state(review) and r,
+            what=f"{person}'s approval through the {door} to count",
+        )
+        assert after is not None
+        if door == "api":
+            assert answer().status == 200, answer().body
+        if door == "cli":
+            assert answer()[0] == 0, answer()[1]
+        return True
+    if door in ("click", "reply"):
+        words = said(expected, review, run)
+        told = wait_until(answer, what=f"{person} told why, after a {door}")
+        assert told[-1] == words, (door, person, expected.reason)
+    elif door == "api":
+        mapped = api_refusal(policy.error(expected, review, run))
+        got = answer()
+        assert (got.status, got.error["code"]) == (mapped.status, mapped.code), got.body
+    else:
+        code, printed = answer()
+        assert code == 2 and printed.startswith("error: "), printed
+        assert str(policy.error(expected, review, run)) in printed
+    assert _state(bench.store.get_review(review.id)) == _state(review), (door, person)
+    return False
+
+
+def _round(bench: Bench, run_id: str, rng: random.Random, seen: set[str]) -> int:
+    """Every person through every door on the run's pending review, refusals first and
+    then the allowed ones in a random order, until one changes the review; how many cases
+    were sent."""
+    review = bench.pending(run_id, seen)
+    cases = [(p, d) for p in PEOPLE for d in DOORS]
+    rng.shuffle(cases)
+    cases.sort(key=lambda c: _expected(bench, review, *c) is None)  # refusals first
+    sent = 0
+    for person, door in cases:
+        sent += 1
+        if _check(bench, review, person, door):
+            break
+    if bench.store.get_review(review.id).status != ReviewStatus.PENDING:
+        seen.add(review.id)
+    return sent
+
+
+@ON_SQLITE
+def test_every_door_gives_the_policys_answer_and_only_allowed_ones_change_anything(
+    bench: Bench,
+) -> None:
+    rng = random.Random(20)
+    sent = 0
+    for crew, starter, rounds in (
+        ("chain", MALLORY, 4),  # legal, manager; then the article: legal, manager
+        ("named", BOB, 4),  # two approvals each, Bob may not approve his own run
+        ("open", ALICE, 2),
+        ("chain", ALICE, 2),  # the starter is in legal
+        ("named", ALICE, 2),
+    ):
+        run_id = bench.start(crew, starter)
+        seen: set[str] = set()
+        for _ in range(rounds):
+            if bench.store.get_run(run_id).status.value in ("succeeded", "rejected"):
+                break
+            sent += _round(bench, run_id, rng, seen)
+    assert sent >= 100
+
+
+@ON_SQLITE
+def test_an_outsider_cannot_decide_a_group_stage_through_the_api(bench: Bench) -> None:
+    """Item 1: a chain-only crew's legal stage is legal's, through the API too."""
+    run_id = bench.start("chain", ALICE)
+    review = bench.pending(run_id)
+    refused = bench.api.post(f"/reviews/{review.id}/decision", {"kind": "approve", "by": MALLORY})
+    assert refused.status == 403 and refused.error["code"] == "not_your_stage"
+    assert _state(bench.store.get_review(review.id)) == _state(review)
+    passed = bench.api.post(f"/reviews/{review.id}/decision", {"kind": "approve", "by": ALICE})
+    assert passed.status == 200 and bench.store.get_review(review.id).stage == 1
+
+
+@ON_SQLITE
+def test_a_chain_only_crew_is_not_open_to_its_channel_for_cancel_and_revise(
+    bench: Bench,
+) -> None:
+    """Item 2: an outsider in no stage may neither cancel the run nor reopen a task."""
+    run_id = bench.start("chain", ALICE)
+    review = bench.pending(run_id)
+    for person in (ALICE, BOB):  # legal then manager approve the outline
+        review = bench.store.get_review(review.id)
+        assert (
+            bench.api.post(
+                f"/reviews/{review.id}/decision", {"kind": "approve", "by": person}
+            ).status
+            == 200
+        )
+    article = bench.pending(run_id, {review.id})
+    assert _answer(bench.slack, MALLORY, f"cancel {run_id}") == text.NOT_A_REVIEWER
+    run = bench.store.get_run(run_id)
+    assert run.status.value == "waiting"
+    # Revise: the status message offers MALLORY no button; the modal refuses her anyway.
+    status = _answer(bench.slack, MALLORY, f"status {run_id}")
+    assert "Revise" not in status
+    assert article.message_ts is not None
+    bench.slack.click_button(MALLORY, CHANNEL, article.message_ts, "countersign:revise")
+    wait_until(
+        lambda: text.NOT_A_REVIEWER in str(bench.slack.open_views(MALLORY)),
+        what="the Revise modal to refuse her",
+    )
+    assert bench.store.get_review(article.id).status == ReviewStatus.PENDING
+    # The starter may cancel.
+    assert "cancelled" in _answer(bench.slack, ALICE, f"cancel {run_id}").lower()
+
+
+@ON_SQLITE
+def test_a_run_nobody_could_decide_is_refused_where_it_is_started(bench: Bench) -> None:
+    """Item 3: no reviewers and no channel through the API; /crew run in the app's DM."""
+    refused = bench.api.post("/runs", {"crew": "open", "inputs": {"topic": "otters"}})
+    assert refused.status == 422 and refused.error["code"] == "nobody_decides"
+    assert "[crews.open]" in refused.error["message"]
+    dm = "D" + ALICE[1:]
+    bench.slack.add_channel(dm, dm, [ALICE])  # the app's DM with her
+    before = len(bench.slack.ephemerals(ALICE))
+    bench.slack.slash_command(ALICE, dm, "/crew", "run open topic=otters")
+    told = wait_until(lambda: bench.slack.ephemerals(ALICE)[before:], what="the refusal")
+    assert told[0].text.startswith("Nobody could decide this run's reviews")
+    assert bench.store.list_runs() == []
+    # A crew naming its reviewers needs no channel.
+    assert bench.api.post("/runs", {"crew": "named", "inputs": {"topic": "x"}}).status == 201
+
+
+@ON_SQLITE
+def test_reassign_refuses_a_bot_oneself_and_someone_who_may_not_decide(bench: Bench) -> None:
+    """Issue 24's second wall: the Reassign form refuses the bot, its user, and whoever
+    the policy would not let decide the review now."""
+    run_id = bench.start("named", ALICE)
+    review = bench.pending(run_id)
+    assert review.message_ts is not None
+    bot_user = "UBOT"  # the stand-in's bot user
+    for to, words in (
+        (bot_user, text.reassign_refused(policy.Reason.BOT)),
+        (BOB, text.reassign_refused(policy.Reason.SAME_PERSON)),
+        (MALLORY, text.REASSIGN_NOT_A_REVIEWER),
+        (ALICE, text.reassign_refused(policy.Reason.OWN_RUN)),
+    ):
+        bench.slack.click_button(BOB, CHANNEL, review.message_ts, "countersign:reassign")
+        view = modal_for(bench.slack, BOB, "to")
+        answer = bench.slack.submit_view(BOB, view["id"], {"to": to})
+        assert answer.json["errors"]["to"] == words, to
+    assert bench.store.get_review(review.id).claimed_by is None
+
+
+def test_a_stage_race_through_the_api_answers_409_as_the_document_says(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Item 4: two legal members approving at once; one passes the stage, the other is
+    answered 409 stage_moved (or, read after the move, 403 not_your_stage): never 400."""
+    with configured(tmp_path, db_url, CONFIG) as (config, store):
+        secret = Tokens(store).create("t", list(Scope), by="test")[1]
+        with slack_and_bot(config, store) as (slack, bot):
+            slack.add_user(LEA, "lea")
+            slack.add_usergroup(LEGAL, [ALICE, LEA])
+            api = ApiClient(f"http://127.0.0.1:{bot.port}", secret)
+            bench = Bench(config, store, slack, api, [])
+            for _ in range(3):
+                review = bench.pending(bench.start("chain", BOB))
+                answers: dict[int, Any] = {}
+
+                def act(n: int, review: Review = review, answers: dict[int, Any] = answers) -> None:
+                    by = (ALICE, LEA)[n]
+                    answers[n] = api.post(
+                        f"/reviews/{review.id}/decision", {"kind": "approve", "by": by}
+                    )
+
+                _at_once(act, 2)
+                codes = sorted(
+                    (a.status, a.body.get("error", {}).get("code")) for a in answers.values()
+                )
+                assert codes[0] == (200, None), codes
+                assert codes[1] in ((403, "not_your_stage"), (409, "stage_moved")), codes
+                assert store.get_review(review.id).stage == 1
