@@ -68,7 +68,7 @@ def test_an_odd_retry_after_settles_the_event_and_spares_the_healthy_webhook(
 
         def settled() -> bool:
             [now] = store.list_webhook_events(run_id=run.id)
-            return now.progress.get(sick.url, {}).get("attempts", 0) >= 1
+            return int(now.progress.get(sick.url, {}).get("attempts", 0)) >= 1
 
         wait_until(settled, 30, "the first attempts recorded")
         [now] = store.list_webhook_events(run_id=run.id)
