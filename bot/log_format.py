@@ -6,6 +6,11 @@ JSON object per line, for a log pipeline: ``time`` (UTC, ISO 8601), ``level``, `
 with the record, or set in the context by ``crew_runtime.log_fields``), and ``exception``
 (the traceback) when there is one. The fields are what the text line says, no more: a line
 that would not show a token in text does not show it in JSON.
+
+aiohttp logs a request it cannot parse (a header with a stray ``\r`` or control byte, as a
+token file saved with ``\r\n`` gives) at ERROR with a traceback whose message holds the raw
+header line, token included. :func:`quiet_unparsable_requests` turns each such record into one
+warning that names the client and what was wrong, and nothing of what it sent.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 from crew_runtime import log_fields
 
-__all__ = ["JsonFormatter", "formatter"]
+__all__ = ["JsonFormatter", "formatter", "quiet_unparsable_requests"]
 
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -50,3 +57,30 @@ class JsonFormatter(logging.Formatter):
 def formatter(log_format: str) -> logging.Formatter:
     """The formatter of a ``LOG_FORMAT`` value (``bot.settings.LOG_FORMATS``)."""
     return JsonFormatter() if log_format == "json" else logging.Formatter(TEXT)
+
+
+class _UnparsableRequest(logging.Filter):
+    """Rewrites aiohttp's record of a request it could not parse (its exception's message
+    quotes what the client sent): one warning, no traceback, no bytes of the request."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = "refused a request from %s that is not valid HTTP (%s, answered %s)"
+            record.args = (remote, type(exc).__name__, exc.code)
+            record.exc_info = record.exc_text = None
+            record.levelno = min(record.levelno, logging.WARNING)
+            record.levelname = logging.getLevelName(record.levelno)
+        return True
+
+
+_QUIET = _UnparsableRequest()
+
+
+def quiet_unparsable_requests() -> None:
+    """Install the rewrite of aiohttp's unparsable-request records (once; any server of the
+    process, and any handler, then logs them without what was sent)."""
+    server = logging.getLogger("aiohttp.server")
+    if _QUIET not in server.filters:
+        server.addFilter(_QUIET)
