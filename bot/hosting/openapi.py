@@ -162,8 +162,11 @@ _IDEMPOTENCY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "the same key (per token) sent again is answered as the first time",
-    "schema": {"type": "string", "maxLength": 100},
+    "description": (
+        "the same key (per token) sent again with the same request is answered as the first "
+        "time; with another route or body it is refused (422, idempotency_key_reused)"
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": 100},
 }
 
 
@@ -209,6 +212,7 @@ _PATHS: Json = {
                     "201": _answer("the run, queued", _ref("Run")),
                     "400": _error("malformed JSON, an unknown crew, missing or unknown inputs"),
                     "413": _error("a body larger than 1 MiB"),
+                    "422": _error("the Idempotency-Key was sent before with another request"),
                     "503": _error("Slack could not say who the run's reviewer input names"),
                 },
             },
@@ -274,7 +278,10 @@ _PATHS: Json = {
                     "404": _error("no review with that id"),
                     "409": _error("decided already (saying by whom), or by approved already"),
                     "413": _error("a body larger than 1 MiB"),
-                    "422": _error("a decision this review cannot take"),
+                    "422": _error(
+                        "a decision this review cannot take, or the Idempotency-Key was sent "
+                        "before with another request"
+                    ),
                     "503": _error("Slack could not say who may decide; try again"),
                 },
             },
