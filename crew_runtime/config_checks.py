@@ -80,23 +80,38 @@ _ARGUMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
 
 
+MOST_DURATION = timedelta(days=36_500)
+"""The longest duration a file may give (``"100y"``): any time it is added to or taken from
+is still a date (a datetime ends at 9999)."""
+MOST_DURATION_WORDS = '"100y" (36500d)'
+
+
 def parse_duration(value: object) -> timedelta | None:
     """Parse ``"90s"``, ``"30m"``, ``"2h"``, ``"1d"``, ``"1h30m"`` or an int of seconds.
 
     Returns:
         The duration, or None when ``value`` is not one (callers word the error, they know
-        the key). Zero and negative durations are not durations here.
+        the key). Zero and negative durations are not durations here, nor those longer than
+        :data:`MOST_DURATION` (:func:`duration_seconds` tells them apart).
     """
+    seconds = duration_seconds(value)
+    if seconds is None or not 0 < seconds <= MOST_DURATION.total_seconds():
+        return None
+    return timedelta(seconds=seconds)
+
+
+def duration_seconds(value: object) -> int | None:
+    """The seconds ``value`` says as :func:`parse_duration` reads it, whatever their number
+    (zero, negative, or more than a timedelta holds); None when it is not a duration."""
     if isinstance(value, bool):  # bool is an int subclass; `true` is not "1 second"
         return None
     if isinstance(value, int):
-        return timedelta(seconds=value) if value > 0 else None
+        return value
     if isinstance(value, str):
         text = value.strip()
         if not _DURATION_RE.fullmatch(text):
             return None
-        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
-        return timedelta(seconds=seconds) if seconds > 0 else None
+        return sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
     return None
 
 
@@ -398,6 +413,12 @@ def _duration(table: dict[str, Any], key: str, name: str, where: Where) -> timed
         return None
     value = table[name]
     parsed = parse_duration(value)
+    seconds = duration_seconds(value)
+    if parsed is None and seconds is not None and seconds > MOST_DURATION.total_seconds():
+        raise where.error(
+            f"{key}.{name}",
+            f"{show(value)} is longer than the longest duration accepted, {MOST_DURATION_WORDS}",
+        )
     if parsed is None:
         raise where.error(
             f"{key}.{name}",

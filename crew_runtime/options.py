@@ -43,6 +43,7 @@ from crewai.llms.base_llm import BaseLLM
 from crewai.utilities.llm_utils import create_llm
 from crewai.utilities.planning_handler import CrewPlanner
 
+from crew_runtime import streams
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.progress import FINISHED, STARTED
 
@@ -259,7 +260,8 @@ def install_once_events() -> None:
             name = _ONCE_EVENTS.get(type(event))
             if ctx is None or name is None:
                 return emit(source, event)
-            where = f"{_event_place(ctx, source, event)}|{name}"
+            place = _event_place(ctx, source, event)
+            where = streams.event_stream(place, name)
             seq = ctx.next_seq(where, "event")
             if ctx.recorded(where, "event", seq) is not None:
                 return None
@@ -268,7 +270,7 @@ def install_once_events() -> None:
             if ctx.progress is not None and name in _PROGRESS:
                 task = getattr(event, "task", None)
                 agent = getattr(event, "agent", None) or getattr(task, "agent", None)
-                ctx.progress.task(where.rsplit("|", 1)[0], _PROGRESS[name], task, agent)
+                ctx.progress.task(place, _PROGRESS[name], task, agent)
             return emitted
 
         crewai_event_bus.emit = emit_once  # type: ignore[method-assign]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from crew_runtime import metrics, policy, streams
@@ -478,16 +478,37 @@ def _standing_match(
     return match
 
 
+LATEST_UNTIL = date(9999, 12, 30)
+"""The last day an absence may run through (the day after it is the last a date holds)."""
+
+
 def _until(word: str) -> datetime:
-    """The end of an absence as naive UTC: a date means through that day (UTC)."""
+    """The end of an absence as naive UTC: a date means through that day (UTC).
+
+    Raises:
+        UsageError: not a date, or later than :data:`LATEST_UNTIL` (saying so).
+    """
+    latest = datetime.combine(LATEST_UNTIL, datetime.min.time()) + timedelta(days=1)
+    too_late = UsageError(
+        f"{word!r} is too far ahead: the latest an absence can end is {LATEST_UNTIL}"
+    )
     try:
         if len(word.strip()) == len("YYYY-MM-DD"):
-            return datetime.fromisoformat(word.strip()) + timedelta(days=1)
+            day = datetime.fromisoformat(word.strip())
+            if day.date() > LATEST_UNTIL:
+                raise too_late
+            return day + timedelta(days=1)
         moment = datetime.fromisoformat(word.strip())
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
     except ValueError:
         raise UsageError(f"{word!r} is not a date: use YYYY-MM-DD, e.g. 2026-12-24") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # past either end of time once made UTC
+        if word.strip().startswith("0001-"):
+            raise UsageError(f"{word!r} is already past") from None
+        raise too_late from None
+    if moment > latest:
+        raise too_late
     return moment
 
 

@@ -8,15 +8,22 @@ stream and its number in it. The forms, from the most common:
     task{n}:guardrail[{i}]         the model of task n's LLM guardrail (the i-th of a list)
     flow:{method}#{k}/{stream}     any of the above, in the k-th crew a flow step kicked off
     flow:{method}                  a flow's own ``@human_feedback`` on that method
+    {stream}|{event}               a lifecycle event (task_started) of the stream
     flow                           the flow run itself (its flow id, where each leg starts)
     crew:Task Execution Planner    the model of the crew's planner (planning=True)
     crew:{role}                    anything else of the crew
+
+A key longer than the journal's column (:data:`MOST`; a role can be any length: CrewAI's own
+``crewai create crew`` template interpolates an input into one) keeps its first characters
+and ends with a digest of the whole (:func:`stream`), so it stays the same on every replay and
+its task can still be read from it.
 
 No import of CrewAI here: the bot reads streams too (which task a review belongs to).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 FLOW = "flow"
@@ -30,9 +37,28 @@ def task_place(n: int, prefix: str = "") -> str:
     return f"{prefix}task{n}"
 
 
+MOST = 200
+"""The longest stream key (the journal's and the reviews' ``stream`` columns)."""
+_DIGEST = 16
+
+
 def stream(place: str, role: str) -> str:
-    """The stream of the agent ``role`` working at ``place``."""
-    return f"{place}:{role}"
+    """The stream of the agent ``role`` working at ``place``; one longer than :data:`MOST`
+    is cut to fit, a digest of the whole at its end."""
+    return _bounded(f"{place}:{role}")
+
+
+def event_stream(place: str, name: str) -> str:
+    """Where the lifecycle event ``name`` (``task_started``) of the stream ``place`` is
+    numbered (``crew_runtime.options``), cut to fit as :func:`stream` is."""
+    return _bounded(f"{place}|{name}")
+
+
+def _bounded(key: str) -> str:
+    if len(key) <= MOST:
+        return key  # every key a journal holds already: unchanged
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    return f"{key[: MOST - _DIGEST - 1]}~{digest}"
 
 
 def nested_place(outer: str, seq: int) -> str:

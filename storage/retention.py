@@ -100,14 +100,19 @@ class RetentionStore(StoreBase):
         for retention, in_scope in policy.scopes():
             crew_is = in_scope(runs.c.crew)
             audit_since = now - retention.keep_audit if retention.keep_audit else None
+            # The runs deleted whole: a dry run still finds them, and must not count their
+            # journal a second time.
+            gone: set[str] = set()
             if retention.keep_runs is not None:
                 for ids in self._old_runs(crew_is, now - retention.keep_runs, batch):
-                    self._batch(pruned, dry_run, ids, audit_since, whole=True)
+                    gone.update(self._batch(pruned, dry_run, ids, audit_since, whole=True))
             if retention.keep_journal is not None:
                 cutoff = now - retention.keep_journal
                 with_journal = select(journal.c.run_id).where(journal.c.run_id == runs.c.id)
                 for ids in self._old_runs(crew_is & with_journal.exists(), cutoff, batch):
-                    self._batch(pruned, dry_run, ids, audit_since, whole=False)
+                    left = {run_id: crew for run_id, crew in ids.items() if run_id not in gone}
+                    if left:
+                        self._batch(pruned, dry_run, left, audit_since, whole=False)
             if audit_since is not None:
                 for table, at, key in (
                     (audit, audit.c.decided_at, audit.c.review_id),
@@ -150,9 +155,10 @@ class RetentionStore(StoreBase):
         audit_since: datetime | None,
         *,
         whole: bool,
-    ) -> None:
+    ) -> list[str]:
         """Copy the audit records of the runs ``crews`` and delete their journal (and, if
-        ``whole``, the runs with every row of theirs), in one transaction."""
+        ``whole``, the runs with every row of theirs), in one transaction; the runs it
+        deleted from (or would have)."""
         with self._tx() as conn:
             ids = _prunable(conn, list(crews), whole=whole)
             copy_audit(conn, ids, since=audit_since)
@@ -166,6 +172,7 @@ class RetentionStore(StoreBase):
                 for crew, count in _deleted(conn, table, where, crews).items():
                     pruned.setdefault(crew, Counter())[table.name] += count
             _end(conn, dry_run)
+        return ids
 
     def _prune_audit(
         self,

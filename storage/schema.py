@@ -437,3 +437,14 @@ run_progress = Table(
     Column("shown_at", DateTime),
     Column("updated_at", DateTime, nullable=False),
 )
+
+# The bodies of the HTTP API's requests that carried an ``Idempotency-Key`` (storage.requests):
+# the request key (the token's id and the key) and a digest of the route and the body, so that
+# the key sent again with another request is refused instead of answered as the first.
+api_requests = Table(
+    "api_requests",
+    metadata,
+    Column("request_key", String(200), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)

@@ -28,6 +28,7 @@ from storage.journal import JournalStore
 from storage.outbox import OutboxStore
 from storage.pages import ReviewPages
 from storage.progress import ProgressStore
+from storage.requests import RequestStore
 from storage.retention import RetentionStore
 from storage.reviews import ReviewStore
 from storage.runs import RunStore
@@ -52,6 +53,7 @@ class Store(
     ReviewPages,
     WebhookStore,
     ProgressStore,
+    RequestStore,
 ):
     """Durable state of Countersign. Build one per process with :meth:`open`."""
 

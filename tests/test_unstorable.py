@@ -39,20 +39,3 @@ def test_a_draft_the_database_refuses_fails_its_run_after_one_attempt(
     assert ended.attempts == 0
     assert len(bench.llm_calls()) == 1
     assert bench.store.list_reviews(run_id=run.id, status=None) == []
-
-
-@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-def test_a_journal_entry_the_database_refuses_fails_its_run_after_one_attempt(
-    bench: Bench,
-) -> None:
-    # The stream of a turn is "task0:<role>", in a column of 200 characters.
-    run = bench.start("unstorable", poison="none", role="R" * 250)
-    settings = WorkerSettings(
-        concurrency=1, lease=timedelta(seconds=1), poll=timedelta(seconds=0.05)
-    )
-    Worker(bench.store, bench.config, settings).run(until_idle=True)
-    ended = bench.run(run.id)
-    assert ended.status == RunStatus.FAILED, ended.error
-    assert (ended.error or "").startswith("a turn of task0:RRR")
-    assert "could not be stored: the database refused its text (value too long" in ended.error
-    assert ended.attempts == 0

@@ -36,10 +36,19 @@ def readme_verify() -> Callable[[bytes, str, bytes], bool]:
 
 class Receiver:
     """Receives webhooks on ``url``; ``script`` is what the first attempts at each event get
-    (``[500, HANG]``: a 500, then no answer), later ones a 200."""
+    (``[500, HANG]``: a 500, then no answer), later ones a 200; a 429 or a 503 says
+    ``Retry-After: {retry_after}``. ``path`` is the URL's (``/hook?token=abc``)."""
 
-    def __init__(self, secret: bytes, script: Sequence[int | str] = ()) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        script: Sequence[int | str] = (),
+        *,
+        retry_after: str = "0",
+        path: str = "/hook?token=abc",
+    ) -> None:
         self.secret = secret
+        self.retry_after = retry_after
         self.script = list(script)
         self.verify = readme_verify()
         self.attempts: Counter[str] = Counter()  # by event id, whatever was answered
@@ -50,7 +59,7 @@ class Receiver:
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))  # bound, not listening: connections refused
         self.port = self._socket.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/hook?token=abc"
+        self.url = f"http://127.0.0.1:{self.port}{path}"
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._release: asyncio.Event | None = None
@@ -116,15 +125,15 @@ class Receiver:
         if 200 <= what < 300:
             with self._lock:
                 self.delivered[event_id].append(event)
-        headers = {"Retry-After": "0"} if what in (429, 503) else {}
+        headers = {"Retry-After": self.retry_after} if what in (429, 503) else {}
         return web.Response(status=what, headers=headers)
 
 
 @contextmanager
 def receiving(
-    secret: bytes, script: Sequence[int | str] = (), *, listen: bool = True
+    secret: bytes, script: Sequence[int | str] = (), *, listen: bool = True, **options: str
 ) -> Iterator[Receiver]:
-    receiver = Receiver(secret, script)
+    receiver = Receiver(secret, script, **options)
     if listen:
         receiver.listen()
     try:

@@ -144,6 +144,10 @@ def _port(text: str) -> int:
     return value
 
 
+MOST_SECONDS = 86_400
+"""The longest ``--lease`` or ``--poll``."""
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -151,6 +155,10 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
     if not value > 0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    if value > MOST_SECONDS:  # inf among them, which no timedelta holds
+        raise argparse.ArgumentTypeError(
+            f"expected seconds up to {MOST_SECONDS} (a day), got {text!r}"
+        )
     return value
 
 

@@ -3,6 +3,12 @@
 ``prune`` deletes what the configuration's retention no longer keeps (the same sweep ``serve``
 runs daily). ``audit export`` writes one record per decision, streamed: its memory does not
 grow with the number of decisions.
+
+Its CSV is read by spreadsheets, which run a cell that starts with ``=``, ``+``, ``-``, ``@``,
+a tab or a carriage return as a formula ("CSV injection"), and what the cells hold came from
+reviewers and models (feedback, reasons, drafts, edits, ``--by``). Such a cell is written with
+a ``'`` before it and every cell is quoted, as OWASP's rule has it; the JSONL export stays
+exact.
 """
 
 from __future__ import annotations
@@ -118,7 +124,7 @@ def write_records(
 ) -> None:
     """Write each record as it comes: a JSON line, or a CSV row (arguments and approvers as
     JSON)."""
-    writer = csv.DictWriter(out, fieldnames=FIELDS) if fmt == "csv" else None
+    writer = csv.DictWriter(out, fieldnames=FIELDS, quoting=csv.QUOTE_ALL) if fmt == "csv" else None
     if writer is not None:
         writer.writeheader()
     for record in records:
@@ -126,9 +132,21 @@ def write_records(
         if writer is None:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
         else:
-            writer.writerow(
-                {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()}
-            )
+            writer.writerow({k: _cell(v) for k, v in row.items()})
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP's list)."""
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: arguments and approvers as JSON, and a ``'`` before a cell a spreadsheet
+    would take for a formula."""
+    if isinstance(value, dict | list):
+        value = json.dumps(value)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:

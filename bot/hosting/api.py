@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import re
@@ -62,6 +63,8 @@ _ALL = "all"
 # The names CrewAI interpolates as {placeholders} (the CLI's key=value takes the same).
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
+# What a run's or a review's id can be (``storage.base.new_id``, in a column of 32).
+_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
 def text_nobody(configure: str) -> str:
@@ -125,7 +128,7 @@ class Api(Handlers):
         reviewer = spec.reviewers_from_input
         if reviewer is not None and inputs.get(reviewer):
             await self._check_person(inputs[reviewer], f"inputs.{reviewer}")
-        request_key = _request_key(request, token)
+        request_key = await self._request_key(request, token, body)
         try:
             run = await sync(
                 self.service.start_run,
@@ -142,7 +145,7 @@ class Api(Handlers):
         return _json(run_json(run, []), 201)
 
     async def get_run(self, request: web.Request, _token: ApiToken) -> web.Response:
-        run_id = request.match_info["run_id"]
+        run_id = _path_id(request, "run_id", "run")
 
         def read() -> Json:
             run = self.store.get_run(run_id)
@@ -178,7 +181,7 @@ class Api(Handlers):
         )
 
     async def decide(self, request: web.Request, token: ApiToken) -> web.Response:
-        review_id = request.match_info["review_id"]
+        review_id = _path_id(request, "review_id", "review")
         body = await _body(request, {"kind", "text", "by", "standing"})
         word = _text(body, "kind", required=True)
         try:
@@ -199,7 +202,7 @@ class Api(Handlers):
         if found is None:
             raise ApiError(404, "not_found", f"no review with id {review_id!r}")
         review, run = found
-        request_key = _request_key(request, token)
+        request_key = await self._request_key(request, token, body)
         facts = None
         if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
             spec = self.config.crews.get(run.crew)
@@ -207,7 +210,6 @@ class Api(Handlers):
             refused = policy.decide(spec, run, review, by, kind, facts)
             if refused is not None:
                 raise refusal(policy.error(refused, review, run)) from None
-        request_key = _request_key(request, token)
         try:
             review = await sync(
                 self.service.decide,
@@ -225,6 +227,33 @@ class Api(Handlers):
         log.info("review %s: %s by %s through token %s", review_id, kind, by, token.name)
         self.wake()
         return _json(review_json(review))
+
+    async def _request_key(self, request: web.Request, token: ApiToken, body: Json) -> str | None:
+        """What the request's ``Idempotency-Key`` makes of it: a key of the token's own, so
+        two clients' keys never meet. The key sent again with another request (route or
+        body) is refused: only a retry of the first gets the first's answer.
+
+        Raises:
+            ApiError: the key is too long, or was first sent with another request (422).
+        """
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            return None
+        if not 1 <= len(key) <= MAX_KEY or not key.isprintable():
+            said = f"Idempotency-Key must be 1 to {MAX_KEY} printable characters"
+            raise ApiError(400, "invalid", said, "Idempotency-Key")
+        request_key = f"api:{token.id}:{key}"
+        asked = json.dumps([request.method, request.path, body], sort_keys=True, ensure_ascii=False)
+        fingerprint = hashlib.sha256(asked.encode("utf-8", "surrogatepass")).hexdigest()
+        if not await sync(self.store.same_request, request_key, fingerprint):
+            raise ApiError(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was sent before with another request (route or body): "
+                "send a new key for a new request, the same request to retry",
+                "Idempotency-Key",
+            )
+        return request_key
 
     async def _check_person(self, user_id: str, field: str) -> None:
         """A run's reviewer input names someone Slack knows, active and not a bot (what
@@ -256,6 +285,17 @@ def _guarded(
                 )
             return await handler(request, token)
         except ApiError as exc:
+            # One line per refusal, whatever was sent (the formatter escapes what came from
+            # outside); never a traceback.
+            log.log(
+                logging.WARNING if exc.status >= 500 else logging.INFO,
+                "refused %s %s: %d %s (%s)",
+                request.method,
+                request.path,
+                exc.status,
+                exc.code,
+                exc.message,
+            )
             return exc.response()
 
     return guarded
@@ -302,6 +342,10 @@ async def _body(request: web.Request, fields: set[str]) -> Json:
         raise ApiError(413, "too_large", "the body is larger than 1 MiB") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
+    except RecursionError:
+        raise ApiError(
+            400, "malformed_json", "the body's JSON is nested too deeply to be read"
+        ) from None
     if not isinstance(body, dict):
         raise ApiError(400, "malformed_json", "the body must be a JSON object")
     unknown = sorted(set(body) - fields)
@@ -321,18 +365,6 @@ def _text(body: Json, field: str, *, required: bool = False) -> Any:
     return value
 
 
-def _request_key(request: web.Request, token: ApiToken) -> str | None:
-    """What the request's ``Idempotency-Key`` makes of it: a key of the token's own, so two
-    clients' keys never meet."""
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    if not 1 <= len(key) <= MAX_KEY:
-        said = f"Idempotency-Key must be 1 to {MAX_KEY} characters"
-        raise ApiError(400, "invalid", said, "Idempotency-Key")
-    return f"api:{token.id}:{key}"
-
-
 def _status(word: str) -> ReviewStatus | None:
     if word == _ALL:
         return None
@@ -345,10 +377,20 @@ def _status(word: str) -> ReviewStatus | None:
         ) from None
 
 
+def _path_id(request: web.Request, name: str, what: str) -> str:
+    """The id in the path; one that cannot be an id of ours (a NUL, a character a database
+    cannot hold, too long) is not found, without asking the database."""
+    value = request.match_info[name]
+    if not _ID.fullmatch(value):
+        raise ApiError(404, "not_found", f"no {what} with id {value!r}")
+    return value
+
+
 def _limit(word: str | None) -> int:
     if word is None:
         return PAGE_LIMIT
-    if not word.isdigit() or not 1 <= int(word) <= MAX_LIMIT:
+    # Only ASCII digits: str.isdigit() takes "²", which int() refuses.
+    if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= MAX_LIMIT:
         raise ApiError(400, "invalid", f"limit must be a number from 1 to {MAX_LIMIT}", "limit")
     return int(word)
 
@@ -363,8 +405,13 @@ def _cursor(word: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(word + "=" * (-len(word) % 4))
         at, review_id = json.loads(raw)
-        return datetime.fromisoformat(at), str(review_id)
-    except (binascii.Error, ValueError, TypeError):
+        when = datetime.fromisoformat(at)
+        if when.tzinfo is not None or not isinstance(review_id, str):
+            raise ValueError(word)
+        if not _ID.fullmatch(review_id):  # a NUL, say: never an id of ours
+            raise ValueError(word)
+        return when, review_id
+    except (binascii.Error, ValueError, TypeError, RecursionError):
         raise ApiError(
             400, "invalid", "not a cursor this API gave (use next_cursor as it came)", "cursor"
         ) from None

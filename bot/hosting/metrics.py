@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from aiohttp import web
 
 from bot.errors import BotError
+from bot.log_format import quiet_unparsable_requests
 from bot.slack.handlers import sync
 from crew_runtime.metrics import CONTENT_TYPE, Registry, exposition
 from storage import Store
@@ -38,7 +39,9 @@ class CannotListen(BotError):
 
 
 async def listen(runner: web.AppRunner, host: str, port: int) -> None:
-    """Serve ``runner`` on ``host:port``, or raise :class:`CannotListen`."""
+    """Serve ``runner`` on ``host:port``, or raise :class:`CannotListen`. A request that is
+    not valid HTTP is logged without what it sent (it may hold a token)."""
+    quiet_unparsable_requests()
     try:
         await web.TCPSite(runner, host, port).start()
     except OSError as exc:

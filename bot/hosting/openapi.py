@@ -168,8 +168,11 @@ _IDEMPOTENCY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "the same key (per token) sent again is answered as the first time",
-    "schema": {"type": "string", "maxLength": 100},
+    "description": (
+        "the same key (per token) sent again with the same request is answered as the first "
+        "time; with another route or body it is refused (422, idempotency_key_reused)"
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": 100},
 }
 
 
@@ -217,7 +220,8 @@ _PATHS: Json = {
                     "413": _error("a body larger than 1 MiB"),
                     "422": _error(
                         "nobody could decide the run (nobody_decides): the crew names no "
-                        "reviewers and no channel is given"
+                        "reviewers and no channel is given; or the Idempotency-Key was sent "
+                        "before with another request"
                     ),
                     "503": _error("Slack could not say who the run's reviewer input names"),
                 },
@@ -287,7 +291,10 @@ _PATHS: Json = {
                         "approval chain moved on to another stage meanwhile (stage_moved)"
                     ),
                     "413": _error("a body larger than 1 MiB"),
-                    "422": _error("a decision this review cannot take"),
+                    "422": _error(
+                        "a decision this review cannot take, or the Idempotency-Key was sent "
+                        "before with another request"
+                    ),
                     "503": _error("Slack could not say who may decide; try again"),
                 },
             },

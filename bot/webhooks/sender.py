@@ -22,6 +22,7 @@ import asyncio
 import email.utils
 import functools
 import logging
+import math
 import random
 import secrets
 import time
@@ -52,6 +53,8 @@ MAX_BACKOFF = timedelta(minutes=10)
 # Events in flight at once, whatever the backlog.
 IN_FLIGHT = 64
 RETRIED = frozenset({408, 429})
+MOST_RETRY_AFTER = 3600.0
+"""The longest wait a receiver's ``Retry-After`` gets (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class WebhookSender(Waking):
             wanted = [w for w in self.webhooks.get(event.crew, ()) if event.type in w.events]
             due = [w for w in wanted if _due(progress.get(w.url, {}), time.time())]
             tried = await asyncio.gather(
-                *(self._post(session, event, body, w, progress.get(w.url, {})) for w in due)
+                *(self._attempt(session, event, body, w, progress.get(w.url, {})) for w in due)
             )
             progress.update({w.url: state for w, state in zip(due, tried, strict=True)})
             waits = [
@@ -174,11 +177,35 @@ class WebhookSender(Waking):
                 for w in wanted
                 if progress.get(w.url, {}).get("state") == "retry"
             ]
-            retry_in = None if not waits else timedelta(seconds=max(min(waits) - time.time(), 0))
+            retry_in = None if not waits else timedelta(seconds=_clamped(min(waits) - time.time()))
             if not await sync(self.store.settle_webhook_event, event.id, token, progress, retry_in):
                 log.warning("webhook event %s: taken over by another sender", event.id)
         except Exception:
             log.exception("webhook event %s: not sent; its claim will run out", event.id)
+
+    async def _attempt(
+        self,
+        session: ClientSession,
+        event: WebhookEvent,
+        body: str,
+        webhook: WebhookSpec,
+        before: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """:meth:`_post`, whatever happens in it: an error of one webhook's attempt is that
+        webhook's to retry, and never undoes what the event's other webhooks recorded."""
+        try:
+            return await self._post(session, event, body, webhook, before)
+        except Exception as exc:
+            log.exception("webhook %s: event %s not sent; tried again", _where(webhook), event.id)
+            attempts = int(before.get("attempts", 0)) + 1
+            delay = self.backoff.after(attempts)
+            error = type(exc).__name__
+            return {
+                "state": "retry",
+                "attempts": attempts,
+                "error": error,
+                "next": time.time() + delay,
+            }
 
     async def _post(
         self,
@@ -221,7 +248,7 @@ class WebhookSender(Waking):
                 wait = _retry_after(answer.headers.get("Retry-After"))
         except (ClientError, TimeoutError) as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            error = error.replace(webhook.url, _where(webhook))  # a query may hold a token
+            error = _scrubbed(error, webhook)
         age = datetime.now(UTC).replace(tzinfo=None) - event.created_at
         if attempts >= self.max_attempts or age >= self.give_up_after:
             metrics.count_webhook(event.crew, "gave_up")
@@ -255,8 +282,8 @@ def _due(state: Mapping[str, Any], now: float) -> bool:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """A ``Retry-After`` in seconds (a number, or an HTTP date), at most an hour; None when
-    absent or unreadable."""
+    """A ``Retry-After`` in seconds (a number, or an HTTP date), from 0 to
+    :data:`MOST_RETRY_AFTER`; None when absent or unreadable (NaN and garbage among them)."""
     if not value:
         return None
     try:
@@ -264,15 +291,42 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError, OverflowError, IndexError):
             return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return min(max(seconds, 0.0), 3600.0)
+    if math.isnan(seconds):
+        return None
+    return _clamped(seconds)
+
+
+def _clamped(seconds: float) -> float:
+    """``seconds`` from 0 to :data:`MOST_RETRY_AFTER` (a NaN is 0)."""
+    return min(max(seconds, 0.0), MOST_RETRY_AFTER) if not math.isnan(seconds) else 0.0
+
+
+def _scrubbed(text: str, webhook: WebhookSpec) -> str:
+    """``text`` (an error's) with the webhook's URL as :func:`_where` shows it, and no trace
+    of its ``user:password@`` or its query however the error quoted them."""
+    text = text.replace(webhook.url, _where(webhook))
+    parts = urlsplit(webhook.url)
+    userinfo = parts.netloc.rpartition("@")[0]
+    for secret in (userinfo, parts.password, parts.query):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _where(webhook: WebhookSpec) -> str:
-    """The webhook's address for a log line, without its query (which may hold a token)."""
+    """The webhook's address for a log line: no ``user:password@``, no query (either may hold
+    a secret)."""
     parts = urlsplit(webhook.url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme}://{host}{'' if port is None else f':{port}'}{parts.path}"
