@@ -103,6 +103,7 @@ class SlackStandIn(PersonSide):
         grants: Grants | None = None,
     ) -> None:
         self.should_escape = should_escape
+        self.revoked = False  # revoke_token: the bot token answers token_revoked
         self.bot_token = bot_token
         self.app_token = app_token
         self.bot_endpoint = bot_endpoint
@@ -290,6 +291,15 @@ class SlackStandIn(PersonSide):
         bot = [self.workspace.bot_user_id] if bot_is_member else []
         self.workspace.add_channel(channel_id, name, [*members, *bot])
 
+    def archive_channel(self, channel_id: str) -> None:
+        """Archive a channel: posts and edits there get ``is_archived``."""
+        self.workspace.channel(channel_id).is_archived = True
+
+    def revoke_token(self) -> None:
+        """Revoke the bot token (the app uninstalled): every call with it gets
+        ``token_revoked``, as Slack answers."""
+        self.revoked = True
+
     def add_user(
         self, user_id: str, name: str, real_name: str | None = None, **traits: bool
     ) -> None:
@@ -405,6 +415,8 @@ class SlackStandIn(PersonSide):
             return "not_authed"
         if token not in (self.bot_token, self.app_token):
             return "invalid_auth"
+        if self.revoked and token == self.bot_token:
+            return "token_revoked"
         if (token == self.app_token) != (method in APP_TOKEN_METHODS):
             return "not_allowed_token_type"
         return None

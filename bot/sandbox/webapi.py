@@ -151,9 +151,7 @@ class WebApi:
         return {"event_type": event_type, "event_payload": payload}, {}
 
     def post_message(self, params: Mapping[str, Any]) -> Json:
-        channel = self.ws.channel(params.get("channel"))
-        if self.ws.bot_user_id not in channel.members:
-            raise SlackApiFailure("not_in_channel")
+        channel = self._postable(params.get("channel"))
         fields = self._message_fields(params, MAX_POST_TEXT)
         metadata, warned = self._metadata(params)
         if metadata is not None:
@@ -164,8 +162,20 @@ class WebApi:
             message["subtype"] = "thread_broadcast"
         return {"channel": channel.id, "ts": message["ts"], "message": message, **warned}
 
+    def _postable(self, channel_id: Any) -> Channel:
+        """The channel a post names, if the bot may post there: Slack says
+        ``channel_not_found``, ``is_archived`` or ``not_in_channel`` if not."""
+        channel = self.ws.channel(channel_id)
+        if channel.is_archived:
+            raise SlackApiFailure("is_archived")
+        if self.ws.bot_user_id not in channel.members:
+            raise SlackApiFailure("not_in_channel")
+        return channel
+
     def update(self, params: Mapping[str, Any]) -> Json:
         channel = self.ws.channel(params.get("channel"))
+        if channel.is_archived:
+            raise SlackApiFailure("is_archived")
         self.ws.message(channel.id, params.get("ts"))
         fields = self._message_fields(params, MAX_UPDATE_TEXT)
         metadata, warned = self._metadata(params)
@@ -220,7 +230,7 @@ class WebApi:
             "is_group": channel.is_private,
             "is_im": channel.is_im,
             "is_private": channel.is_private or channel.is_im,
-            "is_archived": False,
+            "is_archived": channel.is_archived,
             "is_member": self.ws.bot_user_id in channel.members,
             "num_members": len(channel.members),
         }
@@ -384,9 +394,7 @@ class WebApi:
         if params.get("channel_id"):
             channel_ids.append(str(params["channel_id"]))
         for channel_id in channel_ids:
-            channel = self.ws.channel(channel_id)
-            if self.ws.bot_user_id not in channel.members:
-                raise SlackApiFailure("not_in_channel")
+            channel = self._postable(channel_id)
             fields = {
                 "text": params.get("initial_comment") or "",
                 "upload": True,

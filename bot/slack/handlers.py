@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import blocks, text
 from bot.slack.authz import CheckFailed, Reviewers
 from bot.slack.payloads import ButtonClick, ClaimClick
+from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
 from crew_runtime import log_fields
 from crew_runtime.config import CrewSpec, UnknownCrewError
 from crew_runtime.errors import UsageError
@@ -251,9 +252,3 @@ def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -
 def words(said: str) -> blocks.Message:
     """A message of words alone."""
     return blocks.Message(text=said, blocks=[])
-
-
-def api_error(exc: SlackApiError) -> str:
-    data = exc.response.data
-    error = data.get("error") if isinstance(data, dict) else None
-    return str(error or f"HTTP {exc.response.status_code}")
