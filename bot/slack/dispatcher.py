@@ -151,6 +151,9 @@ class Dispatcher(Waking):
             try:
                 await give_up(steps, exc)
                 return True
+            except OutboxClaimLost:
+                log.warning("outbox %d: taken over by another dispatcher", message.id)
+                return False
             except (SlackApiError, ClientError, TimeoutError) as again:
                 exc = again
         reason = _reason(exc)
