@@ -44,6 +44,7 @@ __all__ = [
     "Registry",
     "count_execution",
     "count_executor_failure",
+    "count_given_up",
     "count_slack_error",
     "count_started",
     "count_sweep",
@@ -117,6 +118,13 @@ SLACK_API_ERRORS = Counter(
     ["method", "error"],
     registry=REGISTRY,
 )
+OUTBOX_GIVEN_UP = Counter(
+    "countersign_outbox_given_up",
+    "Outbox rows given up on because Slack refused them for good (not retried), by row kind "
+    "and Slack's error code",
+    ["kind", "error"],
+    registry=REGISTRY,
+)
 
 WEBHOOK_DELIVERIES = Counter(
     "countersign_webhook_deliveries",
@@ -165,6 +173,10 @@ def count_sweep(done: Mapping[str, int]) -> None:
 
 def count_slack_error(method: str, error: str) -> None:
     SLACK_API_ERRORS.labels(method, error).inc()
+
+
+def count_given_up(kind: str, error: str) -> None:
+    OUTBOX_GIVEN_UP.labels(kind, error).inc()
 
 
 def count_webhook(crew: str, outcome: str) -> None:

@@ -48,7 +48,6 @@ CountersignError
     ├── PayloadError                       a Slack payload without what it must have
     ├── CheckFailed                        Slack did not say who may decide
     ├── CannotListen                       a port serve or a worker cannot listen on
-    ├── NotYet                             an outbox row waits for an earlier one
     ├── TokenRefused                       an API token's name or scopes that cannot be
     ├── ApiError                           an HTTP API request refused (its status and why)
     └── Deferred                           a progress edit waits out its two seconds

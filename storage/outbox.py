@@ -15,6 +15,9 @@ from storage.rows import to_outbox_message
 from storage.schema import outbox, reviews, runs
 from storage.status import OutboxKind
 
+# How the error of a row given up on begins (``OutboxStore.give_up_outbox``).
+GIVEN_UP = "given up: "
+
 
 class OutboxStore(StoreBase):
     """Due rows, claims on them, the steps of a delivery, sent or failed."""
@@ -160,6 +163,42 @@ class OutboxStore(StoreBase):
                     claimed_until=None,
                 )
             )
+
+    def give_up_outbox(self, message_id: int, claim: str, error: str) -> bool:
+        """Compare-and-set held by ``claim`` and unsent → settled without being sent: Slack
+        refused it for good (``error``, kept as ``last_error`` after ``GIVEN_UP``), so the
+        rows after it go out. False if ``claim`` no longer holds it."""
+        with self._tx() as conn:
+            return (
+                conn.execute(
+                    update(outbox)
+                    .where(*_outbox_held(message_id, claim))
+                    .values(
+                        attempts=outbox.c.attempts + 1,
+                        last_error=(GIVEN_UP + error)[:2000],
+                        sent_at=self.clock(),
+                        claim=None,
+                        claimed_until=None,
+                    )
+                ).rowcount
+                == 1
+            )
+
+    def gave_up_before(self, run_id: str, message_id: int, error: str) -> bool:
+        """Whether another row of ``run_id`` than ``message_id`` was given up on for
+        ``error`` (an error code): its person was told already."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(outbox.c.id)
+                .where(
+                    outbox.c.run_id == run_id,
+                    outbox.c.id != message_id,
+                    outbox.c.sent_at.is_not(None),
+                    outbox.c.last_error.startswith(f"{GIVEN_UP}slack: {error}", autoescape=True),
+                )
+                .limit(1)
+            ).first()
+            return found is not None
 
 
 def _outbox_free(now: datetime) -> tuple[Any, ...]:

@@ -231,8 +231,9 @@ class RunStore(StoreBase):
             record_event(conn, self.clock(), WebhookEventType.RUN_FINISHED, run_id)
             return load_run(conn, run_id)
 
-    def cancel_run(self, run_id: str, by: str) -> Run:
-        """Cancel a run in any non-final state; its pending reviews are cancelled with it."""
+    def cancel_run(self, run_id: str, by: str, *, why: str | None = None) -> Run:
+        """Cancel a run in any non-final state; its pending reviews are cancelled with it.
+        Its error says who cancelled it, and ``why`` if given."""
         now = self.clock()
         with self._tx() as conn:
             run = load_run(conn, run_id, lock=True)
@@ -243,7 +244,7 @@ class RunStore(StoreBase):
                 run_id,
                 run.status,
                 RunStatus.CANCELLED,
-                error=f"cancelled by {by}",
+                error=f"cancelled by {by}" + ("" if why is None else f": {why}"),
                 **NO_LEASE,
                 updated_at=now,
             )

@@ -42,6 +42,7 @@ from bot.slack.dispatcher import Dispatcher
 from bot.slack.handlers import sync
 from bot.slack.intake import Intake
 from bot.slack.listeners import Listeners
+from bot.slack.slack_errors import api_error, explanation
 from bot.webhooks.sender import WebhookSender
 from crew_runtime import metrics
 from crew_runtime.config import Config
@@ -107,7 +108,9 @@ class SlackSettings:
 
 class CountingWebClient(AsyncWebClient):
     """Slack's Web API client, counting the calls that fail (``countersign_slack_api_errors``)
-    once its retries are spent, by method and Slack's error code."""
+    once its retries are spent, by method and Slack's error code; a refusal Slack explains
+    (``response_metadata.messages``: which block broke, and how; ``missing_scope``'s
+    ``needed``) is logged with its code, whoever made the call."""
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:
@@ -117,6 +120,9 @@ class CountingWebClient(AsyncWebClient):
             data = exc.response.data
             error = data.get("error") if isinstance(data, dict) else None
             metrics.count_slack_error(api_method, str(error or f"http_{exc.response.status_code}"))
+            explained = explanation(exc)
+            if explained != api_error(exc):
+                log.warning("slack refused %s: %s", api_method, explained)
             raise
         except Exception as exc:  # no answer: a connection refused or dropped, a timeout
             metrics.count_slack_error(api_method, type(exc).__name__)

@@ -9,6 +9,11 @@ stand-in answers the same way, using the problems found here.
 Nothing here does I/O, so every rule is unit-tested without a network. Each problem
 carries a JSON pointer, so a failing test says which block broke which limit.
 
+As Slack's schema does, a block with a field its type does not have is refused (``unknown
+field``), a confirmation dialog (``confirm``) must have its title (100 characters at most),
+text (300), confirm and deny (30 each), and an ``initial_option`` (or ``initial_options``)
+must be exactly one of the element's options.
+
 One deliberate strictness: ``action_id`` must be unique in the whole message or view, not
 only within its block (Slack's documented rule). Our bot relies on that to find a clicked
 button by ``action_id``; a message that breaks it is a bug in the bot either way.
@@ -56,6 +61,8 @@ MAX_INPUT_LENGTH = 3000
 MAX_VIEW_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 MAX_VIEW_BYTES = 250_000
+# The confirmation dialog object: all four texts required.
+MAX_CONFIRM = {"title": 100, "text": 300, "confirm": 30, "deny": 30}
 
 TEXT_TYPES = frozenset({"plain_text", "mrkdwn"})
 MESSAGE_BLOCKS = frozenset(
@@ -114,6 +121,44 @@ ACTIONS_ELEMENTS = INTERACTIVE - {
 }
 ACCESSORY_ELEMENTS = (ACTIONS_ELEMENTS - {"datetimepicker"}) | {"image"}
 INPUT_ELEMENTS = INTERACTIVE - {"button", "overflow"}
+# Elements that may ask for a confirmation dialog (``confirm``).
+CONFIRMABLE = SELECTS | {
+    "button",
+    "overflow",
+    "datepicker",
+    "timepicker",
+    "datetimepicker",
+    "checkboxes",
+    "radio_buttons",
+}
+# The fields of each block (Slack's Block Kit reference; slack_sdk's models agree): any
+# other is refused, as Slack's schema refuses it.
+BLOCK_FIELDS: dict[str, frozenset[str]] = {
+    kind: frozenset({"type", "block_id", *fields})
+    for kind, fields in {
+        "section": ("text", "fields", "accessory", "expand"),
+        "divider": (),
+        "image": ("alt_text", "image_url", "slack_file", "title"),
+        "actions": ("elements",),
+        "context": ("elements",),
+        "header": ("text",),
+        "rich_text": ("elements",),
+        "markdown": ("text",),
+        "file": ("external_id", "source"),
+        "video": (
+            "alt_text",
+            "author_name",
+            "description",
+            "provider_icon_url",
+            "provider_name",
+            "thumbnail_url",
+            "title",
+            "title_url",
+            "video_url",
+        ),
+        "input": ("label", "element", "dispatch_action", "hint", "optional"),
+    }.items()
+}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -202,6 +247,39 @@ class _Checker:
             )
             self.string(option.get("value"), f"{here}/value", MAX_OPTION_VALUE)
 
+    def confirm(self, obj: Any, at: str) -> None:
+        """A confirmation dialog: title, text, confirm and deny, each within its limit."""
+        if not isinstance(obj, Mapping):
+            self.add(at, "must provide an object")
+            return
+        for key, limit in MAX_CONFIRM.items():
+            if key not in obj:
+                self.add(at, f"missing required field: {key}")
+            else:
+                self.text(obj[key], f"{at}/{key}", limit=limit, plain_only=key != "text")
+        if obj.get("style") not in (None, "primary", "danger"):
+            self.add(f"{at}/style", "must be one of primary, danger")
+        for key in sorted(set(obj) - {*MAX_CONFIRM, "style"}):
+            self.add(f"{at}/{key}", f"unknown field: {key}")
+
+    def initial_options(self, el: Mapping[str, Any], at: str) -> None:
+        """``initial_option`` (or each of ``initial_options``) must be one of the options,
+        exactly: the same text and value."""
+        offered: list[Any] = []
+        if isinstance(el.get("options"), list):
+            offered = list(el["options"])
+        for group in el.get("option_groups") or []:
+            if isinstance(group, Mapping) and isinstance(group.get("options"), list):
+                offered += group["options"]
+        chosen: list[tuple[str, Any]] = []
+        if "initial_option" in el:
+            chosen.append(("initial_option", el["initial_option"]))
+        if isinstance(el.get("initial_options"), list):
+            chosen += [(f"initial_options/{i}", o) for i, o in enumerate(el["initial_options"])]
+        for where, option in chosen:
+            if option not in offered:
+                self.add(f"{at}/{where}", "must match one of the options")
+
     # -- elements --------------------------------------------------------------------------
 
     def element(self, el: Any, at: str, allowed: frozenset[str]) -> None:
@@ -223,6 +301,13 @@ class _Checker:
             self.text(
                 el["placeholder"], f"{at}/placeholder", limit=MAX_PLACEHOLDER, plain_only=True
             )
+        if "confirm" in el:
+            if kind in CONFIRMABLE:
+                self.confirm(el["confirm"], f"{at}/confirm")
+            else:
+                self.add(f"{at}/confirm", f"is not allowed for {kind}")
+        if kind in ("static_select", "multi_static_select", "checkboxes", "radio_buttons"):
+            self.initial_options(el, at)
         if kind == "button":
             self.text(el.get("text"), f"{at}/text", limit=MAX_BUTTON_TEXT, plain_only=True)
             if "value" in el:
@@ -290,6 +375,8 @@ class _Checker:
             return
         if "block_id" in block:
             self.identifier(block["block_id"], f"{at}/block_id", self.block_ids, "block_id")
+        for key in sorted(set(block) - BLOCK_FIELDS.get(str(kind), frozenset(block))):
+            self.add(f"{at}/{key}", f"unknown field: {key}")
         if kind == "section":
             self._section(block, at)
         elif kind == "header":

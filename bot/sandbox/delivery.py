@@ -52,6 +52,7 @@ class Delivery:
     payload: Json
     retry_num: int = 0
     problems: list[str] = field(default_factory=list)
+    unsubscribed: str | None = None  # the bot event not in the manifest: never sent
 
     @property
     def ok(self) -> bool:
@@ -59,7 +60,7 @@ class Delivery:
 
     @property
     def timed_out(self) -> bool:
-        return self.status == 0
+        return self.status == 0 and self.unsubscribed is None
 
     @property
     def event_id(self) -> str | None:

@@ -28,12 +28,14 @@ class SandboxError(Exception):
 
 
 class SlackApiFailure(SandboxError):
-    """A Web API error with Slack's error code, and the lines of ``response_metadata``."""
+    """A Web API error with Slack's error code, the lines of ``response_metadata``, and
+    any other fields of Slack's answer (``needed`` and ``provided`` of ``missing_scope``)."""
 
-    def __init__(self, code: str, messages: list[str] | None = None) -> None:
+    def __init__(self, code: str, messages: list[str] | None = None, **fields: str) -> None:
         super().__init__(code if not messages else f"{code}: {'; '.join(messages)}")
         self.code = code
         self.messages = messages or []
+        self.fields = fields
 
 
 class PersonActionRefused(SandboxError):

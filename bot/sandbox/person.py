@@ -19,6 +19,7 @@ from bot.sandbox import payloads
 from bot.sandbox.blockkit import validate_blocks, validate_view
 from bot.sandbox.delivery import Delivery, Kind, Sender
 from bot.sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
+from bot.sandbox.scopes import Grants, event_subscription
 from bot.sandbox.signing import Tamper
 from bot.sandbox.workspace import (
     Channel,
@@ -39,6 +40,7 @@ class PersonSide:
 
     workspace: Workspace
     _sender: Sender
+    grants: Grants  # the manifest's scopes and events: an event not subscribed is not sent
     should_escape: bool  # the /crew command's manifest setting: how its text is sent
 
     def _root_url(self) -> str:
@@ -227,11 +229,20 @@ class PersonSide:
         return await self.send_event(payloads.message_event(where, message))
 
     async def send_event(self, event: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
-        """Deliver any event in an ``event_callback`` envelope with a fresh ``event_id``."""
+        """Deliver any event in an ``event_callback`` envelope with a fresh ``event_id``;
+        one the app does not subscribe to is not sent, as Slack sends it not (the delivery
+        says so in ``unsubscribed``, and is not ``ok``)."""
         event_id = f"Ev{secrets.token_hex(5).upper()}"
         envelope = payloads.event_callback(
             self.workspace, event, event_id, int(self.workspace.clock())
         )
+        subscription = event_subscription(event)
+        if subscription not in self.grants.events:
+            await self._changed()
+            transport = self._sender.transport
+            return Delivery(
+                transport, "events_api", 0, "", None, 0.0, envelope, unsubscribed=subscription
+            )
         return await self._send("events_api", envelope, tamper)
 
     async def open_home(self, user: str, *, tab: str = "home") -> Delivery:

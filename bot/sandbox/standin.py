@@ -47,6 +47,7 @@ from bot.sandbox.calls import DROP_CONNECTION, NO_ANSWER, Call, CallLog, Fault, 
 from bot.sandbox.delivery import Sender, Transport
 from bot.sandbox.errors import SlackApiFailure
 from bot.sandbox.person import PersonSide
+from bot.sandbox.scopes import Grants, read_manifest
 from bot.sandbox.socket_mode import SocketHub
 from bot.sandbox.webapi import APP_TOKEN_METHODS, WebApi
 from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace
@@ -78,6 +79,9 @@ class SlackStandIn(PersonSide):
             memory only. ``restored`` says whether it was read back from there.
         should_escape: the slash command's manifest setting (``manifest.yml`` sets it):
             whether mentions, channels and links in its text are sent as Slack markup.
+        grants: the bot scopes the app is installed with and the bot events it subscribes
+            to (``bot.sandbox.scopes``); by default those ``manifest.yml`` asks for, so a
+            method called without its scope is ``missing_scope`` here as in Slack.
     """
 
     def __init__(
@@ -96,8 +100,10 @@ class SlackStandIn(PersonSide):
         clock: Callable[[], float] = time.time,
         state_file: Path | None = None,
         should_escape: bool = True,
+        grants: Grants | None = None,
     ) -> None:
         self.should_escape = should_escape
+        self.revoked = False  # revoke_token: the bot token answers token_revoked
         self.bot_token = bot_token
         self.app_token = app_token
         self.bot_endpoint = bot_endpoint
@@ -107,7 +113,9 @@ class SlackStandIn(PersonSide):
         self.faults = FaultPlan()
         self.log = CallLog()
         self.hub = SocketHub(app_id)
-        self.api = WebApi(self.workspace, self._root_url, self._socket_url)
+        self.api = WebApi(
+            self.workspace, self._root_url, self._socket_url, grants or read_manifest()
+        )
         self._sender = Sender(
             transport=transport,
             endpoint=lambda: self.bot_endpoint,
@@ -128,6 +136,14 @@ class SlackStandIn(PersonSide):
         self._saved: str | None = None  # the text last written, to skip writing it again
         self._save_failed = False
         self.restored = self._restore()
+
+    @property
+    def grants(self) -> Grants:
+        return self.api.grants
+
+    @grants.setter
+    def grants(self, grants: Grants) -> None:
+        self.api.grants = grants
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -275,6 +291,15 @@ class SlackStandIn(PersonSide):
         bot = [self.workspace.bot_user_id] if bot_is_member else []
         self.workspace.add_channel(channel_id, name, [*members, *bot])
 
+    def archive_channel(self, channel_id: str) -> None:
+        """Archive a channel: posts and edits there get ``is_archived``."""
+        self.workspace.channel(channel_id).is_archived = True
+
+    def revoke_token(self) -> None:
+        """Revoke the bot token (the app uninstalled): every call with it gets
+        ``token_revoked``, as Slack answers."""
+        self.revoked = True
+
     def add_user(
         self, user_id: str, name: str, real_name: str | None = None, **traits: bool
     ) -> None:
@@ -390,6 +415,8 @@ class SlackStandIn(PersonSide):
             return "not_authed"
         if token not in (self.bot_token, self.app_token):
             return "invalid_auth"
+        if self.revoked and token == self.bot_token:
+            return "token_revoked"
         if (token == self.app_token) != (method in APP_TOKEN_METHODS):
             return "not_allowed_token_type"
         return None
@@ -425,7 +452,7 @@ class SlackStandIn(PersonSide):
         try:
             return self.api.call(method, copy.deepcopy(params))  # log what was sent
         except SlackApiFailure as failure:
-            body: Json = {"ok": False, "error": failure.code}
+            body: Json = {"ok": False, "error": failure.code, **failure.fields}
             if failure.messages:
                 body["errors"] = [m.removeprefix("[ERROR] ") for m in failure.messages]
                 body["response_metadata"] = {"messages": failure.messages}

@@ -133,6 +133,12 @@ class StandInThread:
     def add_usergroup(self, group_id: str, members: list[str]) -> None:
         self._query(lambda: self.standin.add_usergroup(group_id, members))
 
+    def archive_channel(self, channel_id: str) -> None:
+        self._query(lambda: self.standin.archive_channel(channel_id))
+
+    def revoke_token(self) -> None:
+        self._query(self.standin.revoke_token)
+
     def fail_next(
         self,
         method: str,

@@ -31,6 +31,7 @@ from typing import Any
 
 from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
 from bot.sandbox.errors import SlackApiFailure
+from bot.sandbox.scopes import BY_KIND, Grants
 from bot.sandbox.workspace import Channel, Ephemeral, StoredFile, Workspace, ensure_ids
 
 __all__ = ["APP_TOKEN_METHODS", "METHODS", "WebApi"]
@@ -75,20 +76,41 @@ class WebApi:
         workspace: the state the calls read and change.
         base_url: the stand-in's root URL (``http://127.0.0.1:PORT/``), for upload URLs.
         socket_url: builds a fresh Socket Mode URL for ``apps.connections.open``.
+        grants: the scopes the app was installed with (``bot.sandbox.scopes``): a method
+            called without the one it needs is answered ``missing_scope``.
     """
 
     def __init__(
-        self, workspace: Workspace, base_url: Callable[[], str], socket_url: Callable[[], str]
+        self,
+        workspace: Workspace,
+        base_url: Callable[[], str],
+        socket_url: Callable[[], str],
+        grants: Grants | None = None,
     ) -> None:
         self.ws = workspace
         self.base_url = base_url
         self.socket_url = socket_url
+        self.grants = grants or Grants.everything()
 
     def call(self, method: str, params: Mapping[str, Any]) -> Json:
         handler = METHODS.get(method)
         if handler is None:
             raise SlackApiFailure("unknown_method")
+        needed = self.grants.missing(method, self._kind(method, params))
+        if needed is not None:
+            raise SlackApiFailure("missing_scope", needed=needed, provided=self.grants.provided())
         return {"ok": True, **handler(self, params)}
+
+    def _kind(self, method: str, params: Mapping[str, Any]) -> str | None:
+        """The kind of conversation a method whose scope depends on it names (None for
+        another method, or one that names no conversation: its own error says so)."""
+        if method not in BY_KIND:
+            return None
+        try:
+            channel = self.ws.channel(params.get("channel"))
+        except SlackApiFailure:
+            return None
+        return "im" if channel.is_im else "group" if channel.is_private else "channel"
 
     # -- messages --------------------------------------------------------------------------
 
@@ -129,9 +151,7 @@ class WebApi:
         return {"event_type": event_type, "event_payload": payload}, {}
 
     def post_message(self, params: Mapping[str, Any]) -> Json:
-        channel = self.ws.channel(params.get("channel"))
-        if self.ws.bot_user_id not in channel.members:
-            raise SlackApiFailure("not_in_channel")
+        channel = self._postable(params.get("channel"))
         fields = self._message_fields(params, MAX_POST_TEXT)
         metadata, warned = self._metadata(params)
         if metadata is not None:
@@ -142,8 +162,20 @@ class WebApi:
             message["subtype"] = "thread_broadcast"
         return {"channel": channel.id, "ts": message["ts"], "message": message, **warned}
 
+    def _postable(self, channel_id: Any) -> Channel:
+        """The channel a post names, if the bot may post there: Slack says
+        ``channel_not_found``, ``is_archived`` or ``not_in_channel`` if not."""
+        channel = self.ws.channel(channel_id)
+        if channel.is_archived:
+            raise SlackApiFailure("is_archived")
+        if self.ws.bot_user_id not in channel.members:
+            raise SlackApiFailure("not_in_channel")
+        return channel
+
     def update(self, params: Mapping[str, Any]) -> Json:
         channel = self.ws.channel(params.get("channel"))
+        if channel.is_archived:
+            raise SlackApiFailure("is_archived")
         self.ws.message(channel.id, params.get("ts"))
         fields = self._message_fields(params, MAX_UPDATE_TEXT)
         metadata, warned = self._metadata(params)
@@ -198,7 +230,7 @@ class WebApi:
             "is_group": channel.is_private,
             "is_im": channel.is_im,
             "is_private": channel.is_private or channel.is_im,
-            "is_archived": False,
+            "is_archived": channel.is_archived,
             "is_member": self.ws.bot_user_id in channel.members,
             "num_members": len(channel.members),
         }
@@ -362,9 +394,7 @@ class WebApi:
         if params.get("channel_id"):
             channel_ids.append(str(params["channel_id"]))
         for channel_id in channel_ids:
-            channel = self.ws.channel(channel_id)
-            if self.ws.bot_user_id not in channel.members:
-                raise SlackApiFailure("not_in_channel")
+            channel = self._postable(channel_id)
             fields = {
                 "text": params.get("initial_comment") or "",
                 "upload": True,

@@ -38,13 +38,15 @@ STATE_VERSION = 1  # bump when to_json changes shape; restore_json refuses other
 
 @dataclass
 class Channel:
-    """A conversation; ``is_im`` for the DM Slack opens when the bot posts to a user id."""
+    """A conversation; ``is_im`` for the DM Slack opens when the bot posts to a user id;
+    an archived one takes no message (``is_archived``)."""
 
     id: str
     name: str
     members: set[str]
     is_im: bool = False
     is_private: bool = False
+    is_archived: bool = False
 
 
 @dataclass

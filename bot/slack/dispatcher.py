@@ -39,10 +39,11 @@ from aiohttp import ClientError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import BotError
 from bot.slack import blocks, review_blocks, standing_blocks, thread_posts
-from bot.slack.handlers import api_error, sync
+from bot.slack.given_up import give_up
+from bot.slack.handlers import sync
 from bot.slack.home import Home
+from bot.slack.slack_errors import explanation, is_transient
 from bot.slack.steps import Steps, Thread
 from bot.slack.thread_posts import Deferred
 from bot.waking import Waking
@@ -77,10 +78,6 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF = timedelta(minutes=5)
 CLAIM = timedelta(seconds=30)
-
-
-class NotYet(BotError):
-    """A row depends on one that has not gone out yet (the run's root message)."""
 
 
 class Dispatcher(Waking):
@@ -135,20 +132,35 @@ class Dispatcher(Waking):
                     await self._deliver(steps)
                 sent += 1
                 await self.home.noticed(message)
-            except (NotYet, SlackApiError, ClientError, TimeoutError) as exc:
-                held.add(message.run_id)
-                reason = _reason(exc)
-                backoff = min(timedelta(seconds=2 ** min(message.attempts, 10)), MAX_BACKOFF)
-                log.warning(
-                    "outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff
-                )
-                await sync(self.store.mark_failed, message.id, token, reason, backoff)
+            except (SlackApiError, ClientError, TimeoutError) as exc:
+                if not await self._refused(steps, exc):
+                    held.add(message.run_id)
             except Deferred as later:  # holds back no other row (storage.outbox)
                 await sync(self.store.defer_outbox, message.id, token, later.until)
             except OutboxClaimLost:
                 held.add(message.run_id)
                 log.warning("outbox %d: taken over by another dispatcher", message.id)
         return sent + await self.home.drain()
+
+    async def _refused(self, steps: Steps, exc: Exception) -> bool:
+        """Give up on a row Slack refused for good (``bot.slack.given_up``: True, the run's
+        later rows go on); else, or if giving up failed for a while, try it again after a
+        backoff (False: the run's later rows wait)."""
+        message = steps.message
+        if isinstance(exc, SlackApiError) and not is_transient(exc):
+            try:
+                await give_up(steps, exc)
+                return True
+            except OutboxClaimLost:
+                log.warning("outbox %d: taken over by another dispatcher", message.id)
+                return False
+            except (SlackApiError, ClientError, TimeoutError) as again:
+                exc = again
+        reason = _reason(exc)
+        backoff = min(timedelta(seconds=2 ** min(message.attempts, 10)), MAX_BACKOFF)
+        log.warning("outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff)
+        await sync(self.store.mark_failed, message.id, steps.token, reason, backoff)
+        return False
 
     @contextlib.asynccontextmanager
     async def _holding(self, steps: Steps) -> AsyncIterator[None]:
@@ -187,7 +199,10 @@ class Dispatcher(Waking):
             await self._root(steps, run, run.channel)
             return
         if run.thread_ts is None:
-            raise NotYet("the run's root message is not posted yet")
+            # A run's rows go out in order (storage.outbox), so its root row is settled: Slack
+            # refused it for good (bot.slack.given_up), and there is no thread to show this in.
+            await steps.sent()
+            return
         thread = Thread(run.channel, run.thread_ts)
         if kind in _SHOWN_IN_PROGRESS:  # the progress message says the run waits, or ended
             await sync(self.store.refresh_progress, run.id)
@@ -510,5 +525,5 @@ def _note(message: OutboxMessage) -> RunNote | None:
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, SlackApiError):
-        return f"slack: {api_error(exc)}"
+        return f"slack: {explanation(exc)}"
     return f"{type(exc).__name__}: {exc}"

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import blocks, text
 from bot.slack.authz import Reviewers
 from bot.slack.payloads import ButtonClick, ClaimClick
+from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
 from crew_runtime import log_fields, policy
 from crew_runtime.config import CrewSpec
 from crew_runtime.errors import UsageError
@@ -276,8 +277,3 @@ def said(refused: policy.Refusal, review: Review | None, run: Run, action: str =
         return text.CHECK_FAILED
     return text.refusal(policy.error(refused, review, run, action=action))
 
-
-def api_error(exc: SlackApiError) -> str:
-    data = exc.response.data
-    error = data.get("error") if isinstance(data, dict) else None
-    return str(error or f"HTTP {exc.response.status_code}")

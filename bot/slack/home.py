@@ -34,9 +34,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.authz import CheckFailed, Reviewers
-from bot.slack.handlers import api_error, sync
+from bot.slack.handlers import sync
 from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, home_view
 from bot.slack.pending import pending_for
+from bot.slack.slack_errors import explanation, is_transient
 from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.service import Countersign
 from storage import OutboxKind, OutboxMessage, PendingReviews
@@ -46,8 +47,6 @@ log = logging.getLogger(__name__)
 DEBOUNCE = timedelta(seconds=2)  # a burst of changes within it is one publish
 ACTIVE = timedelta(days=30)  # whose Home is refreshed on a change: opened it since
 MAX_ATTEMPTS = 5  # a refresh that keeps failing is given up (the next opening publishes)
-# Failures worth another try; any other error code is Slack's refusal of this publish.
-TRANSIENT = frozenset({"fatal_error", "internal_error", "ratelimited", "request_timeout"})
 # The outbox rows that change what someone's Home shows.
 CHANGES = frozenset(
     {
@@ -179,9 +178,8 @@ class Home:
     ) -> None:
         """Try again later after a transient failure, a few times; else give up the
         changes this publish would have shown (not those that come after)."""
-        reason = f"slack: {api_error(exc)}" if isinstance(exc, SlackApiError) else repr(exc)
-        transient = not isinstance(exc, SlackApiError) or api_error(exc) in TRANSIENT
-        if transient and attempts + 1 < MAX_ATTEMPTS:
+        reason = f"slack: {explanation(exc)}" if isinstance(exc, SlackApiError) else repr(exc)
+        if is_transient(exc) and attempts + 1 < MAX_ATTEMPTS:
             log.warning("home of %s: %s; retrying", user_id, reason)
             backoff = timedelta(seconds=2 ** (attempts + 1))
             await sync(self.store.home_failed, user_id, token, reason, backoff)
