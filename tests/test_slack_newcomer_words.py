@@ -23,6 +23,7 @@ from tests.slack_harness import (
     MALLORY,
     configured,
     slack_and_bot,
+    text_of,
     wait_until,
 )
 from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
@@ -106,3 +107,24 @@ def test_private_notices_after_a_click_or_reply_come_in_the_runs_thread(
         assert again[-1].text == text.NOT_A_REVIEWER
         notices = [*counted, *refused[-1:], *again]
         assert [n.thread_ts for n in notices] == [root["ts"]] * len(notices)
+
+
+@ON_SQLITE
+def test_a_long_revision_shows_what_changed_before_its_uploaded_draft(
+    setup: tuple[Config, Store],
+) -> None:
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run longform topic=otters length=20000")
+        root = root_of(slack)
+        first = review_with_buttons(slack, root["ts"])
+        slack.click_button(ALICE, CHANNEL, first["ts"], "countersign:changes")
+        view = modal_for(slack, ALICE)
+        slack.submit_view(ALICE, view["id"], {"text": "name the otters"})
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        later = [m for m in slack.thread(CHANNEL, root["ts"]) if m["ts"] > first["ts"]]
+        (changes,) = [m for m in later if "What changed since round 1" in text_of(m)]
+        assert "~" in text_of(changes) and "*" in text_of(changes)  # the change itself
+        files = [f for f in slack.files() if f.shared_in and f.shared_in[0][1] > first["ts"]]
+        (revised,) = files
+        assert changes["ts"] < revised.shared_in[0][1] <= second["ts"]
