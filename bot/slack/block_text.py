@@ -204,7 +204,7 @@ REPLY_HINT = {
     ReviewKind.TASK_REVIEW: (
         "Or reply in this thread: `approve`, `reject: reason`, or the changes you want."
     ),
-    ReviewKind.TOOL_APPROVAL: "Or reply in this thread: `approve` or `deny: reason`.",
+    ReviewKind.TOOL_APPROVAL: "Or reply in this thread: `approve` or `reject: reason`.",
 }
 
 EMPTY_DRAFT = "_(empty)_"
@@ -216,6 +216,16 @@ AGENT = "Agent"
 TOOL = "Tool"
 TASK = "Task"
 ARGUMENTS = "Arguments"
+ARGUMENTS_EDITED = "Arguments, as the reviewer edited them"
+EDITED_MARK = "_(edited)_"
+
+
+def args_edited(names: list[str]) -> str:
+    """Under an edited tool call's decision: which arguments the edit changed."""
+    if not names:
+        return "No argument changed."
+    listed = ", ".join(code(name[:100]) for name in names)
+    return f"Changed: {listed}."
 
 
 def review_round(number: int) -> str:

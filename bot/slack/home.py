@@ -39,7 +39,7 @@ from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, ho
 from bot.slack.pending import pending_for
 from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.service import Countersign
-from storage import OutboxKind, OutboxMessage, PendingReviews
+from storage import OutboxKind, OutboxMessage, PendingReviews, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +115,11 @@ class Home:
         except CheckFailed:
             pending = None
         going = await sync(self.store.runs_going, user_id, RUNS_SHOWN)
+        waiting = [r.id for r in going if r.status is RunStatus.WAITING]
+        waiting_on = await sync(self.store.waiting_on, waiting)
         decided, runs = await sync(self.store.decided_by, user_id, DECISIONS_SHOWN)
-        view = home_view(pending, going, decided, runs, await self.reviewers.links())
+        links = await self.reviewers.links()
+        view = home_view(pending, going, decided, runs, links, waiting_on)
         await self.client.views_publish(user_id=user_id, view=view)
 
     async def noticed(self, message: OutboxMessage) -> None:
