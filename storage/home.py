@@ -23,7 +23,7 @@ from storage.base import StoreBase
 from storage.records import Review, Run
 from storage.rows import decisions_by_review, to_review, to_run
 from storage.schema import decisions, home_tabs, reviews, runs
-from storage.status import RunStatus
+from storage.status import ReviewKind, ReviewStatus, RunStatus
 from storage.wakeups import OUTBOX, notify
 
 GOING = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
@@ -170,6 +170,23 @@ class HomeStore(StoreBase):
                 .limit(limit)
             )
             return [to_run(row) for row in rows]
+
+    def waiting_on(self, run_ids: Collection[str]) -> dict[str, list[ReviewKind]]:
+        """The kinds of the pending reviews of the runs ``run_ids``, by run: what each waits
+        for, in the words the run's own messages use."""
+        found: dict[str, list[ReviewKind]] = {}
+        if not run_ids:
+            return found
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(reviews.c.run_id, reviews.c.kind).where(
+                    reviews.c.run_id.in_(sorted(run_ids)),
+                    reviews.c.status == ReviewStatus.PENDING,
+                )
+            )
+            for row in rows:
+                found.setdefault(row.run_id, []).append(ReviewKind(row.kind))
+        return found
 
     def decided_by(self, person: str, limit: int) -> tuple[list[Review], dict[str, Run]]:
         """The reviews ``person`` decided last (newest first, with their decisions), and

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.sandbox.blockkit import validate_blocks
+from bot.slack import thread_text
 from bot.slack.diff_blocks import DIFF_BUDGET, changes_message
 from bot.slack.elements import SECTION_LIMIT
 from storage.word_diff import plain, word_diff
@@ -64,3 +65,43 @@ def test_a_draft_rewritten_whole_says_so_instead_of_a_diff() -> None:
     assert validate_blocks(message.blocks) == []
     assert message.blocks[1]["text"]["text"].startswith("Its first change is too long")
     assert len(message.blocks) == 3
+
+
+def test_the_counts_say_word_and_change_in_the_singular_and_leave_out_zero() -> None:
+    message = changes_message("Otters hold hands.", "Otters hold paws.", 1)
+    assert message is not None
+    assert message.blocks[2]["elements"][0]["text"].startswith("1 word removed, 1 added ·")
+    added = changes_message("Otters hold hands today.", "Otters hold hands tightly today.", 1)
+    assert added is not None
+    assert added.blocks[2]["elements"][0]["text"].startswith("1 word added ·")
+    assert thread_text.changes_not_shown(1) == (
+        "…and 1 more change: the whole revised draft follows."
+    )
+    assert thread_text.changes_count(0, 1).startswith("1 word added ·")
+    assert thread_text.changes_count(3, 0).startswith("3 words removed ·")
+
+
+def _article(paragraphs: int) -> str:
+    kinds = ["otters", "river", "tools", "stones", "kelp", "sea", "swim", "hold", "hands"]
+    return "\n\n".join(
+        " ".join(kinds[(p * 7 + w * 3) % len(kinds)] for w in range(60)) for p in range(paragraphs)
+    )
+
+
+def test_one_word_changed_in_a_long_article_shows_that_word() -> None:
+    for paragraphs in (30, 60, 500):  # about 11,000, 22,000 and 180,000 characters
+        old = _article(paragraphs)
+        middle = old.index("\n\n", len(old) // 2) + 2
+        new = old[:middle] + "Otters, " + old[middle:]
+        message = changes_message(old, new, 1)
+        assert message is not None
+        assert "*Otters,*" in message.blocks[1]["text"]["text"], paragraphs
+        assert message.blocks[2]["elements"][0]["text"].startswith("1 word added ·")
+
+
+def test_a_change_too_long_to_show_is_said_so_not_shown_as_context_alone() -> None:
+    old = "Intro. " + " ".join(f"w{n}" for n in range(1500))
+    new = "Intro. " + " ".join(f"x{n}" for n in range(1500))
+    message = changes_message(old, new, 1)
+    assert message is not None
+    assert message.blocks[1]["text"]["text"].startswith("Its first change is too long")

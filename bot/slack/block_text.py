@@ -204,7 +204,7 @@ REPLY_HINT = {
     ReviewKind.TASK_REVIEW: (
         "Or reply in this thread: `approve`, `reject: reason`, or the changes you want."
     ),
-    ReviewKind.TOOL_APPROVAL: "Or reply in this thread: `approve` or `deny: reason`.",
+    ReviewKind.TOOL_APPROVAL: "Or reply in this thread: `approve` or `reject: reason`.",
 }
 
 EMPTY_DRAFT = "_(empty)_"
@@ -216,6 +216,16 @@ AGENT = "Agent"
 TOOL = "Tool"
 TASK = "Task"
 ARGUMENTS = "Arguments"
+ARGUMENTS_EDITED = "Arguments, as the reviewer edited them"
+EDITED_MARK = "_(edited)_"
+
+
+def args_edited(names: list[str]) -> str:
+    """Under an edited tool call's decision: which arguments the edit changed."""
+    if not names:
+        return "No argument changed."
+    listed = ", ".join(code(name[:100]) for name in names)
+    return f"Changed: {listed}."
 
 
 def review_round(number: int) -> str:
@@ -442,10 +452,26 @@ MODAL_PLACEHOLDER = {
 }
 
 
-def edit_truncated_note(length: int, limit: int) -> str:
+def edit_in_parts_note(length: int, parts: int, limit: int) -> str:
+    """Above a long draft's edit boxes (mrkdwn): one box holds at most ``limit`` characters."""
     return (
-        f"This text has {length:,} characters; only the first {limit:,} fit in this box, and "
-        "what you submit replaces all of it. For a long draft, request changes instead."
+        f"This text has {length:,} characters, more than one box holds ({limit:,}): it is "
+        f"shown in {parts} parts, joined back as they are. Edit any of them; empty a part to "
+        "remove it."
+    )
+
+
+def input_part_label(label: str, number: int, parts: int) -> str:
+    """The label of one box of a text shown in parts (plain text)."""
+    return f"{label} (part {number} of {parts})"
+
+
+def edit_too_long(length: int, review_id: str) -> str:
+    """Instead of an edit modal for a text no modal holds (mrkdwn); nothing is cut."""
+    return (
+        f"This text has {length:,} characters, more than a Slack form holds. Request changes "
+        f"instead, or edit it from the command line: `countersign reviews decide {review_id} "
+        "edit - --by YOU < edited.txt`."
     )
 
 
@@ -476,8 +502,9 @@ def arg_hint(kinds: tuple[str, ...], description: str = "") -> str:
     return f"{' '.join(description.split())} · {hint}" if description.strip() else hint
 
 
-def arg_cut_note(length: int, limit: int) -> str:
-    return f"This value has {length:,} characters; only the first {limit:,} fit in this box."
+def arg_parts_note(length: int, parts: int) -> str:
+    """Under a long argument's first box (plain text): it is shown in parts."""
+    return f"This value has {length:,} characters, shown in {parts} parts joined back as they are."
 
 
 # Re-opening an earlier task.

@@ -52,7 +52,7 @@ def _shown(found: list[list[Piece]]) -> tuple[str, int]:
             break
         out += text
         shown += group[0].op != "="
-    return out, total - shown
+    return (out if shown else ""), total - shown
 
 
 def _rendered(before: str, group: list[Piece]) -> str:

@@ -294,7 +294,13 @@ class Dispatcher(Waking):
         if review.message_ts is not None:
             await steps.sent()
             return
+        # What changed comes first, so a reviewer sees it before reading on (and before the
+        # file of a long draft).
+        changes = await thread_posts.changes(self.store, review)
         if review_blocks.needs_file(review):
+            if changes is not None:
+                await steps.post("changes", thread, changes, review_id=review.id)
+                changes = None
             filename = f"draft-{review.id}.md"
             await steps.upload("upload", thread, review.prompt, filename)
             messages = [review_blocks.review_file_summary(review, run, filename)]
@@ -307,8 +313,7 @@ class Dispatcher(Waking):
                 review, chain, still_expected(self.config.get(run.crew), review, run, away)
             )
         messages[-1] = self._with_approve_all(messages[-1], review, run)
-        changes = await thread_posts.changes(self.store, review)
-        if changes is not None:  # first, so a reviewer sees what changed before reading on
+        if changes is not None:
             messages = [changes, *messages]
         last = await steps.post_all(thread, messages, review_id=review.id)
         # The root shows "Waiting for review" (or an answer) from now on; a failed update is retried

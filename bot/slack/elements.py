@@ -16,6 +16,7 @@ from typing import Any
 from bot.slack.mrkdwn import ELLIPSIS, escape
 from storage.details import TaskReviewDetails, ToolApprovalDetails
 from storage.records import Review
+from storage.status import DecisionKind
 
 Block = dict[str, Any]
 
@@ -47,6 +48,38 @@ def proposed(review: Review) -> dict[str, Any] | None:
     without them)."""
     details = review.details
     return details.args if isinstance(details, ToolApprovalDetails) else None
+
+
+def ran_args(review: Review) -> dict[str, Any] | None:
+    """A tool call's arguments as it runs: a reviewer's edit (all of them, the text of the
+    decision) once approved with edits, else the proposed ones; None for other reviews."""
+    args = proposed(review)
+    decision = review.decision
+    if args is None or decision is None or decision.kind is not DecisionKind.EDIT:
+        return args
+    try:
+        edited = json.loads(decision.text or "")
+    except ValueError:
+        return args
+    return edited if isinstance(edited, dict) else args
+
+
+def changed_args(review: Review) -> list[str]:
+    """The names of the arguments a reviewer's edit changed (added or dropped), in order."""
+    before, after = proposed(review) or {}, ran_args(review) or {}
+    names = [*after, *(name for name in before if name not in after)]
+    return [n for n in names if before.get(n, _MISSING) != after.get(n, _MISSING)]
+
+
+_MISSING = object()
+
+
+def args_line(args: dict[str, Any]) -> str:
+    """Arguments on one line, as a person reads them: ``to: ana@example.com · subject: Hi``
+    (unescaped; whoever shows it escapes and cuts it)."""
+    return " · ".join(
+        f"{name}: {' '.join(arg_text(value).split())}" for name, value in args.items()
+    )
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Literal, ParamSpec, TypeVar
 
 from slack_sdk.errors import SlackApiError
@@ -39,6 +40,13 @@ from storage import (
 )
 
 log = logging.getLogger(__name__)
+
+# The thread of the run a request is about (channel, thread ts): a private notice to the
+# person who clicked or replied there is posted in it, not in the channel below. Each
+# request is handled in a task (a context) of its own.
+THREAD: ContextVar[tuple[str | None, str | None]] = ContextVar(
+    "countersign_thread", default=(None, None)
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -72,6 +80,7 @@ class Handlers:
         except NotFound:
             return None
         log_fields.RUN_ID.set(run.id)
+        THREAD.set((run.channel, run.thread_ts))
         return review, run
 
     async def _clicked_review(
@@ -218,8 +227,11 @@ class Handlers:
     async def _ephemeral_via_api(
         self, channel: str | None, user_id: str, words: str, *, thread_ts: str | None = None
     ) -> None:
+        """Tell ``user_id`` privately, in the thread of the run the request is about."""
         if channel is None:
             return
+        if thread_ts is None and THREAD.get()[0] == channel:
+            thread_ts = THREAD.get()[1]
         try:
             await self.reviewers.client.chat_postEphemeral(
                 channel=channel, user=user_id, text=words, thread_ts=thread_ts

@@ -40,7 +40,7 @@ from bot.slack.pending import pending_for
 from bot.slack.slack_errors import explanation, is_transient
 from crew_runtime.reviewers import stage_at, stage_people, stages_of
 from crew_runtime.service import Countersign
-from storage import OutboxKind, OutboxMessage, PendingReviews
+from storage import OutboxKind, OutboxMessage, PendingReviews, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,11 @@ class Home:
         except CheckFailed:
             pending = None
         going = await sync(self.store.runs_going, user_id, RUNS_SHOWN)
+        waiting = [r.id for r in going if r.status is RunStatus.WAITING]
+        waiting_on = await sync(self.store.waiting_on, waiting)
         decided, runs = await sync(self.store.decided_by, user_id, DECISIONS_SHOWN)
-        view = home_view(pending, going, decided, runs, await self.reviewers.links())
+        links = await self.reviewers.links()
+        view = home_view(pending, going, decided, runs, links, waiting_on)
         await self.client.views_publish(user_id=user_id, view=view)
 
     async def noticed(self, message: OutboxMessage) -> None:

@@ -4,9 +4,10 @@ their runs still going, their last decisions. Text from the configuration is esc
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
-from bot.slack.block_text import REVIEW_NOUN, RUN_STATUS, decision_line
+from bot.slack.block_text import REVIEW_NOUN, decision_line, run_status
 from bot.slack.mrkdwn import (
     escape,
     slack_ago,
@@ -43,8 +44,12 @@ def home_waiting(crew: str, kind: ReviewKind, since: datetime) -> str:
     return f"*{escape(crew)}* · {REVIEW_NOUN[kind]} · waiting since {slack_ago(since)}"
 
 
-def home_run(crew: str, status: RunStatus, started: datetime) -> str:
-    return f"*{escape(crew)}* · {RUN_STATUS[status]} · started {slack_date(started)}"
+def home_run(
+    crew: str, status: RunStatus, started: datetime, waiting_on: Collection[ReviewKind] = ()
+) -> str:
+    """A run still going, its status in the words of its own messages (a run waiting for a
+    tool call's approval is "Waiting for approval" here too)."""
+    return f"*{escape(crew)}* · {run_status(status, waiting_on)} · started {slack_date(started)}"
 
 
 def home_decision(crew: str, decision: Decision) -> str:

@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import modals, text
-from bot.slack.handlers import api_error, sync
+from bot.slack.handlers import THREAD, api_error, sync
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.payloads import (
     BUTTON_PATTERN,
@@ -209,6 +209,7 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={where: text.refusal_in_form(exc)})
             return
         await ack()
+        log.info("review %s: %s by %s", review.id, submission.action, submission.user_id)
         self.wake()
 
     # ------------------------------------------------------------ revising an earlier task
@@ -349,6 +350,7 @@ class Listeners(StandingButtons, SlashCommands):
             await ack(response_action="errors", errors={"to": text.refusal_in_form(exc)})
             return
         await ack()
+        log.info("review %s: reassigned to %s by %s", review.id, submission.to, submission.user_id)
 
     # ------------------------------------------------------------ replies
 
@@ -376,6 +378,7 @@ class Listeners(StandingButtons, SlashCommands):
         if run is None:
             return
         log_fields.RUN_ID.set(run.id)
+        THREAD.set((run.channel, run.thread_ts))
         pending = await sync(self.store.list_reviews, run_id=run.id)
         if not pending:
             words = text.nothing_pending(run.status)

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from bot.slack import block_text as t
+from bot.slack import long_text
 from bot.slack.elements import (
     Block,
     arg_text,
@@ -42,6 +43,7 @@ from storage.status import DecisionKind, ReviewKind
 INPUT_LIMIT = 3000  # plain_text_input, Slack's limit
 ONE_LINE_CHARS = 120  # an argument longer than this is edited in a box, however many lines
 MAX_ARG_INPUTS = 90  # a modal holds 100 blocks; past this many arguments, one JSON box
+MAX_TEXT_PARTS = 95  # a draft in more 3,000-character parts than this cannot be edited here
 MAX_OPTIONS = 100  # static_select, Slack's limit
 OPTION_TEXT_LIMIT = 75  # an option's text, Slack's limit
 
@@ -53,16 +55,6 @@ def _editable(review: Review) -> str:
     if (args := proposed(review)) is not None:
         return json.dumps(args, indent=2, ensure_ascii=False, default=str)
     return review.prompt
-
-
-def _utf16_prefix(text: str, units: int) -> str:
-    """The longest prefix within ``units`` UTF-16 code units: Slack's client counts those."""
-    used = 0
-    for i, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > units:
-            return text[:i]
-    return text
 
 
 def modal(
@@ -79,15 +71,21 @@ def modal(
     """
     if action not in MODAL_ACTIONS:
         raise ValueError(f"no modal for action {action!r}")
-    metadata = {"review_id": review.id, "channel_id": channel_id, "message_ts": message_ts}
+    metadata: dict[str, Any] = {
+        "review_id": review.id,
+        "channel_id": channel_id,
+        "message_ts": message_ts,
+    }
     details = review.details
     if (
         action is DecisionKind.EDIT
         and isinstance(details, ToolApprovalDetails)
-        and (fields := _arg_inputs(details))
+        and (fields := _arg_inputs(details))[0]
     ):
         head = _tool_head(review, details)
-        return _view(callback_id(action), metadata, action, [*head, *fields])
+        if fields[1]:
+            metadata["joins"] = fields[1]
+        return _view(callback_id(action), metadata, action, [*head, *fields[0]])
     blocks: list[Block] = [context(t.review_ref(review.id, review.run_id))]
     element: Block = {
         "type": "plain_text_input",
@@ -100,13 +98,6 @@ def modal(
         element["placeholder"] = plain(t.MODAL_PLACEHOLDER_DENY, 150)
     if action is DecisionKind.ANSWER:
         blocks.append(section(f"*{t.REVIEW_TITLE[review.kind]}:* {truncate(review.prompt, 2800)}"))
-    if action is DecisionKind.EDIT:
-        editable = _editable(review)
-        initial = _utf16_prefix(editable, INPUT_LIMIT)
-        if initial:
-            element["initial_value"] = initial
-        if len(initial) < len(editable):
-            blocks.append(context(t.edit_truncated_note(len(editable), INPUT_LIMIT)))
     label = t.MODAL_LABEL[action]
     if action is DecisionKind.EDIT and review.kind is ReviewKind.TOOL_APPROVAL:
         label = t.MODAL_LABEL_ARGS
@@ -121,8 +112,37 @@ def modal(
         field["label"] = plain(t.modal_label_output(model), 2000)
         schema = draft_details(review).output_schema or {}
         field["hint"] = plain(t.output_hint(list(as_dict(schema.get("properties")))), 2000)
-    blocks.append(field)
+    if action is not DecisionKind.EDIT:
+        return _view(callback_id(action), metadata, action, [*blocks, field])
+    editable = _editable(review)
+    parts, joins = long_text.split(editable, INPUT_LIMIT)
+    if len(parts) > MAX_TEXT_PARTS:
+        return notice_view(t.edit_too_long(len(editable), review.id))
+    if len(parts) > 1:
+        metadata["joins"] = {"text": joins}
+        blocks.append(context(t.edit_in_parts_note(len(editable), len(parts), INPUT_LIMIT)))
+    blocks += _parts(field, parts)
     return _view(callback_id(action), metadata, action, blocks)
+
+
+def _parts(field: Block, parts: list[str]) -> list[Block]:
+    """The input ``field`` once per part of its text, each prefilled with its part; parts
+    after the first are optional (emptied, they drop out of the text)."""
+    blocks: list[Block] = []
+    for number, part in enumerate(parts, start=1):
+        block = json.loads(json.dumps(field))
+        block["block_id"] = long_text.part_id(field["block_id"], number)
+        block["element"]["action_id"] = long_text.part_id(field["element"]["action_id"], number)
+        if part:
+            block["element"]["initial_value"] = part
+        if number > 1:
+            block.pop("hint", None)
+        if len(parts) > 1:
+            label = t.input_part_label(block["label"]["text"], number, len(parts))
+            block["label"] = plain(label, 2000)
+            block["optional"] = block["optional"] or number > 1
+        blocks.append(block)
+    return blocks
 
 
 def _view(
@@ -171,41 +191,58 @@ def _arg_names(properties: dict[str, Any], args: dict[str, Any]) -> list[str] | 
     names = [*properties, *(name for name in args if name not in properties)]
     if not 0 < len(names) <= MAX_ARG_INPUTS:
         return None
-    if not all(isinstance(n, str) and 0 < len(n) <= MAX_ARG_NAME for n in names):
+    longest = MAX_ARG_NAME - len(long_text.PART_SEPARATOR) - 2  # room for "#99"
+    if not all(isinstance(n, str) and 0 < len(n) <= longest for n in names):
         return None
     return names
 
 
-def _arg_inputs(details: ToolApprovalDetails) -> list[Block]:
-    """One input per argument of a tool call, prefilled with what the agent proposed.
+def _arg_inputs(details: ToolApprovalDetails) -> tuple[list[Block], dict[str, list[str]]]:
+    """One input per argument of a tool call (a long text in parts), prefilled with what
+    the agent proposed, and the joins of the parts (``bot.slack.long_text``).
 
-    Block and action ids are both ``arg:<name>``: action ids must be unique in a view.
+    Block and action ids are both ``arg:<name>`` (``arg:<name>#2`` for a second part):
+    action ids must be unique in a view. No inputs when they would not fit a modal.
     """
     properties = as_dict(details.schema.get("properties"))
     required = details.schema.get("required")
     args = details.args or {}
     names = _arg_names(properties, args)
     if names is None:
-        return []
-    return [
-        _arg_input(
+        return [], {}
+    blocks: list[Block] = []
+    joins: dict[str, list[str]] = {}
+    for name in names:
+        inputs, glue = _arg_input(
             name,
             as_dict(properties.get(name)),
             args,
             required=isinstance(required, list) and name in required,
         )
-        for name in names
-    ]
+        blocks += inputs
+        if glue:
+            joins[arg_block_id(name)] = glue
+    if len(blocks) > MAX_ARG_INPUTS:
+        return [], {}
+    return blocks, joins
 
 
-def _arg_input(name: str, prop: dict[str, Any], args: dict[str, Any], *, required: bool) -> Block:
+def _arg_input(
+    name: str, prop: dict[str, Any], args: dict[str, Any], *, required: bool
+) -> tuple[list[Block], list[str]]:
     kinds = schema_types(prop)
     title, description = (prop.get(key) for key in ("title", "description"))
     title = title if isinstance(title, str) else ""
-    notes = [t.arg_hint(kinds, description if isinstance(description, str) else "")]
-    element: Block
+    hint = t.arg_hint(kinds, description if isinstance(description, str) else "")
+    field: Block = {
+        "type": "input",
+        "block_id": arg_block_id(name),
+        "label": plain(title or name, 2000),
+        "hint": plain(hint, 2000),
+        "optional": not required,
+    }
     if kinds and set(kinds) <= {"boolean", "null"} and "boolean" in kinds:
-        element = {
+        element: Block = {
             "type": "static_select",
             "action_id": arg_block_id(name),
             "options": [_option(t.BOOLEAN[v], v) for v in ("true", "false")],
@@ -214,28 +251,20 @@ def _arg_input(name: str, prop: dict[str, Any], args: dict[str, Any], *, require
         if isinstance(proposed, bool):
             word = json.dumps(proposed)
             element["initial_option"] = _option(t.BOOLEAN[word], word)
-    else:
-        shown = arg_text(args[name]) if name in args else ""
-        # Sized to the value: one line for a one-line value, a box for text with lines.
-        element = {
-            "type": "plain_text_input",
-            "action_id": arg_block_id(name),
-            "multiline": "\n" in shown or len(shown) > ONE_LINE_CHARS,
-            "max_length": INPUT_LIMIT,
-        }
-        initial = _utf16_prefix(shown, INPUT_LIMIT)
-        if initial:
-            element["initial_value"] = initial
-        if len(initial) < len(shown):
-            notes.append(t.arg_cut_note(len(shown), INPUT_LIMIT))
-    return {
-        "type": "input",
-        "block_id": arg_block_id(name),
-        "label": plain(title or name, 2000),
-        "hint": plain(" ".join(notes), 2000),
-        "element": element,
-        "optional": not required,
+        return [{**field, "element": element}], []
+    shown = arg_text(args[name]) if name in args else ""
+    parts, joins = long_text.split(shown, INPUT_LIMIT)
+    # Sized to the value: one line for a one-line value, a box for text with lines.
+    field["element"] = {
+        "type": "plain_text_input",
+        "action_id": arg_block_id(name),
+        "multiline": "\n" in shown or len(shown) > ONE_LINE_CHARS,
+        "max_length": INPUT_LIMIT,
     }
+    blocks = _parts(field, parts)
+    if len(parts) > 1:
+        blocks[0]["hint"] = plain(f"{hint} {t.arg_parts_note(len(shown), len(parts))}", 2000)
+    return blocks, joins
 
 
 def _option(label: str, value: str) -> Block:

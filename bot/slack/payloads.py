@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import BotError
+from bot.slack import long_text
 from storage.status import HUMAN_DECISIONS, DecisionKind
 
 __all__ = [
@@ -298,14 +299,22 @@ def parse_submission(body: Mapping[str, Any]) -> ModalSubmission:
         _str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id"
     )
     values = _state_values(view)
-    fields = {
-        key[len(ARG_PREFIX) :]: _input_text(values, key, key)
+    joins = _joins(meta)
+    texts = {
+        key: _input_text(values, key, f"value{key[4:]}" if key.startswith("text") else key)
         for key in values
-        if isinstance(key, str) and key.startswith(ARG_PREFIX)
+        if isinstance(key, str) and (key.startswith(ARG_PREFIX) or key.startswith("text"))
+    }
+    fields = {
+        key[len(ARG_PREFIX) :]: long_text.read(texts, key, joins)
+        for key in texts
+        if key.startswith(ARG_PREFIX) and not long_text.is_part(key)
     }
     if any(not 0 < len(name) <= MAX_ARG_NAME for name in fields):
         raise PayloadError("view.state.values has an argument with no name or a too long one")
-    text = "" if fields and "text" not in values else _input_text(values, "text")
+    text = "" if fields and "text" not in values else long_text.read(texts, "text", joins)
+    if "text" not in values and not fields:
+        _input_text(values, "text")  # says what is missing
     return ModalSubmission(
         action=action,
         review_id=_id(meta, "review_id", "private_metadata"),
@@ -549,6 +558,16 @@ def _view(
     except (ValueError, RecursionError) as exc:
         raise PayloadError("view.private_metadata is not JSON") from exc
     return body, view, _mapping(decoded, "view.private_metadata")
+
+
+def _joins(meta: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What lies between the parts of a long text's inputs (``bot.slack.long_text``)."""
+    joins = meta.get("joins", {})
+    if not isinstance(joins, dict) or not all(
+        isinstance(glue, list) and all(isinstance(g, str) for g in glue) for glue in joins.values()
+    ):
+        raise PayloadError("view.private_metadata.joins must map inputs to lists of strings")
+    return joins
 
 
 def _state_values(view: Mapping[str, Any]) -> Mapping[str, Any]:

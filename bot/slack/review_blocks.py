@@ -17,10 +17,12 @@ from bot.slack.elements import (
     SECTION_LIMIT,
     Block,
     arg_text,
+    changed_args,
     context,
     draft_details,
     plain,
     proposed,
+    ran_args,
     section,
     split_text,
 )
@@ -140,17 +142,21 @@ def _args(review: Review) -> list[Block]:
     """A tool call's arguments, as the reviewer must see them before approving: one line
     per argument, and text with line breaks (or a list, an object) as a block below its
     name, its lines as they will be sent."""
-    args = proposed(review)
+    args = ran_args(review)
     if args is None:
         return []
+    changed = changed_args(review)
+    title = t.ARGUMENTS_EDITED if changed else t.ARGUMENTS
     if not args:
         shown = json.dumps(args, ensure_ascii=False, default=str)
-        return [section(f"*{t.ARGUMENTS}:* {truncate(shown, ARGS_LIMIT)}")]
+        return [section(f"*{title}:* {truncate(shown, ARGS_LIMIT)}")]
     share = min(max(ARGS_LIMIT // len(args), 100), ARG_LIMIT)
-    lines = [f"*{t.ARGUMENTS}:*"]
+    lines = [f"*{title}:*"]
     for name, value in args.items():
         shown = arg_text(value)
         label = f"*{truncate(str(name), 100)}:*"
+        if name in changed:
+            label = f"{label} {t.EDITED_MARK}"
         if "\n" in shown:
             lines.append(f"{label}\n```{truncate(shown, share)}```")
         else:
@@ -180,7 +186,9 @@ def _outcome(review: Review) -> list[Block]:
     if decision is None:
         return [section(t.REVIEW_STATUS[review.status])]
     line = f"{t.decision_line(decision)} · {slack_date(decision.created_at)}"
-    if decision.text and decision.kind is not DecisionKind.APPROVE:
+    if review.kind is ReviewKind.TOOL_APPROVAL and decision.kind is DecisionKind.EDIT:
+        line += f"\n{t.args_edited(changed_args(review))}"  # the arguments show the rest
+    elif decision.text and decision.kind is not DecisionKind.APPROVE:
         quoted = truncate(decision.text, DECISION_TEXT_LIMIT).replace("\n", "\n>")
         line += f"\n>{quoted}"
     if not review.approvals:

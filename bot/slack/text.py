@@ -238,7 +238,7 @@ NOT_RECORDED = (
 )
 
 TOOL_REPLY_HINT = (
-    "To decide on this tool call, reply `approve` or `deny: reason`, or use the buttons."
+    "To decide on this tool call, reply `approve` or `reject: reason`, or use the buttons."
 )
 
 

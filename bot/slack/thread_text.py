@@ -89,15 +89,24 @@ def changes_fallback(round_number: int) -> str:
     return f"What changed since round {round_number}"
 
 
+def _words(count: int) -> str:
+    return f"{count:,} word{'' if count == 1 else 's'}"
+
+
 def changes_count(removed: int, added: int) -> str:
-    return f"{removed:,} words removed, {added:,} added · ~struck out~ removed, *bold* added"
+    """``1 word removed, 3 added``: the counts that are not zero, and how they are marked."""
+    said = [f"{_words(removed)} removed"] if removed else []
+    if added:
+        said.append(f"{added:,} added" if said else f"{_words(added)} added")
+    return f"{', '.join(said)} · ~struck out~ removed, *bold* added"
 
 
 CHANGES_TOO_LONG = "Its first change is too long to show here: the whole revised draft follows."
 
 
 def changes_not_shown(count: int) -> str:
-    return f"…and {count} more changes: the whole revised draft follows."
+    more = "1 more change" if count == 1 else f"{count:,} more changes"
+    return f"…and {more}: the whole revised draft follows."
 
 
 # --- a run's progress -------------------------------------------------------------------------
