@@ -73,15 +73,22 @@ class JournalLLM(BaseLLM):
     # The stream of every turn, for a model asked outside any agent's place in the crew (a
     # task's LLM guardrail); None: the stream of the task and agent asking.
     fixed_stream: str | None = Field(default=None, exclude=True)
+    # The journal kind of its turns: ``llm``, or ``reasoning`` for an agent's reasoning
+    # before its task, which a resume from a snapshot replays too (it reads every entry
+    # but the ``llm`` and ``tool`` turns before the snapshot).
+    kind: str = Field(default="llm", exclude=True)
 
     @classmethod
-    def wrap(cls, inner: BaseLLM, ctx: RunContext, *, stream: str | None = None) -> JournalLLM:
+    def wrap(
+        cls, inner: BaseLLM, ctx: RunContext, *, stream: str | None = None, kind: str = "llm"
+    ) -> JournalLLM:
         return cls(
             model=inner.model,
             inner=inner,
             run_context=ctx,
             stop=list(inner.stop),
             fixed_stream=stream,
+            kind=kind,
         )
 
     def call(
@@ -98,10 +105,10 @@ class JournalLLM(BaseLLM):
         if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
             raise ctx.signal(PauseRun("waiting for approval of a held tool call"))
         stream = self.fixed_stream or ctx.stream_for(from_task, from_agent)
-        seq = ctx.next_seq(stream, "llm")
+        seq = ctx.next_seq(stream, self.kind)
         digest = prompt_hash(messages, tools)
         ctx.note_turn(stream, seq, messages, tools, from_agent)
-        entry = ctx.recorded(stream, "llm", seq)
+        entry = ctx.recorded(stream, self.kind, seq)
         if entry is not None:
             if entry.prompt_hash == digest:
                 ctx.stats["llm_replayed"] += 1
@@ -130,7 +137,7 @@ class JournalLLM(BaseLLM):
                     response_model=response_model,
                 )
             ctx.stats["llm_live"] += 1
-            ctx.record(stream, "llm", seq, encode_response(response), digest)
+            ctx.record(stream, self.kind, seq, encode_response(response), digest)
         finally:
             ctx.end_live(live)
         ctx.note_llm_response(stream, response)

@@ -7,13 +7,19 @@ error occurred", "Task Failure" and "Crew Failure" panels. For a pause, a reject
 lease those are noise that reads like an incident; the worker logs the pause at INFO in one
 line instead. Real errors keep every line and panel.
 
+A crew kicked off inside a Flow's step adds the Flow's own reports: "Flow Method Failed" and
+"Flow Failure" panels (printed for every flow, verbose or not) when the pause leaves the step
+and the flow, and the "Tool Failure" panel of ``ask_human``'s ``AWAITING_HUMAN`` result.
+
 How: while the execution in this context stops on purpose (:attr:`RunContext.stopping_on_purpose`:
 it queued a review, was rejected, or lost its lease), a logging filter drops CrewAI's error
-records, and CrewAI's four failure reporters skip their output. CrewAI runs its event handlers
+records, and CrewAI's failure reporters skip their output (a failed status only: a flow's
+"paused" and "completed" panels are kept). CrewAI runs its event handlers
 and tool calls in copies of the caller's context, so the run is known wherever they run. The
 reporters are wrapped once per process, by :func:`install`; CrewAI is pinned to the version
-whose reporters these are (crewai/events/utils/console_formatter.py, ``handle_crew_status``
-and ``handle_task_status``; crewai/utilities/agent_utils.py, ``handle_unknown_error``, as
+whose reporters these are (crewai/events/utils/console_formatter.py, ``handle_crew_status``,
+``handle_task_status``, ``handle_flow_status``, ``handle_method_status`` and
+``handle_tool_failure_detected``; crewai/utilities/agent_utils.py, ``handle_unknown_error``, as
 imported by crewai/agents/agent_executor.py and crewai/lite_agent.py).
 """
 
@@ -64,6 +70,16 @@ def _status_failed(*args: Any, **kwargs: Any) -> bool:
     return bool(status != "completed")
 
 
+def _flow_failed(*args: Any, **kwargs: Any) -> bool:
+    status = kwargs.get("status", args[2] if len(args) > 2 else "completed")
+    return bool(status == "failed")
+
+
+def _method_failed(*args: Any, **kwargs: Any) -> bool:
+    status = kwargs.get("status", args[1] if len(args) > 1 else "running")
+    return bool(status == "failed")
+
+
 def install() -> None:
     """Quiet CrewAI's failure reports for pauses, once per process (idempotent)."""
     global _installed
@@ -73,8 +89,15 @@ def install() -> None:
         for name in _LOGGERS:
             logging.getLogger(name).addFilter(_NotForPauses())
         formatter = EventListener().formatter
-        for method in ("handle_crew_status", "handle_task_status"):
-            setattr(formatter, method, _unless_pausing(getattr(formatter, method), _status_failed))
+        reporters: dict[str, Callable[..., bool]] = {
+            "handle_crew_status": _status_failed,
+            "handle_task_status": _status_failed,
+            "handle_flow_status": _flow_failed,
+            "handle_method_status": _method_failed,
+            "handle_tool_failure_detected": lambda *args, **kwargs: True,
+        }
+        for method, failed in reporters.items():
+            setattr(formatter, method, _unless_pausing(getattr(formatter, method), failed))
         for module in (agent_executor, lite_agent):
             module.handle_unknown_error = _unless_pausing(  # type: ignore[attr-defined]
                 module.handle_unknown_error, lambda *args, **kwargs: True

@@ -6,6 +6,8 @@ stream and its number in it. The forms, from the most common:
     task{n}:{role}                 task n (from 0) of the run's crew, worked by the agent role
     {place}>{seq}:{role}           work inside tool call seq of the stream at place (delegation)
     task{n}:guardrail[{i}]         the model of task n's LLM guardrail (the i-th of a list)
+    {stream}~reasoning             the agent of {stream} reasoning before its work
+    {stream}~observer              the observer of that agent's plan, after each step
     flow:{method}#{k}/{stream}     any of the above, in the k-th crew a flow step kicked off
     flow:{method}                  a flow's own ``@human_feedback`` on that method
     {stream}|{event}               a lifecycle event (task_started) of the stream
@@ -69,6 +71,12 @@ def nested_place(outer: str, seq: int) -> str:
 def guardrail_stream(n: int, prefix: str = "", i: int | None = None) -> str:
     """The stream of the model of task ``n``'s LLM guardrail (the ``i``-th of a list)."""
     return stream(task_place(n, prefix), "guardrail" if i is None else f"guardrail{i}")
+
+
+def reasoning_stream(of: str, step: str = "reasoning") -> str:
+    """The stream of the agent of stream ``of`` planning its work (``Agent(reasoning=True)``
+    or ``planning_config``): ``reasoning`` before it, ``observer`` after each step."""
+    return f"{of}~{step}"
 
 
 def planner_stream(prefix: str = "") -> str:
