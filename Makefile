@@ -12,13 +12,23 @@ ARGS ?=
 # The tests run in this many processes (pytest-xdist): twice a 2-CPU machine's cores, as much
 # of a test's time is spent waiting on worker processes. JOBS=0 runs them in pytest's own.
 JOBS ?= 4
+# The CrewAI release CI and `make venv` install, one of the range pyproject.toml supports.
+CREWAI_CI := 1.15.30
+# `make compat`: the crew-shape and provider tests on the oldest, a middle and the newest CrewAI
+# release of the range ("newest": the newest 1.15.x pip finds), each in a throwaway venv under
+# .compat/ (gitignored). Not part of `make test`: it takes about half an hour on two CPUs.
+COMPAT_VERSIONS ?= 1.15.19 1.15.25 newest
+COMPAT_TESTS ?= tests/test_durable.py tests/test_delegation.py tests/test_flow_crews.py \
+  tests/test_typed.py tests/test_crew_options.py tests/test_event_listeners.py \
+  tests/test_gates.py tests/test_parallel_gates.py tests/test_quiet_pauses.py \
+  tests/test_providers.py tests/test_provider_shapes.py tests/test_compat.py
 
-.PHONY: test check lint types unit fast venv demo bench clean
+.PHONY: test check lint types unit fast venv demo bench clean compat
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' 'crewai==$(CREWAI_CI)'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -61,5 +71,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/outbox.py
 	$(BIN)/python bench/wakeup.py
 
+compat:
+	$(PY) .ci/compat.py --tests "$(COMPAT_TESTS)" --jobs 2 $(COMPAT_VERSIONS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .compat

@@ -16,7 +16,8 @@ from crewai.llms.base_llm import BaseLLM, call_stop_override
 from pydantic import BaseModel, ConfigDict, Field
 
 from crew_runtime.context import RunContext
-from crew_runtime.signals import PauseRun
+from crew_runtime.shapes import MADE_UP_ID, TurnUnreadable, check_readable, class_name, rebuild
+from crew_runtime.signals import PauseRun, RunAborted
 
 # ``<function f at 0x7f...>``: where an object sits in one process's memory. CrewAI's planner
 # puts its agents' tools' reprs in its prompt, and those name their cache function's address.
@@ -25,8 +26,12 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 
 def prompt_hash(messages: Any, tools: Any) -> str:
     """A stable digest of what the model is asked (messages and tool schemas), the same in
-    every process: memory addresses in object reprs are left out."""
+    every process: memory addresses in object reprs are left out, and so are those in the
+    ids CrewAI makes up for tool calls that came without one (Gemini's): each stands for
+    its place among them."""
     blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
+    made_up: dict[str, str] = {}
+    blob = MADE_UP_ID.sub(lambda m: made_up.setdefault(m[0], f"call_{len(made_up)}"), blob)
     return hashlib.sha256(_ADDRESS.sub(" at 0x>", blob).encode()).hexdigest()
 
 
@@ -47,7 +52,12 @@ def encode_response(response: Any) -> dict[str, Any]:
         return {"text": response}
     if isinstance(response, BaseModel):
         return {"model": response.model_dump(mode="json")}
-    return {"data": json.loads(json.dumps(response, default=_plain))}
+    payload: dict[str, Any] = {"data": json.loads(json.dumps(response, default=_plain))}
+    if isinstance(response, list):  # a turn of tool calls: each item's class, to rebuild it
+        classes = [class_name(item) for item in response]
+        if any(classes):
+            payload["classes"] = classes
+    return payload
 
 
 def decode_response(payload: dict[str, Any], response_model: Any = None) -> Any:
@@ -60,7 +70,27 @@ def decode_response(payload: dict[str, Any], response_model: Any = None) -> Any:
         if isinstance(response_model, type) and issubclass(response_model, BaseModel):
             return response_model.model_validate(payload["model"])
         return json.dumps(payload["model"])
-    return payload["data"]
+    data = payload["data"]
+    classes = payload.get("classes")
+    if isinstance(data, list) and isinstance(classes, list):
+        pairs = zip(classes, data, strict=True)
+        return [item if name is None else rebuild(name, item) for name, item in pairs]
+    if isinstance(data, list) and data and all(_gemini_part(item) for item in data):
+        # Recorded before classes were: a Gemini Part journaled as its dict.
+        return [rebuild("google.genai.types:Part", item) for item in data]
+    return data
+
+
+def _gemini_part(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("function_call"), dict)
+
+
+def _unreadable(ctx: RunContext, exc: TurnUnreadable) -> RunAborted:
+    """Fail the run with ``exc`` as its reason: stopped like a lost lease (CrewAI lets the
+    signal through; it retries anything else), settled as failed (``ctx.refused``)."""
+    ctx.refused = str(exc)
+    ctx.abort()
+    return RunAborted(f"run {ctx.run.id}: {exc}")
 
 
 class JournalLLM(BaseLLM):
@@ -112,7 +142,12 @@ class JournalLLM(BaseLLM):
         if entry is not None:
             if entry.prompt_hash == digest:
                 ctx.stats["llm_replayed"] += 1
-                replayed = decode_response(entry.payload, response_model)
+                where = f"LLM turn {seq} of {stream}"
+                try:
+                    replayed = decode_response(entry.payload, response_model)
+                    check_readable(replayed, None, where)
+                except TurnUnreadable as exc:
+                    raise _unreadable(ctx, exc) from None
                 ctx.note_llm_response(stream, replayed)
                 ctx.note_step(from_agent, replayed=True)
                 return replayed
@@ -137,7 +172,16 @@ class JournalLLM(BaseLLM):
                     response_model=response_model,
                 )
             ctx.stats["llm_live"] += 1
-            ctx.record(stream, self.kind, seq, encode_response(response), digest)
+            payload = encode_response(response)
+            try:  # what a replay will hand CrewAI must read as this turn does
+                check_readable(
+                    decode_response(payload, response_model),
+                    response,
+                    f"LLM turn {seq} of {stream}",
+                )
+            except TurnUnreadable as exc:
+                raise _unreadable(ctx, exc) from None
+            ctx.record(stream, self.kind, seq, payload, digest)
         finally:
             ctx.end_live(live)
         ctx.note_llm_response(stream, response)

@@ -38,6 +38,7 @@ CountersignError
 │   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   └── NotAReviewer                   claiming a review for someone not its reviewer
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
+│   ├── TurnUnreadable                     a model turn CrewAI could not read back on replay
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
 │       └── UnknownCrewError
 └── BotError                               (bot.errors)

@@ -52,8 +52,14 @@ description = "Outline then article, both reviewed; on the OpenAI provider"
 
 
 def _llm(inputs: dict[str, str], **options: Any) -> LLM:
-    model = f"openai/{inputs.get('model', 'gpt-4o-mini')}"
-    return LLM(model=model, stream=inputs.get("stream") == "yes", **options)
+    """``provider`` (default ``openai``) picks CrewAI's native provider: ``anthropic``,
+    ``gemini``, or ``litellm`` (the OpenAI model through CrewAI's LiteLLM path)."""
+    provider = inputs.get("provider", "openai")
+    model = (
+        f"{'openai' if provider == 'litellm' else provider}/{inputs.get('model', 'gpt-4o-mini')}"
+    )
+    stream = inputs.get("stream") == "yes"
+    return LLM(model=model, stream=stream, is_litellm=provider == "litellm", **options)
 
 
 def research(inputs: dict[str, str]) -> Crew:
