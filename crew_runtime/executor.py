@@ -30,7 +30,7 @@ from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
-from crew_runtime import quiet, streams
+from crew_runtime import quiet, recall, streams
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
@@ -167,6 +167,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     install_run_clock()
     install_once_events()
     install_repeat_count()
+    recall.install()  # before the factory: CrewAI embeds knowledge while building a crew
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
