@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # How often a worker folds SQLite's write-ahead log into the database (Store.checkpoint).
 CHECKPOINT_EVERY = 5.0
+# How often a worker folds the database's counts of runs (Store.fold_counts).
+FOLD_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class Worker:
         settings = self.settings
         next_beat = time.monotonic() + settings.heartbeat.total_seconds()
         next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
+        next_fold = time.monotonic() + FOLD_EVERY
         failing = False
         # On PostgreSQL a run queued anywhere wakes this loop at once; the poll stays.
         with (
@@ -111,6 +114,9 @@ class Worker:
                     if time.monotonic() >= next_checkpoint:
                         self.store.checkpoint()  # SQLite's log, folded in off the hot paths
                         next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
+                    if time.monotonic() >= next_fold:
+                        self.store.fold_counts()
+                        next_fold = time.monotonic() + FOLD_EVERY
                     if failing:
                         log.info("worker %s: storage works again", self.worker_id)
                         failing = False

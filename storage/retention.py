@@ -48,6 +48,7 @@ from storage.schema import (
     webhook_events,
 )
 from storage.status import FINAL_RUN_STATUSES
+from storage.tallies import forget
 
 BATCH = 500
 """Runs (or audit records) deleted per transaction."""
@@ -162,6 +163,8 @@ class RetentionStore(StoreBase):
         with self._tx() as conn:
             ids = _prunable(conn, list(crews), whole=whole)
             copy_audit(conn, ids, since=audit_since)
+            if whole:
+                forget(conn, ids)
             tables = (
                 (journal, outbox, webhook_events, decisions, reviews, runs) if whole else (journal,)
             )

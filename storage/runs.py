@@ -21,6 +21,8 @@ from storage.records import FlowPause, NewEntry, NewReview, Review, Run, Snapsho
 from storage.rows import load_review, load_run, to_run
 from storage.schema import flow_pending, reviews, runs, snapshots
 from storage.status import FINAL_RUN_STATUSES, OutboxKind, ReviewStatus, RunStatus
+from storage.tallies import add as add_tallies
+from storage.tallies import reviews_opened
 from storage.transitions import move_reviews, move_run
 from storage.wakeups import RUNS, notify
 from storage.webhooks import WebhookEventType, record_event
@@ -68,6 +70,7 @@ class RunStore(StoreBase):
                         updated_at=now,
                     )
                 )
+                add_tallies(conn, [(crew, RunStatus.QUEUED, 1)])
                 self._enqueue(conn, run_id, OutboxKind.RUN_STARTED)
                 notify(conn, RUNS)
                 return load_run(conn, run_id)
@@ -346,6 +349,7 @@ class RunStore(StoreBase):
                 )
                 self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)
                 ids.append(review_id)
+            reviews_opened(conn, run_id, len(ids))
             record_event(conn, now, WebhookEventType.RUN_WAITING, run_id, payload={"reviews": ids})
             return [load_review(conn, review_id) for review_id in ids]
 

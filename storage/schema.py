@@ -92,12 +92,14 @@ reviews = Table(
     Column("stage", Integer, nullable=False, server_default="0"),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
-    # The pending reviews, oldest first, without sorting every review that waits; and by run,
-    # to count a crew's from its waiting runs.
+    # The pending reviews, oldest first, without sorting every review that waits (with their
+    # runs: /metrics counts the last week's by crew from the index alone); and by run, to
+    # count a crew's from its waiting runs.
     Index(
         "ix_reviews_pending",
         "created_at",
         "id",
+        "run_id",
         sqlite_where=Column("status") == "pending",
         postgresql_where=Column("status") == "pending",
     ),
@@ -118,6 +120,18 @@ reviews = Table(
         sqlite_where=Column("status") != "superseded",
         postgresql_where=Column("status") != "superseded",
     ),
+)
+
+# Counts kept as they change (storage.tallies): a row per change, +1 or -1, of the runs of
+# a crew in a status (``what`` is the status) or of its pending reviews (``pending_review``);
+# a count is the sum of its rows, and folding replaces the rows by their sums.
+tallies = Table(
+    "tallies",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("crew", String(100), nullable=False),
+    Column("what", String(16), nullable=False),
+    Column("n", Integer, nullable=False),
 )
 
 decisions = Table(

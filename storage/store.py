@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from storage import migrate
+from storage import migrate, tallies
 from storage.audit import AuditStore
 from storage.base import Clock, utc_now
 from storage.claims import ClaimStore
 from storage.delegations import DelegationStore
 from storage.engine import checkpoint as engine_checkpoint
-from storage.engine import make_engine
+from storage.engine import make_engine, write_transaction
 from storage.home import HomeStore
 from storage.journal import JournalStore
 from storage.outbox import OutboxStore
@@ -73,6 +73,17 @@ class Store(
         themselves (it costs a commit ~100 ms): a long-lived process calls this every few
         seconds, off the paths where a person waits."""
         engine_checkpoint(self.engine)
+
+    def fold_counts(self) -> int:
+        """Fold the counts kept as they change (``storage.tallies``) if they have grown; how
+        many rows were folded. A long-lived process calls it now and then, so that a metrics
+        scrape sums a few rows even where nobody scrapes for a while."""
+        with self.engine.connect() as conn:
+            found, summed = tallies.counts(conn)
+        if not tallies.needs_fold(found, summed):
+            return 0
+        with write_transaction(self.engine) as conn:
+            return tallies.fold(conn)
 
     def wakeups(self, handlers: Mapping[str, Callable[[], None]]) -> Wakeups:
         """A listener calling ``handlers[topic]`` when a transaction anywhere notifies

@@ -6,7 +6,8 @@ tables do not list (that is a bug in the caller, not a race: :class:`IllegalTran
 update only rows still in one of the expected statuses. What they return says whether the row
 moved; the caller decides whether not moving is an error (``LeaseLost``, ``AlreadyDecided``...).
 No other code writes a status: ``tests/test_transitions.py`` checks it, and that every entry of
-the tables is a transition the store makes.
+the tables is a transition the store makes. Being the only writer, they also keep the counts
+of runs by status and of pending reviews (``storage.tallies``) in the same transaction.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import ColumnElement, Connection, Table, update
 from storage.errors import IllegalTransition
 from storage.schema import reviews, runs
 from storage.status import REVIEW_TRANSITIONS, RUN_TRANSITIONS, ReviewStatus, RunStatus
+from storage.tallies import reviews_closed, run_moved
 from storage.wakeups import RUNS, notify
 
 S = TypeVar("S", bound=StrEnum)
@@ -37,10 +39,16 @@ def move_run(
     in ``old`` and matches ``where``; ``values`` are the other columns to set with it.
 
     A run moved to ``queued`` wakes the workers listening when the transaction commits."""
-    moved = _move(conn, runs, RUN_TRANSITIONS, old, new, (runs.c.id == run_id, *where), values)
-    if moved == 1 and new == RunStatus.QUEUED:
-        notify(conn, RUNS)
-    return moved == 1
+    olds = _olds(RUN_TRANSITIONS, old, new, runs)
+    # One status at a time, so that the count it leaves is known (a run is in one of them).
+    for status in olds:
+        moved = _move(conn, runs, status, new, (runs.c.id == run_id, *where), values, runs.c.crew)
+        if moved:
+            run_moved(conn, moved[0], status, new)
+            if new == RunStatus.QUEUED:
+                notify(conn, RUNS)
+            return True
+    return False
 
 
 def move_reviews(
@@ -51,22 +59,48 @@ def move_reviews(
     **values: Any,
 ) -> int:
     """Move every review still in ``old`` and matching ``where`` to ``new``; how many moved."""
-    return _move(conn, reviews, REVIEW_TRANSITIONS, old, new, where, values)
+    olds = _olds(REVIEW_TRANSITIONS, old, new, reviews)
+    moved = 0
+    if ReviewStatus.PENDING in olds and new != ReviewStatus.PENDING:
+        # Leaving pending: the crews' counts of pending reviews go down (by their runs).
+        olds.remove(ReviewStatus.PENDING)
+        left = _move(conn, reviews, ReviewStatus.PENDING, new, where, values, reviews.c.run_id)
+        reviews_closed(conn, left)
+        moved += len(left)
+    if olds:
+        status = reviews.c.status
+        in_old = status == olds[0] if len(olds) == 1 else status.in_(olds)
+        moved += conn.execute(
+            update(reviews).where(in_old, *where).values(status=new, **values)
+        ).rowcount
+    return moved
+
+
+def _olds(
+    transitions: Mapping[S, Collection[S]], old: S | Collection[S], new: S, table: Table
+) -> list[S]:
+    """``old`` as a sorted list, every one of them allowed to move to ``new``."""
+    olds = [old] if isinstance(old, StrEnum) else sorted(old)
+    illegal = [o for o in olds if new not in transitions[o]]
+    if not olds or illegal:
+        raise IllegalTransition(table.name, [str(o) for o in illegal], str(new))
+    return olds
 
 
 def _move(
     conn: Connection,
     table: Table,
-    transitions: Mapping[S, Collection[S]],
-    old: S | Collection[S],
-    new: S,
+    old: StrEnum,
+    new: StrEnum,
     where: tuple[ColumnElement[bool], ...],
     values: dict[str, Any],
-) -> int:
-    olds = [old] if isinstance(old, StrEnum) else sorted(old)
-    illegal = [o for o in olds if new not in transitions[o]]
-    if not olds or illegal:
-        raise IllegalTransition(table.name, [str(o) for o in illegal], str(new))
-    status = table.c.status
-    in_old = status == olds[0] if len(olds) == 1 else status.in_(olds)
-    return conn.execute(update(table).where(in_old, *where).values(status=new, **values)).rowcount
+    returning: ColumnElement[Any],
+) -> list[Any]:
+    """Move the rows in ``old`` matching ``where``; ``returning`` of each row moved."""
+    moved = conn.execute(
+        update(table)
+        .where(table.c.status == old, *where)
+        .values(status=new, **values)
+        .returning(returning)
+    )
+    return list(moved.scalars())
