@@ -43,7 +43,14 @@ from crew_runtime.errors import (
     NotYourStage,
     SelfApproval,
 )
-from crew_runtime.reviewers import approvals_required, stage_at, stage_people, stages_of
+from crew_runtime.reviewers import (
+    approvals_required,
+    covered,
+    stage_at,
+    stage_people,
+    stages_of,
+    still_expected,
+)
 from crew_runtime.specs import NOBODY, CrewSpec
 from storage import (
     ALLOWED_DECISIONS,
@@ -68,8 +75,11 @@ __all__ = [
     "may_revoke",
     "may_see",
     "needs",
+    "one_of",
     "reassign",
+    "reminded",
     "start_refusal",
+    "waiting_for",
 ]
 
 APPROVING = frozenset({DecisionKind.APPROVE, DecisionKind.EDIT})
@@ -382,3 +392,36 @@ def error(
             return NotAReviewer(review_id, run.id, refusal.person, action, "has it already")
         case _:
             return NotAReviewer(review_id, run.id, refusal.person, action)
+
+
+def one_of(person: str, asked: Iterable[Asked], facts: Facts) -> bool | None:
+    """Whether ``person``, or someone away whose reviews they hold, is one of any of
+    ``asked``; None when a lookup that would answer failed (and none said yes)."""
+    return _any_in(person, asked, facts)
+
+
+def reminded(
+    spec: CrewSpec, run: Run, review: Review, away: Mapping[str, str], *, escalated: bool
+) -> tuple[str, ...]:
+    """Whom a reminder (or, ``escalated``, an escalation) of ``review`` mentions: those asked
+    now (a chain's current stage, else the run's reviewers; nobody named: nobody, the
+    channel's members are not mentioned), an escalation ``escalate_to`` where set, a
+    reminder of a claimed review whoever has it; each person away replaced by their
+    delegate."""
+    asked = asked_now(spec, run, review).named
+    named = tuple(r for r in asked if r != NOBODY)
+    if escalated:
+        return covered(spec.escalate_to or named, away)
+    if review.claimed_by is not None:
+        return covered((review.claimed_by,), away)
+    return covered(named, away)
+
+
+def waiting_for(
+    spec: CrewSpec, run: Run, review: Review, away: Mapping[str, str]
+) -> tuple[str, ...]:
+    """Whose approval ``review`` may still get, as a review message lists and a DM reminder
+    writes to: those asked now, each away one's delegate in their place, not who approved
+    already nor (``forbid_self_approval``) who started the run; empty where the channel is
+    asked."""
+    return still_expected(spec, review, run, away)

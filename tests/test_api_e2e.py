@@ -21,7 +21,7 @@ import pytest
 
 from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
-from crew_runtime.config import Config
+from crew_runtime.config import Config, load_config
 from storage import Store
 from tests.api_harness import ApiClient
 from tests.harness import ON_SQLITE
@@ -148,20 +148,19 @@ def test_a_click_and_an_api_decision_at_once_decide_once(setup: tuple[Config, St
         assert decided.decided_by in text_of(shown)
 
 
-README_CONFIG = f"""
-[crews.writer]
-factory = "tests.crews:writer"
-channel = "{CHANNEL}"
-reviewers = ["U0ANA01"]
-inputs = ["topic"]
-"""
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "countersign.toml"
+README_CHANNEL = "C0README"  # the channel a reader names as CHANNEL_ID
+README_USER = "U0ANA01"  # who decides in the README, a member of that channel
 
 
 @ON_SQLITE
 def test_the_http_api_section_runs_as_written(tmp_path: Path, db_url: str) -> None:
-    """README's "HTTP API" commands, line after line in a shell, against the bot on its port:
-    ``localhost:3000`` is the bot's address, ``RUN_ID`` the run the first ``curl`` started and
-    ``REVIEW_ID`` its pending review, as a reader would fill them in."""
+    """README's "HTTP API" commands, line after line in a shell, against the bot on its port
+    with the example crews (``examples/countersign.toml``, no reviewers, no channel, on the
+    offline model), as the command line's session runs: ``localhost:3000`` is the bot's
+    address, ``CHANNEL_ID`` a channel the app is in (the decider is a member), ``RUN_ID``
+    the run the first ``curl`` started and ``REVIEW_ID`` its pending review, as a reader
+    would fill them in. The run's thread is in that channel."""
     env = {
         **os.environ,
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
@@ -169,14 +168,15 @@ def test_the_http_api_section_runs_as_written(tmp_path: Path, db_url: str) -> No
         "USER": "alice",
     }
     outputs: list[str] = []
-    with (
-        configured(tmp_path, db_url, README_CONFIG) as (config, store),
-        slack_and_bot(config, store) as (_slack, bot),
-    ):
+    env.pop("COUNTERSIGN_LLM", None)
+    store = Store.open(db_url)
+    with slack_and_bot(load_config(EXAMPLES), store) as (slack, bot):
+        slack.add_user(README_USER, "ana")
+        slack.add_channel(README_CHANNEL, "content", [README_USER])
         run_id = ""
         for line in [c.line for c in readme_commands() if c.section == API_SECTION]:
             command = line.replace("localhost:3000", f"127.0.0.1:{bot.port}")
-            command = command.replace("RUN_ID", run_id)
+            command = command.replace("RUN_ID", run_id).replace("CHANNEL_ID", README_CHANNEL)
             if "REVIEW_ID" in command:
                 pending = wait_until(
                     lambda run_id=run_id: store.list_reviews(run_id=run_id),
@@ -197,6 +197,8 @@ def test_the_http_api_section_runs_as_written(tmp_path: Path, db_url: str) -> No
                 assert not isinstance(answer.get("error"), dict), (line, answer)
                 run_id = run_id or answer["id"]
             outputs.append(done.stdout)
+        assert any(m.get("bot_id") for m in slack.messages(README_CHANNEL)), "no thread"
+    store.close()
     assert env["COUNTERSIGN_TOKEN"].startswith("cs_")
     decided = next(json.loads(o) for o in outputs if '"decision": {' in o)
     assert decided["decision"]["by"] == "U0ANA01"

@@ -47,13 +47,12 @@ from bot.slack.slack_errors import explanation, is_transient
 from bot.slack.steps import Steps, Thread
 from bot.slack.thread_posts import Deferred
 from bot.waking import Waking
-from crew_runtime.config import NOBODY, Config, UnknownCrewError, rule_of
+from crew_runtime import policy
+from crew_runtime.config import Config, UnknownCrewError, rule_of
 from crew_runtime.reviewers import (
     approvals_required,
     covered,
-    current,
     stages_of,
-    still_expected,
 )
 from crew_runtime.service import Countersign
 from crew_runtime.specs import Chain
@@ -310,7 +309,7 @@ class Dispatcher(Waking):
         if chain:  # where its approval chain stands, under the buttons from the start
             away = await sync(self.store.delegates)
             messages[-1] = review_blocks.staged_message(
-                review, chain, still_expected(self.config.get(run.crew), review, run, away)
+                review, chain, policy.waiting_for(self.config.get(run.crew), run, review, away)
             )
         messages[-1] = self._with_approve_all(messages[-1], review, run)
         if changes is not None:
@@ -343,7 +342,7 @@ class Dispatcher(Waking):
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
         away = await sync(self.store.delegates)
-        expected = () if spec is None else still_expected(spec, review, run, away)
+        expected = () if spec is None else policy.waiting_for(spec, run, review, away)
         chain = self._chain(review, run)
         if chain:
             tally = review_blocks.staged_message(review, chain, expected)
@@ -445,16 +444,12 @@ class Dispatcher(Waking):
             spec = self.config.get(run.crew)
         except UnknownCrewError:
             return blocks.reminder_message(review, ())
-        chain = stages_of(spec, review)
-        if chain:  # an approval chain: its current stage's reviewers
-            reviewers = current(chain, review).reviewers
-        else:
-            reviewers = tuple(r for r in spec.reviewers_of(run.inputs) if r != NOBODY)
         if kind == OutboxKind.REVIEW_ESCALATED:
-            return blocks.escalation_message(review, covered(spec.escalate_to or reviewers, away))
-        if review.claimed_by is not None:  # whoever claimed it, or was given it
-            reviewers = (review.claimed_by,)
-        return blocks.reminder_message(review, covered(reviewers, away))
+            people = policy.reminded(spec, run, review, away, escalated=True)
+            return blocks.escalation_message(review, people)
+        return blocks.reminder_message(
+            review, policy.reminded(spec, run, review, away, escalated=False)
+        )
 
     async def _dm_people(
         self, kind: OutboxKind, review: Review, run: Run, away: Mapping[str, str]
@@ -470,7 +465,7 @@ class Dispatcher(Waking):
         tool, task = rule_of(review.kind, review.stream, review.details)
         if spec.deadlines_for(tool=tool, task=task).remind_by != "dm":
             return []
-        named = still_expected(spec, review, run, away)
+        named = policy.waiting_for(spec, run, review, away)
         if kind == OutboxKind.REVIEW_ESCALATED:
             named = spec.escalate_to or named
         elif review.claimed_by is not None:  # a reminder goes to whoever has it

@@ -9,10 +9,10 @@ change alike. A change is noticed as the dispatcher delivers the outbox row anno
 run started or ended, a review opened, approved, decided or reopened): the people it
 concerns who opened Home get a refresh (``Store.want_home``), due after a short debounce and
 coalesced per person, so a burst of changes is one publish. Who is concerned: whoever started
-the run, whoever decided the review, and whoever may decide the run's reviews by the rules of
-a click (``bot.slack.authz``; user groups and channel members from Slack's cached lists, and
-delegates of people away), for a review with an approval chain also the reviewers of the
-stage it is at and of the one it just left (of every stage, for a change of the run), among
+the run, whoever decided the review, and whoever the review policy asks (``crew_runtime.policy``:
+those asked now, for a review with an approval chain also the stage it just left; for a change
+of the run, any of its deciders; user groups and channel members from Slack's cached lists, and
+delegates of people away), among
 those who opened Home in the last ``ACTIVE`` days, never anyone else: a crew open to a
 channel of thousands costs a check per recent Home user, not a publish per member.
 
@@ -38,7 +38,9 @@ from bot.slack.handlers import sync
 from bot.slack.home_blocks import DECISIONS_SHOWN, PENDING_SHOWN, RUNS_SHOWN, home_view
 from bot.slack.pending import pending_for
 from bot.slack.slack_errors import explanation, is_transient
-from crew_runtime.reviewers import stage_at, stage_people, stages_of
+from crew_runtime import policy
+from crew_runtime.policy import Asked
+from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import Countersign
 from storage import OutboxKind, OutboxMessage, PendingReviews, RunStatus
 
@@ -147,34 +149,19 @@ class Home:
         spec = self.service.config.crews.get(run.crew)
         if spec is None:
             return concerned
-        asked = [(spec.reviewers_of(run.inputs), run.channel)]
-        if review is None:  # a change of the run: any stage's reviewers may have its reviews
-            asked.append((stage_people(spec), None))
-        elif chain := stages_of(spec, review):  # the stage it is at, and the one it left
-            index = stage_at(chain, review)
-            asked.extend((stage.reviewers, None) for stage in chain[max(index - 1, 0) : index + 1])
+        # Who the review policy asks: now, and (a stage passing) the stage just left; for a
+        # change of the run, any of its deciders.
+        asked = [policy.deciders(spec, run)]
+        if review is not None:
+            asked = [policy.asked_now(spec, run, review)]
+            if chain := stages_of(spec, review):
+                asked.append(Asked(chain[max(stage_at(chain, review) - 1, 0)].reviewers))
         held = await sync(self.store.delegates)
-        for user in users:
-            if user not in concerned and await self._may_decide(user, asked, held):
-                concerned.add(user)
+        facts = await self.reviewers.facts(asked, held)
+        # A lookup that failed is a no here (nobody to ask to try again: the next opening
+        # of their Home shows the truth).
+        concerned.update(u for u in users if policy.one_of(u, asked, facts))
         return concerned
-
-    async def _may_decide(
-        self, user: str, asked: list[tuple[tuple[str, ...], str | None]], held: dict[str, str]
-    ) -> bool:
-        """Whether ``user``, or someone away who left their reviews to them, is one of those
-        ``asked`` (reviewers, and the channel standing for them where none are named); a
-        lookup that fails is a no (the next opening shows the truth)."""
-        for person in (user, *(p for p, d in held.items() if d == user)):
-            for reviewers, channel in asked:
-                if not reviewers and channel is None:
-                    continue
-                try:
-                    if await self.reviewers.may_decide(person, reviewers, channel):
-                        return True
-                except CheckFailed:
-                    continue
-        return False
 
     async def _failed(
         self, user_id: str, token: str, shown: int, attempts: int, exc: Exception

@@ -15,8 +15,8 @@ from bot.slack import diff_blocks, progress_blocks
 from bot.slack.handlers import api_error, sync
 from bot.slack.message import Message
 from bot.slack.steps import Steps, Thread
+from crew_runtime import policy
 from crew_runtime.config import Config
-from crew_runtime.reviewers import still_expected
 from storage import EDIT_EVERY, Review, ReviewKind, ReviewStatus, Run, RunStatus, Store
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,9 @@ async def show_progress(
     if fresh.status is RunStatus.WAITING and spec is not None:
         away = await sync(store.delegates)
         for review in pending:
-            expected += [p for p in still_expected(spec, review, fresh, away) if p not in expected]
+            expected += [
+                p for p in policy.waiting_for(spec, fresh, review, away) if p not in expected
+            ]
     shown = progress_blocks.progress_message(
         progress.state, fresh.status, [r.kind for r in pending], expected
     )
