@@ -19,8 +19,9 @@ channel of thousands costs a check per recent Home user, not a publish per membe
 A publish is idempotent (the whole view replaces the last), so a row's refresh noticed
 twice (the row retried) or a refresh published twice (a dispatcher that lost its claim) costs
 a call, not a wrong view. Slack's refusal for a person (``user_not_found``, the Home tab not
-enabled, a view refused) is given up on at once and a transient failure after a few tries;
-neither holds back anything else.
+enabled, a view refused) is given up on at once and a transient failure after a few tries
+(``bot.slack.slack_errors`` tells which, for the outbox's dispatcher too); neither holds back
+anything else.
 """
 
 from __future__ import annotations
