@@ -8,7 +8,7 @@ tried the first time this runs after it is published. Prints one line per releas
 when any release failed (to install or in its tests); each release's pytest output is kept in
 its venv folder as ``pytest.log``.
 
-    python3 .ci/compat.py --tests "tests/test_providers.py" 1.15.19 1.15.25 newest
+    python3 .ci/compat.py --tests "tests/test_providers.py" -k sqlite 1.15.19 1.15.25 newest
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ def prepare(version: str, python: str) -> Path:
     return bin_python
 
 
-def run_tests(version: str, bin_python: Path, tests: list[str], jobs: int) -> tuple[bool, str]:
+def run_tests(bin_python: Path, tests: list[str], select: str, jobs: int) -> tuple[bool, str]:
     log = bin_python.parent.parent / "pytest.log"
     args = [str(bin_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    if select:
+        args += ["-k", select]
     if jobs > 0:
         args += ["-n", str(jobs), "--dist", "worksteal"]
     with log.open("w") as out:
@@ -86,6 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="+", help="CrewAI releases, or 'newest'")
     parser.add_argument("--tests", required=True, help="test files, separated by spaces")
+    parser.add_argument("-k", dest="select", default="", help="pytest -k: which tests run")
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist processes (0: none)")
     parser.add_argument("--python", default=sys.executable, help="the Python that makes venvs")
     parser.add_argument("--install-only", action="store_true", help="build the venvs, run nothing")
@@ -104,7 +107,7 @@ def main() -> int:
         if options.install_only:
             results.append((version, True, "installed"))
             continue
-        ok, summary = run_tests(version, bin_python, options.tests.split(), options.jobs)
+        ok, summary = run_tests(bin_python, options.tests.split(), options.select, options.jobs)
         took = time.monotonic() - started
         results.append((version, ok, f"{summary} ({took:.0f} s)"))
         print(f"crewai {version}: {'ok' if ok else 'FAILED'}: {summary}", flush=True)

@@ -15,9 +15,12 @@ from typing import Any
 from crewai.llms.base_llm import BaseLLM, call_stop_override
 from pydantic import BaseModel, ConfigDict, Field
 
+from crew_runtime import compat
 from crew_runtime.context import RunContext
 from crew_runtime.shapes import MADE_UP_ID, TurnUnreadable, check_readable, class_name, rebuild
 from crew_runtime.signals import PauseRun, RunAborted
+
+compat.install()  # before any crew is built
 
 # ``<function f at 0x7f...>``: where an object sits in one process's memory. CrewAI's planner
 # puts its agents' tools' reprs in its prompt, and those name their cache function's address.

@@ -49,10 +49,11 @@ class _LiteLLM:
         return self.server.problems
 
     def env(self) -> dict[str, str]:
-        return self.server.env()
+        # LiteLLM fetches its model price list from the network unless told not to.
+        return self.server.env() | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-@pytest.fixture(params=["anthropic", "gemini", "litellm"])
+@pytest.fixture
 def provider(request: pytest.FixtureRequest) -> Iterator[tuple[str, StandIn | _LiteLLM]]:
     name = request.param
     if name == "litellm":
@@ -94,7 +95,18 @@ def _notes(output: str | None) -> tuple[str, ...]:
     return parse_draft(output or "").notes
 
 
-@pytest.mark.parametrize("stream", ["no", "yes"], ids=["plain", "streamed"])
+@pytest.mark.parametrize(
+    ("provider", "stream"),
+    [
+        ("anthropic", "no"),
+        ("anthropic", "yes"),
+        ("gemini", "no"),
+        ("gemini", "yes"),
+        ("litellm", "no"),
+    ],
+    ids=["anthropic", "anthropic-streamed", "gemini", "gemini-streamed", "litellm"],
+    indirect=["provider"],
+)
 def test_an_edited_gated_call_a_revision_and_a_question_on_each_provider(
     providers: Bench, provider: tuple[str, StandIn | _LiteLLM], stream: str
 ) -> None:
@@ -183,3 +195,21 @@ def test_a_replayed_turn_crewai_cannot_read_fails_the_run(providers: Bench) -> N
         assert failed.status == RunStatus.FAILED
         assert failed.error is not None and "google.genai.types:NoSuchPart" in failed.error
         assert bench.effects("paid") == []
+
+
+@pytest.mark.parametrize("provider", ["litellm"], indirect=True)
+def test_streamed_tool_calls_on_the_litellm_path_fail_as_on_plain_crewai(
+    providers: Bench, provider: tuple[str, StandIn | _LiteLLM]
+) -> None:
+    """CrewAI's LiteLLM path drops a streamed tool call's id (crewai/llm.py rebuilds each call
+    from its name and arguments), and OpenAI refuses the next request, whose tool call has
+    ``"id": null``. Plain CrewAI fails there; so does the run, with CrewAI's error as its
+    reason (never a success)."""
+    bench = providers
+    name, standin = provider
+    run = bench.start("provider_research", topic="otters", provider=name, stream="yes")
+    _work(bench, standin)
+    failed = bench.run(run.id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and "Failed to get streaming response" in failed.error
+    assert "a tool call needs id" in failed.error

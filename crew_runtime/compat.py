@@ -1,0 +1,48 @@
+"""Shims for the CrewAI releases Countersign supports (pyproject.toml's range, tried on the
+oldest, a middle and the newest by ``make compat``).
+
+Each shim names the releases it is for and what it mends; :func:`install` applies them once,
+before any crew is built (``crew_runtime.journal_llm`` calls it on import).
+
+- Every supported release (1.15.19 to 1.15.30): ``crewai.llm._ensure_litellm``, the lazy
+  import of LiteLLM, marks itself done *before* the import finishes, so a second thread
+  building an ``LLM(..., is_litellm=True)`` meanwhile is told "the LiteLLM fallback package
+  is not installed" and its crew fails to build. A worker builds crews in several threads at
+  once; the shim makes the lazy import one at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import crewai.llm as crewai_llm
+
+_installed = False
+_lock = threading.Lock()
+
+
+def _one_at_a_time(ensure: Callable[[], bool]) -> Callable[[], bool]:
+    guard = threading.Lock()
+
+    @functools.wraps(ensure)
+    def ensure_locked() -> bool:
+        with guard:
+            return ensure()
+
+    ensure_locked.__countersign_shim__ = True  # type: ignore[attr-defined]
+    return ensure_locked
+
+
+def install() -> None:
+    """Apply every shim this CrewAI release needs; idempotent."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+        ensure: Any = getattr(crewai_llm, "_ensure_litellm", None)
+        if callable(ensure) and not getattr(ensure, "__countersign_shim__", False):
+            crewai_llm._ensure_litellm = _one_at_a_time(ensure)
