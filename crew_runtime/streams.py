@@ -11,6 +11,7 @@ stream and its number in it. The forms, from the most common:
     flow                           the flow run itself (its flow id, where each leg starts)
     crew:Task Execution Planner    the model of the crew's planner (planning=True)
     crew:{role}                    anything else of the crew
+    recall:{kind}:{digest}         an embedding, knowledge search or memory call, by what it asks
 
 No import of CrewAI here: the bot reads streams too (which task a review belongs to).
 """
@@ -74,3 +75,9 @@ def task_index(key: str) -> int | None:
     """The task (from 0) of the run's own crew that a stream belongs to, else None."""
     found = _TASK.match(key)
     return int(found.group(1)) if found else None
+
+
+def recall_stream(kind: str, digest: str) -> str:
+    """The stream of the recall calls (``embed``, ``knowledge``, ``memory``) asking ``digest``:
+    numbered by their occurrence among identical calls (``crew_runtime.recall``)."""
+    return f"recall:{kind}:{digest}"
