@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from crewai import CrewOutput
 from crewai.knowledge.storage import factory as knowledge_factory
 from crewai.rag.chromadb import config as chromadb_config
 
@@ -69,21 +70,26 @@ def test_a_refused_crew_sends_none_of_its_knowledge_to_the_embedder(
     assert bench.llm_calls() == []
 
 
-def _plain(api: EmbeddingsStandIn, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """The texts plain CrewAI embeds running the crew once (here, unreviewed, no journal)."""
+def _plain(
+    api: EmbeddingsStandIn, tmp: Path, monkeypatch: pytest.MonkeyPatch, on: str
+) -> tuple[Counter[str], str]:
+    """The texts plain CrewAI embeds running the crew once (here, unreviewed, no journal),
+    and its output."""
     # Its stores in a folder of its own (CrewAI reads the knowledge folder at import).
     monkeypatch.setenv("CREWAI_STORAGE_DIR", str(tmp / "plain"))
     monkeypatch.setattr(chromadb_config, "DEFAULT_STORAGE_PATH", str(tmp / "plain"))
     held = knowledge_factory._factory
     knowledge_factory.set_knowledge_storage_factory(None)
     try:
-        crew = remembering({"embedder": api.base_url, "topic": "otters", "review": "off"})
-        crew.kickoff(inputs={"topic": "otters"})
+        inputs = {"embedder": api.base_url, "topic": "otters", "review": "off", "on": on}
+        crew = remembering(inputs)
+        result = crew.kickoff(inputs={"topic": "otters"})
     finally:
         knowledge_factory.set_knowledge_storage_factory(held)
+    assert isinstance(result, CrewOutput)
     texts = _texts(api)
     api.clear()
-    return texts
+    return texts, _SCORE.sub("score=", result.raw)
 
 
 def _texts(api: EmbeddingsStandIn) -> Counter[str]:
@@ -93,15 +99,27 @@ def _texts(api: EmbeddingsStandIn) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("on", "embeddings"),
+    # Per task: the memory recall's query, the knowledge search's, the memory saved. Then the
+    # source's chunk: CrewAI saves a crew's sources each time it validates the crew (3
+    # times), an agent's once.
+    [("crew", 3 * 2 + 3), ("agent", 3 * 2 + 1)],
+)
 def test_memory_and_knowledge_embed_once_across_a_pause_and_a_kill(
-    recalling: Bench, api: EmbeddingsStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recalling: Bench,
+    api: EmbeddingsStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    on: str,
+    embeddings: int,
 ) -> None:
     bench = recalling
-    plain = _plain(api, tmp_path, monkeypatch)
+    plain, plain_output = _plain(api, tmp_path, monkeypatch, on)
     plain_calls = len(bench.llm_calls())
-    assert plain and sum(plain.values()) == 9, plain  # 3 chunk saves, and per task 3 calls
+    assert sum(plain.values()) == embeddings, plain
 
-    run = bench.start("remembering", topic="otters", embedder=api.base_url)
+    run = bench.start("remembering", topic="otters", embedder=api.base_url, on=on)
     # Each worker has a store of its own, as on another machine: nothing is read back
     # from a folder an earlier execution wrote.
     bench.work(CREWAI_STORAGE_DIR=str(tmp_path / "first"))
@@ -116,6 +134,7 @@ def test_memory_and_knowledge_embed_once_across_a_pause_and_a_kill(
     done = bench.run(run.id)
     assert done.status == RunStatus.SUCCEEDED, done.error
     assert done.divergence is None
+    assert done.output is not None and _SCORE.sub("score=", done.output) == plain_output
 
     embedded = _texts(api)
     assert embedded == plain  # not one more: no resume embedded anything again
