@@ -142,6 +142,7 @@ def prepare(crew: Crew, ctx: RunContext, prefix: str = "") -> None:
     planner = streams.planner_stream(prefix)
     journal_planning(crew, lambda llm: JournalLLM.wrap(llm, ctx, stream=planner))
     once_callbacks(crew, ctx)
+    recall.prepare(crew, list(crew.agents), ctx)
     # A hierarchical crew's own manager_agent is not among its agents (CrewAI refuses it).
     manager = [crew.manager_agent] if crew.manager_agent is not None else []
     for agent in [*crew.agents, *manager]:

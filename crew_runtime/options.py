@@ -16,10 +16,10 @@ Nothing a crew's author switched on is switched off behind their back:
   or task that really ran, not again for those a resume replays (:func:`once_callbacks`);
   so do listeners of CrewAI's event bus for the lifecycle of crews, tasks and agents
   (:func:`install_once_events`).
-- ``memory`` and knowledge (``knowledge_sources``, ``knowledge``) are refused: their
-  recalls come from a store that changes between executions, and memory saves what a
-  task learnt after each task (model and embedder calls outside the journal) again on
-  every replay. :func:`refusal` names the option.
+- ``memory`` and knowledge (``knowledge_sources``) run as CrewAI runs them, their
+  embeddings, searches, recalls and saves journaled (``crew_runtime.recall``,
+  ``crew_runtime.memories``); knowledge built with a storage of the author's, whose
+  searches cannot be journaled, is refused (:func:`refusal` names it).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from crewai.llms.base_llm import BaseLLM
 from crewai.utilities.llm_utils import create_llm
 from crewai.utilities.planning_handler import CrewPlanner
 
-from crew_runtime import streams
+from crew_runtime import recall, streams
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.progress import FINISHED, STARTED
 
@@ -55,30 +55,9 @@ _clock_lock = threading.Lock()
 
 def refusal(crew: Crew, name: str) -> str | None:
     """Why Countersign cannot run this crew as its author built it, or None."""
-    agents = _agents(crew)
-    memory = [f"agent {a.role!r}" for a in agents if getattr(a, "memory", None)]
-    if crew.memory:
-        memory.insert(0, "the crew")
-    if memory:
-        return (
-            f"crew {name!r} uses memory ({', '.join(memory)}), which Countersign cannot "
-            "replay yet: a resumed run would recall from a store that changed since, and "
-            "save each task's memories again. Build the crew without memory."
-        )
-    knowing = [
-        f"agent {a.role!r}"
-        for a in agents
-        if getattr(a, "knowledge_sources", None) or getattr(a, "knowledge", None)
-    ]
-    if crew.knowledge_sources or crew.knowledge is not None:
-        knowing.insert(0, "the crew")
-    if knowing:
-        return (
-            f"crew {name!r} uses knowledge_sources ({', '.join(knowing)}), which Countersign "
-            "cannot replay yet: what a resumed run retrieves depends on the embedder and "
-            "the store, not on the journal. Build the crew without knowledge sources, or "
-            "give the agent a tool that reads them (tool results are journaled)."
-        )
+    knowledge = recall.refusal(crew, _agents(crew), name)
+    if knowledge is not None:
+        return knowledge
     if crew.planning and crew.planning_llm is None:
         default = CrewPlanner(tasks=[], planning_agent_llm=None).planning_agent_llm
         if isinstance(default, str) and not os.environ.get("OPENAI_API_KEY"):

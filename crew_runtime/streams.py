@@ -14,6 +14,7 @@ stream and its number in it. The forms, from the most common:
     flow                           the flow run itself (its flow id, where each leg starts)
     crew:Task Execution Planner    the model of the crew's planner (planning=True)
     crew:{role}                    anything else of the crew
+    recall:{kind}:{digest}         an embedding, knowledge search or memory call, by what it asks
 
 A key longer than the journal's column (:data:`MOST`; a role can be any length: CrewAI's own
 ``crewai create crew`` template interpolates an input into one) keeps its first characters
@@ -108,3 +109,9 @@ def task_index(key: str) -> int | None:
     """The task (from 0) of the run's own crew that a stream belongs to, else None."""
     found = _TASK.match(key)
     return int(found.group(1)) if found else None
+
+
+def recall_stream(kind: str, digest: str) -> str:
+    """The stream of the recall calls (``embed``, ``knowledge``, ``memory``) asking ``digest``:
+    numbered by their occurrence among identical calls (``crew_runtime.recall``)."""
+    return f"recall:{kind}:{digest}"

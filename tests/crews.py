@@ -18,7 +18,6 @@ from typing import Any
 
 from crewai import Agent, Crew, Process, Task
 from crewai.flow import Flow, human_feedback, listen, start
-from crewai.knowledge.source.string_knowledge_source import StringKnowledgeSource
 from crewai.tools import BaseTool
 from crewai.utilities.planning_handler import PlannerTaskPydanticOutput, PlanPerTask
 from pydantic import BaseModel
@@ -823,28 +822,12 @@ def options(inputs: dict[str, str]) -> Crew:
 
 
 def unreplayable(inputs: dict[str, str]) -> Crew:
-    """One task with an option Countersign refuses (``option``): ``memory`` or
-    ``knowledge`` on the crew or (``on=agent``) the agent, or ``planning`` with no
-    planning_llm."""
-    option, on_agent = inputs["option"], inputs.get("on") == "agent"
-    extra: dict[str, Any] = {}
-    if option == "memory":
-        extra["memory"] = True
-    elif option == "knowledge":
-        extra["knowledge_sources"] = [StringKnowledgeSource(content="Otters hold hands.")]
-    agent = Agent(
-        role="Clerk",
-        goal="File",
-        backstory="Files.",
-        llm=_llm("Filed"),
-        verbose=False,
-        **(extra if on_agent else {}),
-    )
+    """One task with an option Countersign refuses (``option``): ``planning`` with no
+    planning_llm (memory and knowledge: ``tests/recall_crews.py``)."""
+    agent = Agent(role="Clerk", goal="File", backstory="Files.", llm=_llm("Filed"), verbose=False)
     task = Task(description="File {topic}", expected_output="A file", agent=agent)
-    crew_extra = {} if on_agent else extra
-    if option == "planning":
-        crew_extra["planning"] = True
-    return Crew(agents=[agent], tasks=[task], process=Process.sequential, **crew_extra)
+    planning = inputs["option"] == "planning"
+    return Crew(agents=[agent], tasks=[task], process=Process.sequential, planning=planning)
 
 
 def long_loop(inputs: dict[str, str]) -> Crew:

@@ -110,3 +110,8 @@ class EmbeddingsStandIn:
         """The texts of each embeddings request, in the order they arrived."""
         with self._lock:
             return [list(texts) for texts in self._requests]
+
+    def clear(self) -> None:
+        """Forget the requests recorded so far."""
+        with self._lock:
+            self._requests.clear()

@@ -3,8 +3,9 @@
 Planning's model is journaled, so a resume replays the plan; the date the agents see is
 the run's, whatever day (here: time zone) the resuming worker lives in; step and task
 callbacks run once per step that really ran, across a pause and a resume in another
-process and across a worker killed with SIGKILL. Memory and knowledge, which a replay
-cannot reproduce, are refused at once with the option named. Every worker is a real
+process and across a worker killed with SIGKILL. Planning without a planning model, on a
+worker that cannot reach CrewAI's default one, is refused at once (memory and knowledge are
+journaled: ``tests/test_recall.py``). Every worker is a real
 ``countersign worker`` process on the scripted model, which logs each live call.
 """
 
@@ -127,10 +128,6 @@ def test_callbacks_run_once_across_a_worker_killed_mid_task(options: Bench) -> N
 @pytest.mark.parametrize(
     ("option", "on", "named"),
     [
-        ("memory", "crew", "uses memory (the crew)"),
-        ("memory", "agent", "uses memory (agent 'Clerk')"),
-        ("knowledge", "crew", "uses knowledge_sources (the crew)"),
-        ("knowledge", "agent", "uses knowledge_sources (agent 'Clerk')"),
         ("planning", "crew", "uses planning=True without a planning_llm"),
     ],
 )
