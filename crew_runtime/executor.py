@@ -87,6 +87,7 @@ class Outcome:
     status: RunStatus | None
     reviews: list[Review] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why it failed or was rejected, as recorded
 
 
 def build_crew(config: Config, run: Run) -> Crew:
@@ -342,7 +343,7 @@ def _settle(
             store.finish_run(ctx.run.id, ctx.lease_token, status, error=error)
     except LeaseLost:
         return Outcome(None, stats=dict(ctx.stats))
-    return Outcome(status, stats=dict(ctx.stats))
+    return Outcome(status, stats=dict(ctx.stats), error=error)
 
 
 def _unstreamed(crew: Crew) -> None:

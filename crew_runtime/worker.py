@@ -31,6 +31,8 @@ from storage.wakeups import RUNS
 
 log = logging.getLogger(__name__)
 
+REASON_LOGGED = 500  # chars of a failed run's reason in its log line (the run keeps it all)
+
 
 # How often a worker folds SQLite's write-ahead log into the database (Store.checkpoint).
 CHECKPOINT_EVERY = 5.0
@@ -191,11 +193,7 @@ class Worker:
                 continue
             metrics.count_execution(ctx.run.crew, outcome.status, outcome.stats)
             # A pause is no failure: one line says what the run waits for.
-            waits = ", ".join(sorted({r.kind.value.replace("_", " ") for r in outcome.reviews}))
-            status = f"waiting for a person ({waits})" if waits else outcome.status
-            log.info(
-                "run %s: %s %s", ctx.run.id, status, outcome.stats, extra={"run_id": ctx.run.id}
-            )
+            log.info("run %s: %s", ctx.run.id, ended(outcome), extra={"run_id": ctx.run.id})
             self.finished.append((ctx.run.id, outcome))
             self.executions += 1
             if self._on_settled is not None:
@@ -226,3 +224,16 @@ class Worker:
             future.exception()
             self.store.release_run(ctx.run.id, ctx.lease_token)
         self._active.clear()
+
+
+def ended(outcome: Outcome) -> str:
+    """How an execution ended, for its log line: what it waits for (a pause is no failure),
+    or its status with the reason it failed or was rejected; and its counts, if any."""
+    waits = ", ".join(sorted({r.kind.value.replace("_", " ") for r in outcome.reviews}))
+    said = f"waiting for a person ({waits})" if waits else str(outcome.status or "lease lost")
+    if outcome.error:
+        reason = " ".join(outcome.error.split())
+        said += f": {reason[:REASON_LOGGED]}{'…' if len(reason) > REASON_LOGGED else ''}"
+    if outcome.stats:
+        said += f" {outcome.stats}"
+    return said

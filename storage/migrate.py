@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -11,15 +12,30 @@ from sqlalchemy import Engine
 from storage.engine import write_transaction
 
 _SCRIPTS = Path(__file__).parent / "migrations"
+log = logging.getLogger(__name__)
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply every migration up to ``revision``; a no-op on an up-to-date database."""
+    """Apply every migration up to ``revision``; a no-op on an up-to-date database.
+
+    Alembic says each migration it runs at INFO (twenty lines on a first start); an
+    operator reads one line instead: from which revision to which the schema went."""
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
-    with write_transaction(engine) as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+    quiet = logging.getLogger("alembic")
+    level = quiet.level
+    quiet.setLevel(max(level, logging.WARNING))
+    try:
+        before = current_revision(engine)
+        with write_transaction(engine) as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+        after = current_revision(engine)
+    finally:
+        quiet.setLevel(level)
+    if after != before:
+        said = f"upgraded from {before}" if before else "created"
+        log.info("database schema %s: %s", said, after)
 
 
 def current_revision(engine: Engine) -> str | None:

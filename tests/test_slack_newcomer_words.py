@@ -45,6 +45,7 @@ description = "Two approvals per draft"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 approvals_required = 2
+inputs = ["topic"]
 """
 
 
@@ -86,9 +87,15 @@ def test_a_long_draft_edited_in_slack_is_approved_whole(
 @ON_SQLITE
 def test_private_notices_after_a_click_or_reply_come_in_the_runs_thread(
     setup: tuple[Config, Store],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config, store = setup
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-as-serve-has-it")  # bolt reads it too
     with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(BOB, CHANNEL, "/crew", "run pair nope=1")  # a mistake
+        wait_until(lambda: slack.ephemerals(BOB), what="Bob told his mistake")
         slack.slash_command(MALLORY, CHANNEL, "/crew", "run pair topic=otters")
         root = root_of(slack)
         review = review_with_buttons(slack, root["ts"])
@@ -107,6 +114,9 @@ def test_private_notices_after_a_click_or_reply_come_in_the_runs_thread(
         assert again[-1].text == text.NOT_A_REVIEWER
         notices = [*counted, *refused[-1:], *again]
         assert [n.thread_ts for n in notices] == [root["ts"]] * len(notices)
+    assert "will be unused" not in caplog.text  # slack_bolt's warning at every start
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert "run of pair refused" in caplog.text
 
 
 @ON_SQLITE

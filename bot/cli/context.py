@@ -23,7 +23,7 @@ from crew_runtime.config import Config, load_config
 from crew_runtime.service import Countersign
 from storage import Store
 
-__all__ = ["CliError", "Context", "stderr_logging"]
+__all__ = ["CliError", "Context", "stderr_logging", "where"]
 
 
 class CliError(BotError):
@@ -86,6 +86,17 @@ def _scrub(exc: BaseException, url: str) -> str:
     except ValueError:
         password = None
     return text.replace(password, "***") if password else text
+
+
+def where(url: str) -> str:
+    """The database as an operator finds it: its URL (no password), and for a SQLite file
+    the file's absolute path (a relative one is under the directory the command runs in)."""
+    shown = mask_url(url)
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        path = url.removeprefix("sqlite:///").split("?")[0]
+        if path and path != ":memory:":
+            shown += f" (the file {Path(path).resolve()})"
+    return shown
 
 
 _CHATTY = ("apscheduler", "aiohttp.access")

@@ -16,8 +16,7 @@ import signal
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot.cli.context import CliError, Context, stderr_logging
-from bot.settings import mask_url
+from bot.cli.context import CliError, Context, stderr_logging, where
 from crew_runtime.config import ConfigError
 from crew_runtime.webhooks import webhook_secrets
 
@@ -44,7 +43,7 @@ def run_serve(ctx: Context) -> int:
     with stderr_logging(ctx.settings):
         log.info(
             "serving: database %s, config %s, %d worker(s), %s",
-            mask_url(ctx.database_url),
+            where(ctx.database_url),
             config.path,
             args.workers,
             "Socket Mode" if args.socket_mode else f"http://{args.host}:{args.port}/slack/events",

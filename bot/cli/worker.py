@@ -21,9 +21,8 @@ from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from bot.cli.context import Context, stderr_logging
+from bot.cli.context import Context, stderr_logging, where
 from bot.hosting.parent import die_with_parent
-from bot.settings import mask_url
 
 if TYPE_CHECKING:
     from crew_runtime.worker import Worker
@@ -72,7 +71,7 @@ def run_worker(ctx: Context) -> int:
         log.info(
             "worker %s started: database %s, config %s, %d run(s) at a time%s",
             worker.worker_id,
-            mask_url(ctx.database_url),
+            where(ctx.database_url),
             config.path,
             settings.concurrency,
             ", until idle" if args.until_idle else "",

@@ -51,6 +51,18 @@ from storage import InboxStore, Store
 
 log = logging.getLogger(__name__)
 
+
+class _NotOurToken(logging.Filter):
+    """Bolt reads ``SLACK_BOT_TOKEN`` itself and, given our client too, warns at every start
+    that it will not use it: the client carries that very token, so the line says nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+_BOLT_LOG = logging.getLogger("slack_bolt.AsyncApp")
+_BOLT_LOG.addFilter(_NotOurToken())
+
 SLACK_DEFAULT_API = "https://slack.com/api/"
 
 
@@ -207,6 +219,7 @@ class Deployment:
             client=self.client,
             signing_secret=slack.signing_secret,
             process_before_response=True,
+            logger=_BOLT_LOG,
         )
         self.listeners.register(self.app)
         self.intake = Intake(self.app, InboxStore(store, claim=inbox_claim))

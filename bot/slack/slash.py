@@ -138,7 +138,7 @@ class SlashCommands(Handlers):
                 request_key=request_key,
             )
         except (UsageError, ConfigError) as exc:
-            log.warning("run of %s refused: %s", command.crew, exc)
+            log.info("run of %s refused: %s", command.crew, exc)  # their mistake, told to them
             return text.refusal(exc)
         log.info("run %s (%s) started by %s", run.id, run.crew, user_id)
         self.wake()
