@@ -28,6 +28,7 @@ checkout's worker (a ``git worktree`` of main, say) against the same stand-in, t
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shlex
@@ -38,11 +39,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import BENCH, PG_DEFAULT, ROOT, database, machine, table  # noqa: E402
+from _common import BENCH, PG_DEFAULT, ROOT, database, machine, table
 
-from concurrency_crews import scripts  # noqa: E402
-from storage import DecisionKind, NewDecision, RunStatus, Store  # noqa: E402
-from tests.openai_standin import ChatRequest, OpenAIStandIn  # noqa: E402
+# isort: split
+from concurrency_crews import scripts
+
+from storage import DecisionKind, NewDecision, RunStatus, Store
+from tests.openai_standin import ChatRequest, OpenAIStandIn
 
 CONFIG = '[crews.team]\nfactory = "concurrency_crews:team"\ndescription = "bench"\n'
 TOPIC = re.compile(r"bench-(\d+)-")
@@ -118,7 +121,7 @@ def scheduling_delays(requests: list[ChatRequest]) -> list[float]:
     gaps = []
     for calls in by_run.values():
         calls.sort(key=lambda r: r.received)
-        gaps += [b.received - a.answered for a, b in zip(calls, calls[1:], strict=False)]
+        gaps += [b.received - a.answered for a, b in itertools.pairwise(calls)]
     return gaps
 
 
@@ -164,9 +167,12 @@ def measure(url: str, workdir: Path, n: int, args: argparse.Namespace) -> Row:
                     if review.id not in decided:
                         store.decide(review.id, NewDecision(DecisionKind.APPROVE, "U0BENCH"))
                         decided.add(review.id)
-                if store.count_runs(RunStatus.QUEUED) + store.count_runs(
-                    RunStatus.RUNNING
-                ) + store.count_runs(RunStatus.WAITING) == 0:
+                if (
+                    store.count_runs(RunStatus.QUEUED)
+                    + store.count_runs(RunStatus.RUNNING)
+                    + store.count_runs(RunStatus.WAITING)
+                    == 0
+                ):
                     break
                 if time.monotonic() > deadline or worker.poll() is not None:
                     raise RuntimeError(f"runs left after {args.timeout} s; see {log_path}")

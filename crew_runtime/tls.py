@@ -86,5 +86,5 @@ def install() -> bool:
     shared.countersign_shared = True  # type: ignore[attr-defined]
     config.create_ssl_context = shared
     if getattr(transports, "create_ssl_context", None) is original:
-        transports.create_ssl_context = shared
+        setattr(transports, "create_ssl_context", shared)  # noqa: B010 (a private name)
     return True
