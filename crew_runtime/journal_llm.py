@@ -161,7 +161,9 @@ class JournalLLM(BaseLLM):
         if live is None:  # another task paused: this turn is taken on resume
             raise ctx.signal(PauseRun(f"the run is pausing before LLM turn {seq} of {stream}"))
         try:
-            ctx.hold_lease()  # a live call costs money and may act: only under a lease held
+            # A live call costs money: only under a lease held (renewed within a third of
+            # it: the answer is journaled by a fenced write before anything acts on it).
+            ctx.hold_lease(renewed_within=ctx.lease.total_seconds() / 3)
             # CrewAI sets ReAct stop words per call on the LLM it sees (this wrapper);
             # hand them to the real model.
             with call_stop_override(self.inner, self.stop_sequences):

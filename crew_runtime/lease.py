@@ -109,8 +109,16 @@ class LeaseHolder:
             deadline = self._renewed_at + self.lease.total_seconds()
         return time.monotonic() >= deadline
 
-    def hold_lease(self) -> None:
+    def hold_lease(self, *, renewed_within: float = 0.0) -> None:
         """Before a live LLM or tool call: renew the lease, or stop if it is lost.
+
+        ``renewed_within``: seconds; if the lease was renewed (asked, and confirmed) more
+        recently than that, by this call or the heartbeat, it is held without asking the
+        database again. The lease was then extended by its whole length less than that ago,
+        so no other execution can have claimed the run; a cancellation is not seen until the
+        next renewal or fenced write. An LLM call passes a third of the lease (its answer
+        is journaled by a fenced write before anything acts on it); a tool call, which acts,
+        passes nothing and always asks.
 
         The heartbeat alone is not enough: a process stalled past its lease (stopped,
         swapped out, cut off from the database) wakes up inside a call and would go on to
@@ -122,6 +130,11 @@ class LeaseHolder:
         Raises:
             RunAborted: the lease is lost, or could not be confirmed in time.
         """
+        if renewed_within > 0:
+            self.check_alive()
+            with self._renewing:
+                if time.monotonic() - self._renewed_at < renewed_within:
+                    return
         while True:
             self.check_alive()
             try:

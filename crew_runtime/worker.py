@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
-from crew_runtime import log_fields, metrics
+from crew_runtime import log_fields, metrics, tls
 from crew_runtime.config import Config, UnknownCrewError
 from crew_runtime.context import RunContext
 from crew_runtime.executor import Outcome, execute
@@ -84,6 +84,7 @@ class Worker:
         # The latest outcomes, for logs and tests; bounded, as a serve worker lives long.
         self.finished: deque[tuple[str, Outcome]] = deque(maxlen=1000)
         self._on_settled = on_settled
+        tls.install()  # every execution builds its crew's HTTPS clients: one TLS context
 
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""

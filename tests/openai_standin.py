@@ -32,6 +32,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -109,6 +110,8 @@ class ChatRequest:
     body: Json
     problem: str | None = None
     answer: Json | None = None  # the assistant message it was given
+    received: float = 0.0  # time.monotonic() when it came, and when its answer went out
+    answered: float = 0.0
 
     def conversation(self) -> str:
         """Messages and tools as one canonical string: equal strings mean the same question."""
@@ -131,9 +134,14 @@ class OpenAIStandIn:
     Use as a context manager; point clients at :attr:`base_url` with any non-empty key.
     """
 
-    def __init__(self, scripts: Mapping[str, ModelScript], *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, scripts: Mapping[str, ModelScript], *, timeout: float = 10.0, delay: float = 0.0
+    ) -> None:
         self.scripts = dict(scripts)
         self._timeout = timeout
+        # How long the model "thinks" before it answers (bench/concurrency.py: 1 s), on the
+        # event loop: requests in flight at once cost no thread each.
+        self.delay = delay
         self._requests: list[ChatRequest] = []
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -218,8 +226,13 @@ class OpenAIStandIn:
             raw = body if isinstance(body, dict) else {}
             self._keep(ChatRequest(str(raw.get("model", "")), [], None, False, raw, str(refused)))
             return _error(refused)
+        received = time.monotonic()
         reply = _reply(chat, self.scripts[chat.model])
-        self._keep(replace(chat, answer=_message(reply)))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        self._keep(
+            replace(chat, answer=_message(reply), received=received, answered=time.monotonic())
+        )
         completion_id = f"chatcmpl-{secrets.token_hex(12)}"
         if not chat.stream:
             return web.json_response(_completion(chat, reply, completion_id))
