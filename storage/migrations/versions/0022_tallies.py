@@ -1,8 +1,8 @@
 """Counts kept as they change (storage.tallies): a /metrics scrape reads a few rows instead of
 counting a million runs.
 
-Revision ID: 0021_tallies
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from alembic import op
 
 PENDING = sa.text("status = 'pending'")
 
-revision = "0021_tallies"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

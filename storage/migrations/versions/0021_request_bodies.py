@@ -1,7 +1,7 @@
 """What each keyed request of the HTTP API asked: an ``Idempotency-Key`` reused with another
 body is refused.
 
-Revision ID: 0021_request_bodies
+Revision ID: 0021
 Revises: 0020
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021_request_bodies"
+revision = "0021"
 down_revision = "0020"
 branch_labels = None
 depends_on = None
