@@ -137,6 +137,8 @@ def test_memory_and_knowledge_embed_once_across_a_pause_and_a_kill(
     assert done.output is not None and _SCORE.sub("score=", done.output) == plain_output
 
     embedded = _texts(api)
+    # The knowledge of each crew in a folder of its own (CrewAI names it "knowledge_crew").
+    assert (tmp_path / "third" / "countersign-knowledge" / "remembering").is_dir()
     assert embedded == plain  # not one more: no resume embedded anything again
     assert api.problems == []
     assert len(bench.llm_calls()) - plain_calls == plain_calls  # memory's model calls too
