@@ -293,18 +293,26 @@ def prepare(crew: Any, agents: list[Any], ctx: RunContext) -> None:
                 storage.flush()
 
 
+# A knowledge storage factory the application registered before Countersign's.
+_theirs: knowledge_factory.KnowledgeStorageFactory | None = None
+
+
 def _knowledge_storage(embedder: Any, collection_name: str | None) -> BaseKnowledgeStorage:
+    theirs = _theirs(embedder, collection_name) if _theirs is not None else None
+    if theirs is not None:  # the application's own: its searches are not journaled (refused)
+        return theirs
     return JournaledKnowledgeStorage(collection_name=collection_name, embedder=embedder)
 
 
 def install() -> None:
     """Journal the knowledge and memory of every crew built in this process (idempotent)."""
-    global _installed
+    global _installed, _theirs
     from crew_runtime import memories
 
     with _lock:
         if _installed:
             return
+        _theirs = knowledge_factory._factory
         knowledge_factory.set_knowledge_storage_factory(_knowledge_storage)
         memories.install()
         _installed = True
