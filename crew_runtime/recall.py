@@ -13,20 +13,23 @@ Knowledge. CrewAI embeds a crew's ``knowledge_sources`` while the crew is being 
 revalidates the crew), inside the factory, before the runtime has seen the crew. So the
 storage of every ``Knowledge`` built in a worker is a :class:`JournaledKnowledgeStorage`,
 through CrewAI's own seam (``set_knowledge_storage_factory``): it builds CrewAI's
-``KnowledgeStorage`` (chromadb, in ``db_storage_path()``) with the crew's embedder journaled
-(:func:`journal_embedder`). Saving chunks runs locally each time CrewAI does it (the
-collection needs them on any worker), its embeddings from the journal after the first time;
-a search is journaled whole (its results). Chunks saved while the factory builds the crew
-(outside the run) wait for the collection's first use inside it. Outside a run the storage
-is CrewAI's, saving lazily.
+``KnowledgeStorage`` (chromadb, in a folder of the run's crew under ``db_storage_path()``,
+:func:`_folder`) with the crew's embedder journaled (:func:`journal_embedder`). Saving
+chunks runs locally each time CrewAI does it (the collection needs them on any worker), its
+embeddings from the journal after the first time; a search is journaled whole (its results).
+Chunks saved while the factory builds the crew (outside the run) are held until the run
+prepares the crew (:func:`prepare`), after its refusals. Outside a run the storage is
+CrewAI's, saving lazily.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from chromadb.config import Settings
@@ -164,9 +167,8 @@ class JournaledKnowledgeStorage(BaseKnowledgeStorage):
                     if self.embedder
                     else _default_embedding_function()
                 )
-                # The folder as CrewAI's default settings, read now (CrewAI reads it at import).
                 settings = Settings(
-                    persist_directory=db_storage_path(),
+                    persist_directory=_folder(),
                     allow_reset=True,
                     is_persistent=True,
                     anonymized_telemetry=False,
@@ -239,6 +241,17 @@ class JournaledKnowledgeStorage(BaseKnowledgeStorage):
         self.reset()
 
 
+def _folder() -> str:
+    """Where a collection is kept: CrewAI's folder (read now; CrewAI reads it at import), and
+    under a run a folder of the run's crew in it, since one worker runs many crews and CrewAI
+    names a crew's collection ``knowledge_crew`` whatever the crew."""
+    ctx = current_run()
+    if ctx is None:
+        return db_storage_path()
+    crew = re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.run.crew)
+    return str(Path(db_storage_path()) / "countersign-knowledge" / crew)
+
+
 def is_journaled(knowledge: Any) -> bool:
     """Whether a ``Knowledge`` keeps its chunks in a journaled storage."""
     return isinstance(getattr(knowledge, "storage", None), JournaledKnowledgeStorage)
@@ -280,18 +293,26 @@ def prepare(crew: Any, agents: list[Any], ctx: RunContext) -> None:
                 storage.flush()
 
 
+# A knowledge storage factory the application registered before Countersign's.
+_theirs: knowledge_factory.KnowledgeStorageFactory | None = None
+
+
 def _knowledge_storage(embedder: Any, collection_name: str | None) -> BaseKnowledgeStorage:
+    theirs = _theirs(embedder, collection_name) if _theirs is not None else None
+    if theirs is not None:  # the application's own: its searches are not journaled (refused)
+        return theirs
     return JournaledKnowledgeStorage(collection_name=collection_name, embedder=embedder)
 
 
 def install() -> None:
     """Journal the knowledge and memory of every crew built in this process (idempotent)."""
-    global _installed
+    global _installed, _theirs
     from crew_runtime import memories
 
     with _lock:
         if _installed:
             return
+        _theirs = knowledge_factory._factory
         knowledge_factory.set_knowledge_storage_factory(_knowledge_storage)
         memories.install()
         _installed = True

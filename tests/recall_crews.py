@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from crewai import Agent, Crew, Process, Task
+from crewai.flow.flow import Flow, start
 from crewai.knowledge.knowledge import Knowledge
 from crewai.knowledge.source.string_knowledge_source import StringKnowledgeSource
 from crewai.knowledge.storage.knowledge_storage import KnowledgeStorage
@@ -114,3 +115,21 @@ def remembering(inputs: dict[str, str]) -> Crew:
         process=Process.sequential,
         **({} if on_agent else recalls),
     )
+
+
+class RememberingState(BaseModel):
+    topic: str = ""
+    embedder: str = ""
+
+
+class RememberingFlow(Flow[RememberingState]):
+    """A flow step that kicks off :func:`remembering` (memory and knowledge on the crew)."""
+
+    @start()
+    def file(self) -> str:
+        crew = remembering({"embedder": self.state.embedder, "topic": self.state.topic})
+        return crew.kickoff(inputs={"topic": self.state.topic}).raw
+
+
+def remembering_flow(inputs: dict[str, str]) -> RememberingFlow:
+    return RememberingFlow()

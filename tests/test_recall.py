@@ -33,6 +33,9 @@ factory = "tests.recall_crews:knowing"
 
 [crews.remembering]
 factory = "tests.recall_crews:remembering"
+
+[flows.remembering_flow]
+factory = "tests.recall_crews:remembering_flow"
 """
 
 
@@ -137,8 +140,28 @@ def test_memory_and_knowledge_embed_once_across_a_pause_and_a_kill(
     assert done.output is not None and _SCORE.sub("score=", done.output) == plain_output
 
     embedded = _texts(api)
+    # The knowledge of each crew in a folder of its own (CrewAI names it "knowledge_crew").
+    assert (tmp_path / "third" / "countersign-knowledge" / "remembering").is_dir()
     assert embedded == plain  # not one more: no resume embedded anything again
     assert api.problems == []
     assert len(bench.llm_calls()) - plain_calls == plain_calls  # memory's model calls too
     notes = [e["pid"] for e in bench.effects("note") if e["pid"] != os.getpid()]
     assert len(notes) == 3  # the second task's note again after the kill (at least once)
+
+
+@pytest.mark.slow
+def test_a_flow_steps_crew_with_memory_and_knowledge_embeds_once_across_a_pause(
+    recalling: Bench, api: EmbeddingsStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = recalling
+    plain, plain_output = _plain(api, tmp_path, monkeypatch, "crew")
+    run = bench.start("remembering_flow", topic="otters", embedder=api.base_url)
+    bench.work(CREWAI_STORAGE_DIR=str(tmp_path / "first"))
+    assert bench.run(run.id).status == RunStatus.WAITING
+    bench.decide(run.id, "approve")
+    bench.work(CREWAI_STORAGE_DIR=str(tmp_path / "second"))
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert done.divergence is None
+    assert done.output is not None and _SCORE.sub("score=", done.output) == plain_output
+    assert _texts(api) == plain
