@@ -1,13 +1,13 @@
-"""Who reviews a run, as the configuration says, for the service, the bot and the dispatcher
-alike: how many must approve a review, where its approval chain (a rule's ``stages``) stands
-and who is asked at that stage, who is still expected, and whom an away person's reviews go
-to. Storage counts the approvals and moves a chain's stage (``storage.approvals``)."""
+"""What the configuration says of a run's reviewers, the pieces the review policy
+(``crew_runtime.policy``, which every door asks) is built from: how many must approve a
+review, where its approval chain (a rule's ``stages``) stands and who is asked at that stage,
+who is still expected, and whom an away person's reviews go to. Storage counts the approvals
+and moves a chain's stage (``storage.approvals``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from crew_runtime.errors import NotYourStage
 from crew_runtime.specs import NOBODY, Chain, CrewSpec, StageSpec, rule_of
 from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run
 
@@ -45,53 +45,11 @@ def current(chain: Chain, review: Review) -> StageSpec:
     return chain[stage_at(chain, review)]
 
 
-def check_turn(chain: Chain, review: Review, acting: tuple[str, ...]) -> None:
-    """Whether the first of ``acting`` (a person, then whoever away left their reviews to
-    them) may decide ``review`` at the stage it is at, as far as the configuration can tell:
-    where the stage names only people, one of ``acting`` must be among them; where it names
-    a user group, Slack must say (the bot asks before it calls the service).
-
-    Raises:
-        NotYourStage: none of them is asked at this stage.
-    """
-    index = stage_at(chain, review)
-    stage = chain[index]
-    if any(ref.startswith("S") for ref in stage.reviewers):
-        return
-    if any(person in stage.reviewers for person in acting):
-        return
-    later = next((s.name for s in chain[index + 1 :] if acting[0] in s.reviewers), None)
-    raise NotYourStage(
-        review.id, acting[0], stage.name, index + 1, len(chain), stage.reviewers, later
-    )
-
-
 def approvals_required(spec: CrewSpec, review: Review) -> int:
     """How many distinct reviewers must approve ``review``: its gated tool's or its task's
     rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
     tool, task = rule_of(review.kind, review.stream, review.details)
     return spec.approvals_for(tool=tool, task=task)
-
-
-def may_be_given(spec: CrewSpec, review: Review, run: Run, acting: tuple[str, ...]) -> bool:
-    """Whether the first of ``acting`` (a person, then whoever away left their reviews to
-    them) may be given (claim, be reassigned) ``review`` of ``run``, as far as the
-    configuration can tell: where only people are named, one of ``acting`` among them;
-    where a user group or nobody is named (anyone in the channel), Slack must say, and this
-    says yes. For a review with an approval chain, those named are its current stage's
-    reviewers.
-
-    Raises:
-        NotYourStage: ``review`` has a chain, and none of ``acting`` is asked at its stage.
-    """
-    chain = stages_of(spec, review)
-    if chain:
-        check_turn(chain, review, acting)
-        return True
-    named = spec.reviewers_of(run.inputs)
-    if any(ref.startswith("S") for ref in named) or not named:
-        return True
-    return acting[0] in named
 
 
 def still_expected(

@@ -203,7 +203,7 @@ class Countersign:
         among them; for a review with an approval chain, among its current stage's
         reviewers (or hold the reviews of one who is away). Membership of a user group or
         of the run's channel is Slack's to say; the Slack door asks it before calling this
-        (:func:`may_be_given`).
+        (``crew_runtime.policy``: the facts it fetched are passed as ``facts``).
 
         Raises:
             UsageError: a name that cannot be stored; (``NotAReviewer``) ``by`` or ``to``

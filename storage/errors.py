@@ -36,7 +36,9 @@ CountersignError
 │   │   ├── NothingToReopen                a task with no approved review to send back
 │   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
 │   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
-│   │   └── NotAReviewer                   claiming a review for someone not its reviewer
+│   │   ├── NotAReviewer                   acting where the review policy says one may not
+│   │   ├── NobodyDecides                  starting a run no one could decide
+│   │   └── CouldNotCheck                  Slack did not say who is in a group or channel
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   ├── TurnUnreadable                     a model turn CrewAI could not read back on replay
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)

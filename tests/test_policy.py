@@ -325,3 +325,29 @@ def test_whoever_may_decide_a_review_may_cancel_and_see_its_run(
     if policy.decide(spec, the_run, review(), person, DecisionKind.REJECT, FACTS) is None:
         assert policy.may_cancel(spec, the_run, person, FACTS) is None
         assert policy.may_see(spec, the_run, person, None, FACTS) is None
+
+
+def test_reminders_mention_those_asked_now_their_delegates_or_whoever_has_it() -> None:
+    """``policy.reminded``: a chain's current stage (per stage), a delegate in the place of
+    the person away, a claimed review's holder, an escalation's ``escalate_to``."""
+    gated = replace(CHAIN, stages=(StageSpec("legal", (LEA,)), StageSpec("manager", (MAX,))))
+    at = {0: (LEA,), 1: (MAX,)}
+    for stage, named in at.items():
+        assert policy.reminded(gated, run(), review(stage=stage), {}, escalated=False) == named
+    assert policy.reminded(gated, run(), review(stage=1), {MAX: DEL}, escalated=False) == (DEL,)
+    assert policy.reminded(NAMED, run(), review(claimed_by=BEN), {}, escalated=False) == (BEN,)
+    assert policy.reminded(NAMED, run(), review(), {ANA: DEL}, escalated=False) == (DEL, BEN)
+    escalating = replace(NAMED, escalate_to=(MAX,))
+    assert policy.reminded(escalating, run(), review(), {}, escalated=True) == (MAX,)
+    assert policy.reminded(OPEN, run(), review(), {}, escalated=False) == ()  # the channel
+
+
+def test_waiting_for_leaves_out_who_approved_and_the_starter_where_self_approval_is_forbidden() -> (
+    None
+):
+    """The quorum's tally and DM reminders: ``policy.waiting_for``."""
+    quorum = replace(NAMED, approvals_required=2)
+    given = review(approvals=(approval(ANA),))
+    assert policy.waiting_for(quorum, run(), given, {}) == (BEN,)
+    assert policy.waiting_for(quorum, run(started_by=BEN), review(), {}) == (ANA,)
+    assert policy.waiting_for(quorum, run(), review(), {BEN: DEL}) == (ANA, DEL)

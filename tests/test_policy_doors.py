@@ -338,3 +338,65 @@ def test_a_stage_race_through_the_api_answers_409_as_the_document_says(
                 assert codes[0] == (200, None), codes
                 assert codes[1] in ((403, "not_your_stage"), (409, "stage_moved")), codes
                 assert store.get_review(review.id).stage == 1
+
+
+@ON_SQLITE
+def test_pending_and_home_list_exactly_whom_the_policy_asks_now(bench: Bench) -> None:
+    """/crew pending and the Home tab list, for each person, the reviews the review policy
+    says they are asked now for: per chain stage, with a delegation, with a quorum."""
+    from datetime import datetime
+
+    from bot.slack import home_text
+    from tests.test_slack_home import _home
+
+    bench.store.away(BOB, LEA, datetime(2099, 1, 1), by=BOB)  # Lea holds Bob's reviews
+    chain_at_legal = bench.pending(bench.start("chain", MALLORY))
+    chain_run = bench.start("chain", MALLORY)
+    moved = bench.pending(chain_run)
+    assert (
+        bench.api.post(f"/reviews/{moved.id}/decision", {"kind": "approve", "by": ALICE}).status
+        == 200
+    )  # at the manager stage now
+    quorum = bench.pending(bench.start("named", MALLORY))
+    assert (
+        bench.api.post(f"/reviews/{quorum.id}/decision", {"kind": "approve", "by": ALICE}).status
+        == 200
+    )  # 1 of 2: Bob's (so Lea's) approval still wanted
+    reviews = [bench.store.get_review(r.id) for r in (chain_at_legal, moved, quorum)]
+    facts = replace_away(FACTS, bench.store.delegates())
+    counts = {}
+    for person in (ALICE, BOB, MALLORY, LEA):
+        asked = [
+            r
+            for r in reviews
+            if policy.decide(
+                bench.config.crews[bench.store.get_run(r.run_id).crew],
+                bench.store.get_run(r.run_id),
+                r,
+                person,
+                None,
+                facts,
+            )
+            is None
+        ]
+        counts[person] = len(asked)
+        said_ = _answer(bench.slack, person, "pending")
+        if asked:
+            assert said_.startswith(f"{len(asked)} review"), (person, said_)
+        else:
+            assert said_.startswith("Nothing is waiting"), (person, said_)
+        bench.slack.open_home(person)
+        if asked:
+            _home(bench.slack, person, home_text.home_pending_count(len(asked)))
+        else:
+            _home(bench.slack, person, home_text.HOME_NOTHING_PENDING)
+    # What the policy says, spelled out: legal's review for Alice and Lea (both in legal),
+    # the manager stage's for Bob and Lea (standing in for him), the quorum's for Alice
+    # (asked still; her approval counts once), Bob and Lea; nothing for Mallory.
+    assert counts == {ALICE: 2, BOB: 2, MALLORY: 0, LEA: 3}
+
+
+def replace_away(facts: Facts, away: dict[str, str]) -> Facts:
+    from dataclasses import replace
+
+    return replace(facts, away=away)

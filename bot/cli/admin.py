@@ -17,6 +17,7 @@ from typing import Any
 from bot.cli import render
 from bot.cli.context import CliError, Context
 from bot.settings import mask_url
+from crew_runtime import policy
 from crew_runtime.config import ConfigError
 from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import parse_decision
@@ -67,9 +68,16 @@ def runs_start(ctx: Context) -> int:
     inputs = parse_inputs(ctx.args.inputs)
     config = ctx.config()
     by = (ctx.args.by or "").strip() or ctx.settings.default_user
-    config.get(ctx.args.crew)  # an unknown crew is reported before the database is opened
+    spec = config.get(ctx.args.crew)  # an unknown crew is reported before the database is opened
     run = ctx.service(config).start_run(ctx.args.crew, inputs, started_by=by)
     print(run.id)
+    nobody = policy.start_refusal(spec, inputs, run.channel)
+    if nobody is not None:  # the operator's door: decided here, where Slack could not
+        print(
+            f"note: nobody in Slack could decide its reviews ({nobody.configure}); "
+            "decide them with countersign reviews decide",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -36,7 +36,7 @@ from bot.documents import review_json, run_json
 from bot.hosting import openapi
 from bot.hosting.api_errors import ApiError, refusal
 from bot.slack.authz import CheckFailed
-from bot.slack.handlers import Handlers, _asked, sync
+from bot.slack.handlers import Handlers, asked_for, sync
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError
@@ -206,7 +206,7 @@ class Api(Handlers):
         facts = None
         if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
             spec = self.config.crews.get(run.crew)
-            facts = await self._facts(*_asked(spec, run, review))
+            facts = await self._facts(*asked_for(spec, run, review))
             refused = policy.decide(spec, run, review, by, kind, facts)
             if refused is not None:
                 raise refusal(policy.error(refused, review, run)) from None

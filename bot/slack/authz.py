@@ -1,10 +1,10 @@
-"""Who may decide a run's reviews.
+"""The one shell of the review policy (``crew_runtime.policy``): the facts it needs, from Slack.
 
-A crew's ``reviewers`` lists Slack user ids (``U…``/``W…``) and user-group ids
-(``S…``); when it is empty, anyone in the run's channel may decide. Group and
-channel memberships come from the Web API and are cached for a minute, so a
-burst of clicks costs one lookup. A lookup that fails is not an answer: it is
-never cached, and the caller is told the check could not be made.
+A crew's ``reviewers`` lists Slack user ids (``U…``/``W…``) and user-group ids (``S…``); when
+it is empty, anyone in the run's channel may decide; who may is the policy's to say, from the
+facts :meth:`Reviewers.facts` fetches. Group and channel memberships come from the Web API and
+are cached for a minute, so a burst of clicks costs one lookup. A lookup that fails is not an
+answer: it is never cached, and the person is told the check could not be made (try again).
 """
 
 from __future__ import annotations
@@ -55,37 +55,6 @@ class Reviewers:
             found = await self.client.auth_test()
             self._links = Links(str(found["url"]))
         return self._links
-
-    async def may_decide(
-        self, user_id: str, reviewers: tuple[str, ...], channel_id: str | None
-    ) -> bool:
-        """Whether ``user_id`` is one of ``reviewers`` (a crew's, or a run's own:
-        ``CrewSpec.reviewers_of``), or, with none listed, in the run's channel.
-
-        Raises:
-            CheckFailed: a membership lookup failed and no other one said yes; the next
-                call asks Slack again.
-        """
-        if reviewers:
-            if user_id in reviewers:
-                return True
-            failed: CheckFailed | None = None
-            for group in (r for r in reviewers if r.startswith("S")):
-                try:
-                    members = await self._members(f"group:{group}", partial(self._group, group))
-                except CheckFailed as exc:
-                    failed = exc
-                    continue
-                if user_id in members:
-                    return True
-            if failed is not None:
-                raise failed
-            return False
-        if channel_id is None:
-            return False
-        return user_id in await self._members(
-            f"channel:{channel_id}", partial(self._channel, channel_id)
-        )
 
     async def facts(
         self, asked: Iterable[Asked], away: Mapping[str, str], *, people: Iterable[str] = ()

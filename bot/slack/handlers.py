@@ -122,7 +122,7 @@ class Handlers:
         run = await self._run_of(review)
         facts = None
         if run is not None:
-            facts = await self._facts(*_asked(self.config.crews.get(run.crew), run, review))
+            facts = await self._facts(*asked_for(self.config.crews.get(run.crew), run, review))
         try:
             recorded = await sync(
                 self.service.decide,
@@ -186,7 +186,7 @@ class Handlers:
             return None
         spec = self.config.crews.get(run.crew)
         refused = policy.decide(
-            spec, run, review, user_id, kind, await self._facts(*_asked(spec, run, review))
+            spec, run, review, user_id, kind, await self._facts(*asked_for(spec, run, review))
         )
         return None if refused is None else said(refused, review, run)
 
@@ -194,7 +194,7 @@ class Handlers:
         """Why ``by`` may not give ``review`` to ``to`` (a bot, themself, whoever has it,
         someone the policy would not let decide it now); None when they may."""
         spec = self.config.crews.get(run.crew)
-        facts = await self._facts(*_asked(spec, run, review), people=(to,))
+        facts = await self._facts(*asked_for(spec, run, review), people=(to,))
         refused = policy.reassign(spec, run, review, by, to, facts)
         if refused is None:
             return None
@@ -271,7 +271,7 @@ _RUN_ACTIONS = {
 }
 
 
-def _asked(spec: CrewSpec | None, run: Run, review: Review) -> list[policy.Asked]:
+def asked_for(spec: CrewSpec | None, run: Run, review: Review) -> list[policy.Asked]:
     """Whose memberships answering for ``review`` takes: those asked now, and (to say when
     theirs comes) every stage of its chain."""
     if spec is None:
