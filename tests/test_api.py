@@ -177,9 +177,12 @@ def test_malformed_json_unknown_ids_and_endpoints(bench: Bench) -> None:
     assert (answer.status, answer.error["code"]) == (400, "malformed_json")
     huge = bench.api.post("/runs", {"crew": "writer", "inputs": {"topic": "x" * 2_000_000}})
     assert (huge.status, huge.error["code"]) == (413, "too_large")
-    for method, path in (("GET", "/nothing"), ("DELETE", "/runs/run_1"), ("GET", "/runs")):
-        unknown = bench.api.call(method, path, documented=False)
-        assert (unknown.status, unknown.error["code"]) == (404, "not_found")
+    unknown = bench.api.call("GET", "/nothing", documented=False)
+    assert (unknown.status, unknown.error["code"]) == (404, "not_found")
+    for method, path in (("DELETE", "/runs/run_1"), ("GET", "/runs")):
+        wrong = bench.api.call(method, path, documented=False)
+        assert (wrong.status, wrong.error["code"]) == (405, "method_not_allowed")
+        assert wrong.headers["Allow"] in ("GET", "POST")
     assert bench.store.list_runs() == []
     assert bench.api.get("/runs/run_nope").status == 404
     missing = bench.decide("rev_nope", kind="approve", by=ALICE)

@@ -62,7 +62,7 @@ def logged(log_format: str) -> Iterator[io.StringIO]:
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter(log_format))
-    handler.addFilter(lambda record: record.name.startswith(("bot.hosting", "aiohttp")))
+    handler.addFilter(lambda record: record.name.startswith(("bot.hosting", "aiohttp.server")))
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)

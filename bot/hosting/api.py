@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import logging
@@ -87,11 +88,14 @@ class Api(Handlers):
             ("GET", "/reviews", Scope.READ, self.list_reviews),
             ("POST", "/reviews/{review_id}/decision", Scope.DECIDE, self.decide),
         )
+        allowed: dict[re.Pattern[str], set[str]] = {}
         for method, path, scope, handler in routes:
             app.router.add_route(method, PREFIX + path, _guarded(tokens, scope, handler))
+            allowed.setdefault(_pattern(PREFIX + path), set()).add(method)
         app.router.add_get(PREFIX + "/openapi.json", _document)
+        allowed[_pattern(PREFIX + "/openapi.json")] = {"GET", "HEAD"}
         # Last: what no route above matched is answered in JSON too.
-        app.router.add_route("*", PREFIX + "/{tail:.*}", _no_such_endpoint)
+        app.router.add_route("*", PREFIX + "/{tail:.*}", functools.partial(_no_route, allowed))
 
     async def start_run(self, request: web.Request, token: ApiToken) -> web.Response:
         body = await _body(request, {"crew", "inputs", "by", "channel"})
@@ -323,7 +327,20 @@ async def _document(_request: web.Request) -> web.Response:
     return _json(openapi.document())
 
 
-async def _no_such_endpoint(request: web.Request) -> web.Response:
+def _pattern(path: str) -> re.Pattern[str]:
+    """What a route's path matches (``{name}``: one segment)."""
+    return re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)))
+
+
+async def _no_route(allowed: dict[re.Pattern[str], set[str]], request: web.Request) -> web.Response:
+    """A path no route has (404), or a method its route does not take (405, saying which
+    it takes)."""
+    for pattern, methods in allowed.items():
+        if pattern.fullmatch(request.path):
+            said = f"{request.path} takes {', '.join(sorted(methods))}, not {request.method}"
+            response = ApiError(405, "method_not_allowed", said).response()
+            response.headers["Allow"] = ", ".join(sorted(methods))
+            return response
     said = f"no endpoint {request.method} {request.path}: see {PREFIX}/openapi.json"
     return ApiError(404, "not_found", said).response()
 

@@ -15,6 +15,15 @@ from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, Run
 Json = dict[str, Any]
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
+# A person as ``by`` names them (a Slack user id, say): some text, of at most the column's
+# length, no NUL (PostgreSQL's text holds none).
+_PERSON = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "pattern": "^[^\\u0000]*[^\\u0000\\s][^\\u0000]*$",
+}
+_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}
 _TIME = {"type": "string", "format": "date-time"}
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 
@@ -125,10 +134,19 @@ _SCHEMAS: Json = {
     ),
     "StartRun": _object(
         {
-            "crew": {"type": "string", "description": "a crew or flow of the configuration"},
-            "inputs": {"type": "object", "additionalProperties": {"type": "string"}},
-            "by": {
+            "crew": {
                 "type": "string",
+                "minLength": 1,
+                "pattern": "\\S",
+                "description": "a crew or flow of the configuration",
+            },
+            "inputs": {
+                "type": "object",
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                "additionalProperties": {"type": "string"},
+            },
+            "by": {
+                **_PERSON,
                 "description": "who starts it (a Slack user id, say); default api:<token name>",
             },
             "channel": {
@@ -148,7 +166,7 @@ _SCHEMAS: Json = {
                 "description": "needed by edit, changes and answer; a reason for reject",
             },
             "by": {
-                "type": "string",
+                **_PERSON,
                 "description": "who decides (a Slack user id): held to the crew's reviewers",
             },
             "standing": {
@@ -183,7 +201,7 @@ def _secured(scope: Scope, operation: Json) -> Json:
 
 
 def _path_id(name: str) -> Json:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    return {"name": name, "in": "path", "required": True, "schema": _ID}
 
 
 def _query(name: str, schema: Json, description: str) -> Json:
@@ -256,7 +274,11 @@ _PATHS: Json = {
                     _query(
                         "limit", {"type": "integer", "minimum": 1, "maximum": 200}, "default 50"
                     ),
-                    _query("cursor", {"type": "string"}, "the next_cursor of the page before"),
+                    _query(
+                        "cursor",
+                        {"type": "string", "minLength": 1},
+                        "the next_cursor of the page before",
+                    ),
                 ],
                 "responses": {
                     "200": _answer("a page of reviews", _ref("ReviewPage")),
