@@ -236,7 +236,7 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
             if decision is None:
                 raise CrewBuildError("the flow is paused but no decision was found")
             resumed = type(flow).from_pending(started.payload["flow_id"], persistence)
-            route_by_decision(resumed, decision)
+            route_by_decision(resumed, decision, ctx)
             return resumed.resume(feedback_text(decision))
 
     result, failure = _kick(ctx, kickoff)
