@@ -12,6 +12,7 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── NotYourStage      deciding a staged review at a stage one is not asked at
     │   └── NotAReviewer      claiming a review for someone the run does not name
     ├── CrewBuildError        the crew's factory failed or returned something else
+    ├── ConsoleInputRefused   input() where no question can be asked for it
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from storage.errors import CountersignError
 
 __all__ = [
+    "ConsoleInputRefused",
     "CountersignError",
     "CrewBuildError",
     "CrewRuntimeError",
@@ -153,6 +155,11 @@ class NotYourStage(UsageError):
 
 class CrewBuildError(CrewRuntimeError):
     """The crew factory raised or did not return a ``crewai.Crew``."""
+
+
+class ConsoleInputRefused(CrewRuntimeError):
+    """A crew called ``input()`` where Countersign cannot turn it into a question (outside a
+    step or a tool of its run: its factory, say); the message names where and the fix."""
 
 
 class NotAReviewer(UsageError):

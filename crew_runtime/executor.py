@@ -30,7 +30,7 @@ from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
-from crew_runtime import quiet, reasoning, streams
+from crew_runtime import console, quiet, reasoning, streams
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
@@ -168,6 +168,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     install_once_events()
     install_repeat_count()
     reasoning.install()
+    console.install()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run

@@ -38,6 +38,7 @@ CountersignError
 │   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   └── NotAReviewer                   claiming a review for someone not its reviewer
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
+│   ├── ConsoleInputRefused                input() where no question can be asked for it
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
 │       └── UnknownCrewError
 └── BotError                               (bot.errors)

@@ -242,14 +242,14 @@ class ConsoleFlow(Flow[ConsoleState]):
         return "write" if answer.strip().lower().startswith("y") else "stop"
 
     @listen("write")
-    def write(self) -> str:
+    def write_story(self) -> str:
         crew = _console_tool_crew()
         out = crew.kickoff(inputs={"topic": self.state.topic})
         self.state.result = str(out)
         return str(out)
 
     @listen("stop")
-    def stop(self) -> str:
+    def stopped(self) -> str:
         return "stopped"
 
 
@@ -294,3 +294,11 @@ def console_flow(inputs: dict[str, str]) -> ConsoleFlow:
 def console_crew(inputs: dict[str, str]) -> Crew:
     """A plain crew whose tool calls ``input()``."""
     return _console_tool_crew()
+
+
+def console_factory_crew(inputs: dict[str, str]) -> Crew:
+    """A factory that asks the console before building its crew: nothing to ask there."""
+    topic = input("Topic? ")
+    crew = _console_tool_crew()
+    crew.tasks[0].description += f" ({topic})"
+    return crew

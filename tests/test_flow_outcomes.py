@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.cli.main import main
 from crew_runtime.errors import UsageError
 from storage import DecisionKind, FlowFeedbackDetails, RunStatus
 from tests.harness import ON_SQLITE, Bench
@@ -100,7 +101,10 @@ def test_a_kind_that_reads_as_no_outcome_asks_the_person_to_choose(flows: Bench)
     bench.work()
     with pytest.raises(UsageError, match="choose one of the flow's outcomes: approved, rejected"):
         _decide(bench, run.id, "changes", "shorter")
-    _decide(bench, run.id, "changes", "shorter", outcome="rejected")
+    review = bench.pending(run.id)
+    argv = ["reviews", "decide", review.id, "changes", "shorter", "--by", "U1"]
+    argv += ["--outcome", "rejected", "--config", str(bench.config_path)]
+    assert main([*argv, "--database-url", bench.db_url], {}) == 0  # the command line's door
     bench.work()
     done = bench.run(run.id)
     assert done.status == RunStatus.SUCCEEDED, done.error
