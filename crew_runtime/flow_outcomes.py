@@ -17,15 +17,15 @@ choose.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from crewai.llm import LLM
-from crewai.llms.base_llm import BaseLLM
+from typing import TYPE_CHECKING, Any
 
 from crew_runtime import streams
-from crew_runtime.context import RunContext
-from crew_runtime.journal_llm import JournalLLM
 from storage import Decision, DecisionKind, FlowFeedbackDetails
+
+if TYPE_CHECKING:  # the service checks decisions with this module: no CrewAI import for it
+    from crewai.llms.base_llm import BaseLLM
+
+    from crew_runtime.context import RunContext
 
 OUTCOME = "outcome"
 """The key of a decision's details that names the outcome the reviewer chose."""
@@ -77,6 +77,9 @@ def refusal(details: FlowFeedbackDetails, kind: DecisionKind, outcome: str | Non
 
 def collapse_model(flow: Any, method: str) -> BaseLLM | None:
     """The model the flow's ``@human_feedback`` on ``method`` names with ``llm=``, if any."""
+    from crewai.llm import LLM
+    from crewai.llms.base_llm import BaseLLM
+
     config = getattr(getattr(type(flow), method, None), "__human_feedback_config__", None)
     llm = getattr(config, "llm", None)
     if isinstance(llm, str):
@@ -87,6 +90,8 @@ def collapse_model(flow: Any, method: str) -> BaseLLM | None:
 
 def route(flow: Any, decision: Decision, ctx: RunContext, method: str) -> None:
     """Make the resumed ``flow`` take the outcome ``decision`` means (see the module)."""
+    from crew_runtime.journal_llm import JournalLLM
+
     crewai_collapse = flow._collapse_to_outcome
 
     def collapse(feedback: str, outcomes: Sequence[str], llm: Any) -> str:
