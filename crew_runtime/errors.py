@@ -14,6 +14,7 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── NobodyDecides     starting a run no one could decide (no reviewers, no channel)
     │   └── CouldNotCheck     Slack did not say who is in a group or channel: try again
     ├── CrewBuildError        the crew's factory failed or returned something else
+    ├── ConsoleInputRefused   input() where no question can be asked for it
     └── ConfigError           (crew_runtime.config)
         └── UnknownCrewError
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 from storage.errors import CountersignError
 
 __all__ = [
+    "ConsoleInputRefused",
     "CouldNotCheck",
     "CountersignError",
     "CrewBuildError",
@@ -157,6 +159,11 @@ class NotYourStage(UsageError):
 
 class CrewBuildError(CrewRuntimeError):
     """The crew factory raised or did not return a ``crewai.Crew``."""
+
+
+class ConsoleInputRefused(CrewRuntimeError):
+    """A crew called ``input()`` where Countersign cannot turn it into a question (outside a
+    step or a tool of its run: its factory, say); the message names where and the fix."""
 
 
 class NotAReviewer(UsageError):

@@ -30,7 +30,7 @@ from crewai.flow.flow_config import flow_config
 from crewai.hooks.dispatch import scoped_hooks
 from crewai.llms.base_llm import BaseLLM
 
-from crew_runtime import quiet, reasoning, recall, streams
+from crew_runtime import console, quiet, reasoning, recall, streams
 from crew_runtime.config import Config, load_factory
 from crew_runtime.context import RunContext
 from crew_runtime.errors import CrewBuildError
@@ -171,6 +171,7 @@ def execute(store: Store, config: Config, ctx: RunContext) -> Outcome:
     install_repeat_count()
     reasoning.install()
     recall.install()  # before the factory: CrewAI embeds knowledge while building a crew
+    console.install()
     if ctx.spec.kind == "flow":
         return _execute_flow(store, config, ctx)
     run = ctx.run
@@ -239,7 +240,7 @@ def _execute_flow(store: Store, config: Config, ctx: RunContext) -> Outcome:
             if decision is None:
                 raise CrewBuildError("the flow is paused but no decision was found")
             resumed = type(flow).from_pending(started.payload["flow_id"], persistence)
-            route_by_decision(resumed, decision)
+            route_by_decision(resumed, decision, ctx)
             return resumed.resume(feedback_text(decision))
 
     result, failure = _kick(ctx, kickoff)

@@ -6,8 +6,10 @@ state and its pending feedback live in the Countersign database (``FlowStore``);
 worker resumes it with ``Flow.from_pending(...).resume(feedback)``. Three CrewAI
 pitfalls are handled here:
 
-- outcomes come from the reviewer's button, mapped by fixed rules, never from an LLM
-  (``_collapse_to_outcome`` would call one, in another process from a serialised model);
+- outcomes come from the reviewer's choice (one button per ``emit`` outcome), or from the
+  flow's own ``llm=`` reading a free-text reply through the journal
+  (``crew_runtime.flow_outcomes``), never from a model CrewAI rebuilds in another process
+  from its serialised name;
 - the pending feedback is cleared only once the flow has moved past it: CrewAI clears it
   before running the listeners, so a worker dying there would lose the flow;
 - the pending feedback is saved in the transaction that suspends the run and opens its
@@ -27,7 +29,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -44,7 +46,7 @@ from crewai.flow.persistence.base import FlowPersistence
 from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register_scoped
 from pydantic import BaseModel, ConfigDict, Field
 
-from crew_runtime import streams
+from crew_runtime import flow_outcomes, streams
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.signals import RunAborted, RunRejected, RunSignal
 from storage import (
@@ -135,46 +137,30 @@ class ReviewFeedbackProvider(HumanFeedbackProvider):
                     agent=type(flow).__name__,
                     flow_id=context.flow_id,
                     outcomes=tuple(context.emit or ()),
+                    reads_feedback=flow_outcomes.collapse_model(flow, context.method_name)
+                    is not None,
                 ),
             )
         )
         raise HumanFeedbackPending(context=context)
 
 
-def outcome_for(decision: Decision, outcomes: Sequence[str]) -> str:
-    """The flow outcome a reviewer's button means, by plain rules (no LLM).
-
-    Approve (and approve-with-edit) picks the outcome that reads as approval
-    (``approve``, ``approved``, ``accept``…), else the first; reject picks one that
-    reads as rejection, else the last; request changes picks one that reads as a
-    revision, else a rejection, else the last.
-    """
-    if not outcomes:
-        return ""
-
-    def first(*stems: str) -> str | None:
-        return next((o for o in outcomes if any(s in o.lower() for s in stems)), None)
-
-    if decision.kind in (DecisionKind.APPROVE, DecisionKind.EDIT):
-        return first("approv", "accept", "ok", "yes", "publish") or outcomes[0]
-    if decision.kind == DecisionKind.CHANGES:
-        return first("revis", "change", "edit", "retry", "reject") or outcomes[-1]
-    return first("reject", "deny", "decline", "no") or outcomes[-1]
-
-
-def route_by_decision(flow: object, decision: Decision) -> None:
-    """Make the resumed flow take the clicked outcome; CrewAI would ask an LLM
-    (``_collapse_to_outcome``, flow/runtime/__init__.py:3886)."""
-
-    def collapse(feedback: str, outcomes: Sequence[str], llm: Any) -> str:
-        return outcome_for(decision, outcomes)
-
-    object.__setattr__(flow, "_collapse_to_outcome", collapse)
+def route_by_decision(flow: Any, decision: Decision, ctx: RunContext) -> None:
+    """Make the resumed flow take the outcome the decision means (``crew_runtime.flow_outcomes``);
+    CrewAI would ask an LLM (``_collapse_to_outcome``, flow/runtime/__init__.py:3886)."""
+    pending = getattr(flow, "_pending_feedback_context", None)
+    flow_outcomes.route(flow, decision, ctx, str(getattr(pending, "method_name", "")))
+    # CrewAI would rebuild the model from its serialised name before collapsing, which fails
+    # for a model it cannot name (a BaseLLM of the author's own); the collapse above asks the
+    # decorator's own model instead, so CrewAI's rebuilt one is never used.
+    if pending is not None:
+        pending.llm = None
 
 
 def feedback_text(decision: Decision) -> str:
-    """What the flow reads in ``last_human_feedback.feedback``."""
-    return decision.text or decision.kind.value
+    """What the flow reads in ``last_human_feedback.feedback``: the reviewer's words, else
+    the outcome they chose, else their decision's kind."""
+    return decision.text or flow_outcomes.chosen_name(decision) or decision.kind.value
 
 
 def resume_point(ctx: RunContext) -> Decision | None:

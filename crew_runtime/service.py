@@ -12,7 +12,7 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from crew_runtime import metrics, policy, streams
+from crew_runtime import flow_outcomes, metrics, policy, streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
@@ -104,6 +104,7 @@ class Countersign:
         request_key: str | None = None,
         standing: bool = False,
         facts: Facts | None = None,
+        outcome: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
 
@@ -113,6 +114,10 @@ class Countersign:
         line) is assumed, which vouches for memberships it cannot see and is held to every
         name the configuration gives. Storage then records it only if the approval chain is
         still at the stage read (``StageMoved`` else) and ``by`` has not approved meanwhile.
+
+        ``outcome`` names the outcome a flow's ``@human_feedback(emit=[...])`` takes (one of
+        the review's ``outcomes``); kept with the decision, the resumed flow takes exactly it
+        (``crew_runtime.flow_outcomes``, which also says how a decision naming none is read).
 
         ``standing`` (an approval of a gated tool's call whose gate sets ``allow_standing``)
         also approves the tool's later calls in the run with the same values of the gate's
@@ -149,6 +154,12 @@ class Countersign:
         _storable("the decision's text", text or "")
         _person("the reviewer's name (--by)", by)
         review = self.store.get_review(review_id)
+        if isinstance(review.details, FlowFeedbackDetails):
+            refused = flow_outcomes.refusal(review.details, decision, outcome)
+            if refused is not None:
+                raise UsageError(refused)
+        elif outcome is not None:
+            raise UsageError("only a flow's @human_feedback review has outcomes to choose")
         run = self.store.get_run(review.run_id)
         spec = self.config.crews.get(run.crew)
         required = 1 if spec is None else approvals_required(spec, review)
@@ -169,7 +180,9 @@ class Countersign:
         match = _standing_match(spec, review, decision) if standing else None
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
-        details = {BY_NAME: name} if name else {}
+        details: dict[str, Any] = {BY_NAME: name} if name else {}
+        if outcome is not None:
+            details[flow_outcomes.OUTCOME] = outcome
         asked = self.store.clock()
         review = self.store.decide(
             review_id,

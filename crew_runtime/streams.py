@@ -11,6 +11,7 @@ stream and its number in it. The forms, from the most common:
     flow:{method}#{k}/{stream}     any of the above, in the k-th crew a flow step kicked off
     flow:{method}                  a flow's own ``@human_feedback`` on that method
     {stream}|{event}               a lifecycle event (task_started) of the stream
+    {place}/console:input          ``input()`` called at place (a flow step, a tool call)
     flow                           the flow run itself (its flow id, where each leg starts)
     crew:Task Execution Planner    the model of the crew's planner (planning=True)
     crew:{role}                    anything else of the crew
@@ -93,6 +94,12 @@ def feedback_stream(method: str) -> str:
 def is_feedback_stream(key: str) -> bool:
     """A flow's own ``@human_feedback`` point (``flow:<method>``), not a crew in a step."""
     return key.startswith(_FLOW_PREFIX) and "/" not in key
+
+
+def console_stream(place: str) -> str:
+    """The stream of the questions ``input()`` asks at ``place``: a flow step
+    (``flow:<method>``) or a tool call (``task0:Writer>2``). Never a feedback stream."""
+    return stream(f"{place}/console", "input")
 
 
 def flow_step(method: str) -> str:

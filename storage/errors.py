@@ -41,6 +41,7 @@ CountersignError
 │   │   └── CouldNotCheck                  Slack did not say who is in a group or channel
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
 │   ├── TurnUnreadable                     a model turn CrewAI could not read back on replay
+│   ├── ConsoleInputRefused                input() where no question can be asked for it
 │   └── ConfigError                        countersign.toml is wrong (crew_runtime.specs)
 │       └── UnknownCrewError
 └── BotError                               (bot.errors)

@@ -9,13 +9,14 @@ the effects file, as in ``tests/crews.py``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import warnings
 from typing import Any
 
 from crewai import Agent, Crew, Process, Task
 from crewai.agent.planning_config import PlanningConfig
-from crewai.flow import Flow, human_feedback, listen, router, start
+from crewai.flow import Flow, human_feedback, listen, or_, router, start
 from crewai.tools import BaseTool
 from pydantic import BaseModel
 
@@ -148,39 +149,69 @@ class DocState(BaseModel):
     draft: str = ""
 
 
-class DocumentedFeedbackFlow(Flow[DocState]):
-    """CrewAI's documented example: ``emit=["approved", "rejected", "needs_revision"]``,
-    one listener per outcome, the revision drafting again."""
+class CollapseLLM(ScriptedLLM):
+    """A model for ``@human_feedback(llm=...)``: reads the reviewer's words in CrewAI's
+    collapse prompt and answers with the outcome, as structured output."""
 
-    @start("needs_revision")
-    @human_feedback(
-        message="Review this draft:",
-        emit=["approved", "rejected", "needs_revision"],
-        llm="gpt-4o-mini",
-        default_outcome="needs_revision",
-    )
-    def draft(self) -> str:
-        self.state.rounds += 1
-        self.state.draft = f"Draft {self.state.rounds} on {self.state.topic}"
-        return self.state.draft
-
-    @listen("approved")
-    def publish(self) -> str:
-        _append({"kind": "flow_outcome", "outcome": "approved", "pid": os.getpid()})
-        return f"PUBLISHED: {self.state.draft}"
-
-    @listen("rejected")
-    def handle_rejection(self) -> str:
-        _append({"kind": "flow_outcome", "outcome": "rejected", "pid": os.getpid()})
-        return f"DISCARDED: {self.state.draft}"
-
-    @listen("needs_revision")
-    def note_revision(self) -> None:
-        feedback = self.last_human_feedback.feedback if self.last_human_feedback else ""
-        _append(
-            {"kind": "flow_outcome", "outcome": "needs_revision", "feedback": feedback}
-            | {"pid": os.getpid()}
+    def reply(self, messages: Any, response_model: Any = None, tools: Any = None) -> ScriptedReply:
+        text = str(messages).lower()
+        words = text.split("feedback:", 1)[-1]
+        outcome = (
+            "needs_revision"
+            if any(w in words for w in ("again", "rework", "mention"))
+            else "rejected"
+            if "bin it" in words
+            else "approved"
         )
+        return ScriptedReply("final", json.dumps({"outcome": outcome}))
+
+
+def _documented(llm: Any) -> type[Flow[DocState]]:
+    """CrewAI's documented example: ``emit=["approved", "rejected", "needs_revision"]``,
+    one listener per outcome; the ``needs_revision`` one is the step itself, drafting again
+    (as CrewAI's self-evaluation loop does); ``llm`` reads a free reply."""
+
+    class DocumentedFeedbackFlow(Flow[DocState]):
+        @start()
+        def begin(self) -> None:
+            self.state.rounds = 0
+
+        @listen(or_(begin, "needs_revision"))
+        @human_feedback(
+            message="Review this draft:",
+            emit=["approved", "rejected", "needs_revision"],
+            llm=llm,
+        )
+        def draft(self) -> str:
+            last = self.last_human_feedback
+            if last is not None:  # run again by the needs_revision outcome
+                _append(
+                    {"kind": "flow_outcome", "outcome": last.outcome, "feedback": last.feedback}
+                    | {"pid": os.getpid()}
+                )
+            self.state.rounds += 1
+            self.state.draft = f"Draft {self.state.rounds} on {self.state.topic}"
+            return self.state.draft
+
+        @listen("approved")
+        def publish(self) -> str:
+            _append({"kind": "flow_outcome", "outcome": "approved", "pid": os.getpid()})
+            return f"PUBLISHED: {self.state.draft}"
+
+        @listen("rejected")
+        def handle_rejection(self) -> str:
+            _append({"kind": "flow_outcome", "outcome": "rejected", "pid": os.getpid()})
+            return f"DISCARDED: {self.state.draft}"
+
+    return DocumentedFeedbackFlow
+
+
+DocumentedFeedbackFlow = _documented("gpt-4o-mini")
+ReadFeedbackFlow = _documented(CollapseLLM(model="scripted/collapse", label="Outcome"))
+
+
+def read_feedback_flow(inputs: dict[str, str]) -> Flow[DocState]:
+    return ReadFeedbackFlow()
 
 
 def documented_feedback_flow(inputs: dict[str, str]) -> DocumentedFeedbackFlow:
@@ -211,14 +242,14 @@ class ConsoleFlow(Flow[ConsoleState]):
         return "write" if answer.strip().lower().startswith("y") else "stop"
 
     @listen("write")
-    def write(self) -> str:
+    def write_story(self) -> str:
         crew = _console_tool_crew()
         out = crew.kickoff(inputs={"topic": self.state.topic})
         self.state.result = str(out)
         return str(out)
 
     @listen("stop")
-    def stop(self) -> str:
+    def stopped(self) -> str:
         return "stopped"
 
 
@@ -263,3 +294,11 @@ def console_flow(inputs: dict[str, str]) -> ConsoleFlow:
 def console_crew(inputs: dict[str, str]) -> Crew:
     """A plain crew whose tool calls ``input()``."""
     return _console_tool_crew()
+
+
+def console_factory_crew(inputs: dict[str, str]) -> Crew:
+    """A factory that asks the console before building its crew: nothing to ask there."""
+    topic = input("Topic? ")
+    crew = _console_tool_crew()
+    crew.tasks[0].description += f" ({topic})"
+    return crew

@@ -176,7 +176,9 @@ def reviews_decide(ctx: Context) -> int:
     kind = parse_decision(args.decision)
     if kind is DecisionKind.EDIT and text is not None:
         text = _over_proposed(service.store.get_review(args.review_id), text)
-    review = service.decide(args.review_id, kind, text, by=args.by, standing=args.standing)
+    review = service.decide(
+        args.review_id, kind, text, by=args.by, standing=args.standing, outcome=args.outcome
+    )
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value

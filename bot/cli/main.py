@@ -255,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="approve this call and the tool's later calls in the run (the gate's allow_standing)",
     )
+    decide.add_argument(
+        "--outcome",
+        metavar="OUTCOME",
+        help="the outcome a flow's @human_feedback(emit=[...]) takes (one of the review's)",
+    )
 
     revoke = command(
         reviews, "revoke", c.reviews_revoke, "revoke a standing approval of a tool's calls"
