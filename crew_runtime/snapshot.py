@@ -31,7 +31,6 @@ import json
 from contextlib import suppress
 from typing import Any
 
-import crewai.agents.agent_executor as crewai_executor
 from crewai import Agent, Crew, Process, Task
 from crewai.tasks.conditional_task import ConditionalTask
 from crewai.tasks.task_output import TaskOutput
@@ -39,6 +38,7 @@ from crewai.tools.tool_calling import ToolCalling
 from pydantic import BaseModel, ValidationError
 
 from crew_runtime import streams
+from crew_runtime.compat import agent_executor as crewai_executor
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.journal_llm import prompt_hash
 from storage import Snapshot
@@ -158,7 +158,7 @@ def install_repeat_count() -> None:
     CrewAI keys its count by Python's ``hash()`` of a text, which differs between processes:
     the snapshot keeps the texts, and a resume hashes them again.
     """
-    count = crewai_executor.check_repeated_tool_call  # type: ignore[attr-defined]
+    count = crewai_executor.check_repeated_tool_call
     if getattr(count, "countersign", False):
         return
 
@@ -170,7 +170,7 @@ def install_repeat_count() -> None:
         count(counts, **call)
 
     counted.countersign = True  # type: ignore[attr-defined]
-    crewai_executor.check_repeated_tool_call = counted  # type: ignore[attr-defined]
+    crewai_executor.check_repeated_tool_call = counted
 
 
 def note_setup(ctx: RunContext, executor: Any) -> None:
