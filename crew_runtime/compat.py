@@ -7,7 +7,8 @@ before any crew is built (``crew_runtime.journal_llm`` calls it on import).
 - 1.15.28 and before: CrewAI's default executor (``AgentExecutor``) lives in
   ``crewai.experimental.agent_executor``; 1.15.29 moved it to ``crewai.agents.agent_executor``
   (and dropped the old ``CrewAgentExecutor``). :data:`agent_executor` is that module, wherever
-  it is.
+  it is. Its ``check_repeated_tool_call`` (CrewAI's count of repeated tool calls, which a
+  snapshot keeps) exists from 1.15.29 only; before, there is nothing to count.
 - Every supported release (1.15.19 to 1.15.30): ``crewai.llm._ensure_litellm``, the lazy
   import of LiteLLM, marks itself done *before* the import finishes, so a second thread
   building an ``LLM(..., is_litellm=True)`` meanwhile is told "the LiteLLM fallback package

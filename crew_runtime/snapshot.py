@@ -158,9 +158,9 @@ def install_repeat_count() -> None:
     CrewAI keys its count by Python's ``hash()`` of a text, which differs between processes:
     the snapshot keeps the texts, and a resume hashes them again.
     """
-    count = crewai_executor.check_repeated_tool_call
-    if getattr(count, "countersign", False):
-        return
+    count = getattr(crewai_executor, "check_repeated_tool_call", None)
+    if count is None or getattr(count, "countersign", False):
+        return  # None: before CrewAI 1.15.29, which counts no repeated tool calls
 
     def counted(counts: dict[int, int], **call: Any) -> None:
         ctx = current_run()
@@ -199,7 +199,9 @@ def _seed(ctx: RunContext, executor: Any, stream: str, payload: dict[str, Any]) 
         executor._setup_native_tools()
     if executor.tools_handler is not None and payload["last_tool"] is not None:
         executor.tools_handler.last_used_tool = ToolCalling.model_validate(payload["last_tool"])
-    ctx.seed_repeats(executor._tool_call_counts, payload["repeats"])
+    counts = getattr(executor, "_tool_call_counts", None)  # from CrewAI 1.15.29 on
+    if counts is not None:
+        ctx.seed_repeats(counts, payload["repeats"])
     ctx.set_counters(stream, payload["counters"])
 
 
