@@ -23,7 +23,7 @@ COMPAT_TESTS ?= tests/test_durable.py tests/test_delegation.py tests/test_flow_c
   tests/test_typed.py tests/test_crew_options.py tests/test_event_listeners.py \
   tests/test_gates.py tests/test_parallel_gates.py tests/test_quiet_pauses.py \
   tests/test_providers.py tests/test_provider_shapes.py tests/test_compat.py
-COMPAT_SELECT ?= sqlite
+COMPAT_SELECT ?= not postgres
 
 .PHONY: test check lint types unit fast venv demo bench clean compat
 
