@@ -8,12 +8,13 @@ tried the first time this runs after it is published. Prints one line per releas
 when any release failed (to install or in its tests); each release's pytest output is kept in
 its venv folder as ``pytest.log``.
 
-    python3 .ci/compat.py --tests "tests/test_providers.py" -k sqlite 1.15.19 1.15.25 newest
+    python3 .ci/compat.py --tests "tests/test_providers.py" -k "not postgres" 1.15.19 1.15.25 newest
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -77,8 +78,12 @@ def run_tests(bin_python: Path, tests: list[str], select: str, jobs: int) -> tup
         args += ["-k", select]
     if jobs > 0:
         args += ["-n", str(jobs), "--dist", "worksteal"]
+    # CrewAI keeps task outputs in a SQLite file of its own, under the user's data folder named
+    # by CREWAI_STORAGE_DIR; its columns changed within 1.15.x (``SELECT *`` in 1.15.19 misreads
+    # a file 1.15.30 wrote), so each release gets its own.
+    env = dict(os.environ, CREWAI_STORAGE_DIR=f"countersign-tests-{bin_python.parent.parent.name}")
     with log.open("w") as out:
-        done = subprocess.run(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     lines = [x for x in log.read_text().splitlines() if x.strip()]
     summary = lines[-1].strip("= ") if lines else "no output"
     return done.returncode == 0, summary

@@ -4,6 +4,11 @@ oldest, a middle and the newest by ``make compat``).
 Each shim names the releases it is for and what it mends; :func:`install` applies them once,
 before any crew is built (``crew_runtime.journal_llm`` calls it on import).
 
+- 1.15.28 and before: CrewAI's default executor (``AgentExecutor``) lives in
+  ``crewai.experimental.agent_executor``; 1.15.29 moved it to ``crewai.agents.agent_executor``
+  (and dropped the old ``CrewAgentExecutor``). :data:`agent_executor` is that module, wherever
+  it is. Its ``check_repeated_tool_call`` (CrewAI's count of repeated tool calls, which a
+  snapshot keeps) exists from 1.15.29 only; before, there is nothing to count.
 - Every supported release (1.15.19 to 1.15.30): ``crewai.llm._ensure_litellm``, the lazy
   import of LiteLLM, marks itself done *before* the import finishes, so a second thread
   building an ``LLM(..., is_litellm=True)`` meanwhile is told "the LiteLLM fallback package
@@ -14,11 +19,25 @@ before any crew is built (``crew_runtime.journal_llm`` calls it on import).
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import crewai.llm as crewai_llm
+
+
+def _agent_executor() -> Any:
+    for name in ("crewai.agents.agent_executor", "crewai.experimental.agent_executor"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ImportError("this CrewAI release has no AgentExecutor module Countersign knows")
+
+
+# The module of CrewAI's default agent executor (see above).
+agent_executor: Any = _agent_executor()
 
 _installed = False
 _lock = threading.Lock()

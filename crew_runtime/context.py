@@ -195,6 +195,7 @@ class RunContext(LeaseHolder):
             return
         handler = getattr(executor, "tools_handler", None)
         last = getattr(handler, "last_used_tool", None)
+        counts = getattr(executor, "_tool_call_counts", None)
         self.turns[stream] = Turn(
             seq=seq,
             messages=list(messages),
@@ -203,7 +204,8 @@ class RunContext(LeaseHolder):
             iterations=int(state.iterations),
             native=bool(state.use_native_tools),
             last_tool=last.model_dump(mode="json") if isinstance(last, BaseModel) else None,
-            repeats=self.repeats_of(executor._tool_call_counts),
+            # CrewAI counts repeated tool calls from 1.15.29 on (crew_runtime.compat).
+            repeats=self.repeats_of(counts) if counts is not None else {},
         )
 
     def counters_of(self, stream: str) -> dict[str, int]:

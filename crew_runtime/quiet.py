@@ -32,9 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from crewai import lite_agent
-from crewai.agents import agent_executor
 from crewai.events.event_listener import EventListener
 
+from crew_runtime.compat import agent_executor
 from crew_runtime.context import current_run
 
 _lock = threading.Lock()
@@ -99,7 +99,7 @@ def install() -> None:
         for method, failed in reporters.items():
             setattr(formatter, method, _unless_pausing(getattr(formatter, method), failed))
         for module in (agent_executor, lite_agent):
-            module.handle_unknown_error = _unless_pausing(  # type: ignore[attr-defined]
+            module.handle_unknown_error = _unless_pausing(  # type: ignore[union-attr]
                 module.handle_unknown_error, lambda *args, **kwargs: True
             )
         _installed = True

@@ -31,7 +31,6 @@ import json
 from contextlib import suppress
 from typing import Any
 
-import crewai.agents.agent_executor as crewai_executor
 from crewai import Agent, Crew, Process, Task
 from crewai.tasks.conditional_task import ConditionalTask
 from crewai.tasks.task_output import TaskOutput
@@ -39,6 +38,7 @@ from crewai.tools.tool_calling import ToolCalling
 from pydantic import BaseModel, ValidationError
 
 from crew_runtime import streams
+from crew_runtime.compat import agent_executor as crewai_executor
 from crew_runtime.context import RunContext, current_run
 from crew_runtime.journal_llm import prompt_hash
 from storage import Snapshot
@@ -158,9 +158,9 @@ def install_repeat_count() -> None:
     CrewAI keys its count by Python's ``hash()`` of a text, which differs between processes:
     the snapshot keeps the texts, and a resume hashes them again.
     """
-    count = crewai_executor.check_repeated_tool_call  # type: ignore[attr-defined]
-    if getattr(count, "countersign", False):
-        return
+    count = getattr(crewai_executor, "check_repeated_tool_call", None)
+    if count is None or getattr(count, "countersign", False):
+        return  # None: before CrewAI 1.15.29, which counts no repeated tool calls
 
     def counted(counts: dict[int, int], **call: Any) -> None:
         ctx = current_run()
@@ -170,7 +170,7 @@ def install_repeat_count() -> None:
         count(counts, **call)
 
     counted.countersign = True  # type: ignore[attr-defined]
-    crewai_executor.check_repeated_tool_call = counted  # type: ignore[attr-defined]
+    crewai_executor.check_repeated_tool_call = counted
 
 
 def note_setup(ctx: RunContext, executor: Any) -> None:
@@ -199,7 +199,9 @@ def _seed(ctx: RunContext, executor: Any, stream: str, payload: dict[str, Any]) 
         executor._setup_native_tools()
     if executor.tools_handler is not None and payload["last_tool"] is not None:
         executor.tools_handler.last_used_tool = ToolCalling.model_validate(payload["last_tool"])
-    ctx.seed_repeats(executor._tool_call_counts, payload["repeats"])
+    counts = getattr(executor, "_tool_call_counts", None)  # from CrewAI 1.15.29 on
+    if counts is not None:
+        ctx.seed_repeats(counts, payload["repeats"])
     ctx.set_counters(stream, payload["counters"])
 
 

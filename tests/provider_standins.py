@@ -18,9 +18,9 @@ messages for the script, and the script's answer is sent back in the provider's 
 
 Requests are checked where cheap (a key, a known model, every tool call answered by a result
 naming it, and, for Anthropic, alternating roles and ``max_tokens``); a refused request is
-answered with the provider's error shape and kept in :attr:`StandIn.problems`. Token
-counts (CrewAI asks one to size each tool result, replayed ones too) are answered and counted. A test may
-hold one request unanswered (:meth:`StandIn.hold`) to kill a worker while it is in flight.
+answered with the provider's error shape and kept in :attr:`StandIn.problems`. Token counts
+(CrewAI asks one to size each tool result, replayed ones too) are answered and counted. A test
+may hold one request unanswered (:meth:`StandIn.hold`) to kill a worker while it is in flight.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any
 
-import crewai.agents.agent_executor as agent_executor
 import pytest
 
+from crew_runtime.compat import agent_executor
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, Review, ReviewKind, RunStatus
 from tests.harness import Bench
