@@ -35,7 +35,9 @@ Json = dict[str, Any]
 class DemoProcess:
     """A running demo; ``url`` is the sandbox page, ``output`` everything it printed."""
 
-    def __init__(self, command: list[str], tmp: Path, *, timeout: float = 120.0) -> None:
+    def __init__(
+        self, command: list[str], tmp: Path, *, timeout: float = 120.0, cwd: Path = ROOT
+    ) -> None:
         if not any("--state-dir" in part for part in command):
             if command[0] == "make":
                 raise ValueError('give make demo ARGS="... --state-dir DIR", out of the repository')
@@ -46,7 +48,7 @@ class DemoProcess:
             env.pop(name, None)  # the demo's own defaults, as a newcomer gets them
         self.process = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -222,3 +222,57 @@ def test_a_gated_call_reviewed_in_the_browser_reads_plainly(page: Any) -> None:
     expect(thread).to_contain_text("send_email was denied by reviewer You: not this week")
     expect(root).to_contain_text("Succeeded")
     assert page.evaluate(EMOJI_LEFT_AS_TEXT) == []
+
+
+@pytest.mark.slow
+def test_a_newcomer_finds_the_safe_choice_home_and_what_they_typed(page: Any) -> None:
+    """The Reject? confirmation starts on Cancel and Escape or a click beside it cancels; a
+    modal reopened after a reload shows what was typed, and says so; a narrow window keeps
+    Home and the connection's status, and the Home tab its side padding."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    composer = page.get_by_test_id("composer")
+    expect(page.get_by_test_id("message").first).to_be_visible()
+    composer.fill("/crew run outreach to=ana@example.com topic=otters")
+    composer.press("Enter")
+    page.get_by_test_id("replies-link").last.click()
+    thread = page.get_by_test_id("thread-pane")
+    reject = thread.locator('[data-action-id="countersign:reject"]')
+    expect(reject).to_have_count(1)
+    confirm = page.get_by_test_id("confirm-dialog")
+    modal = page.get_by_test_id("modal")
+
+    reject.click()
+    expect(confirm).to_be_visible()
+    assert page.evaluate("document.activeElement.dataset.testid") == "confirm-no"
+    page.keyboard.press("Escape")
+    expect(confirm).to_be_hidden()
+    reject.click()
+    page.mouse.click(5, 5)  # beside the dialog
+    expect(confirm).to_be_hidden()
+    reject.click()
+    page.keyboard.press("Enter")  # on Cancel
+    expect(confirm).to_be_hidden()
+    expect(modal).to_be_hidden()
+
+    thread.locator('[data-action-id="countersign:edit"]').click()
+    to = modal.locator('[data-testid=modal-input][data-block-id="arg:to"]')
+    expect(to).to_have_value("ana@example.com")
+    to.fill("ben@example.com")
+    page.reload()
+    expect(to).to_have_value("ben@example.com")
+    expect(page.get_by_test_id("modal-restored")).to_be_visible()
+    modal.get_by_test_id("modal-close").click()
+    expect(modal).to_be_hidden()
+
+    page.set_viewport_size({"width": 800, "height": 900})
+    home = page.get_by_test_id("home-link")
+    expect(home).to_be_visible()
+    expect(page.get_by_test_id("connection")).to_be_visible()
+    expect(page.get_by_test_id("connection")).to_have_text("live")
+    home.click()
+    view = page.get_by_test_id("home-view")
+    expect(view).to_be_visible()
+    expect(view).to_contain_text("Waiting for you")
+    assert view.evaluate("node => getComputedStyle(node).paddingLeft") == "20px"

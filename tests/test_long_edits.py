@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from bot.sandbox import payloads as slack
 from bot.sandbox.blockkit import validate_view
 from bot.slack import long_text, modals
-from bot.slack.payloads import parse_submission
+from bot.slack.payloads import PayloadError, parse_submission
 from storage.status import DecisionKind, ReviewKind
 from tests.test_blocks import make_review
 from tests.test_modals import tool_review
@@ -151,3 +151,12 @@ def test_a_typed_drafts_long_json_is_edited_in_parts() -> None:
     view = modals.modal(DecisionKind.EDIT, review, None, None)
     assert len(inputs(view)) == 3
     assert json.loads(parse_submission(submit(view, {})).text) == data
+
+
+@pytest.mark.parametrize("joins", [[], {"text": "  "}, {"text": [1]}])
+def test_joins_that_are_not_joins_are_a_payload_error(joins: Any) -> None:
+    view = modals.modal(DecisionKind.EDIT, make_review(ARTICLE), None, None)
+    meta = {**json.loads(view["private_metadata"]), "joins": joins}
+    body = submit({**view, "private_metadata": json.dumps(meta)}, {})
+    with pytest.raises(PayloadError, match="joins"):
+        parse_submission(body)

@@ -67,6 +67,13 @@ ELSEWHERE = {
     "test_the_readme_commands_hand_reviews_over_and_back",
     "countersign reviewers back U0ANA": "tests/test_away.py::"
     "test_the_readme_commands_hand_reviews_over_and_back",
+    # "Your own crew, in the sandbox", run in a project of its own, from its directory.
+    "crewai create crew my_project --classic --skip-provider": "tests/test_own_crew.py::"
+    "test_a_crewai_project_gets_a_reviewed_run_in_the_sandbox",
+    "cd my_project": "tests/test_own_crew.py::"
+    "test_a_crewai_project_gets_a_reviewed_run_in_the_sandbox",
+    "countersign demo --config src/countersign.toml": "tests/test_own_crew.py::"
+    "test_a_crewai_project_gets_a_reviewed_run_in_the_sandbox",
 }
 
 # Commands that need what no test may have: a real Slack workspace or an LLM provider's key.
@@ -80,6 +87,8 @@ NEEDS_CREDENTIALS = {
     "countersign serve --no-workers": "a Slack app's tokens",
     "countersign serve --port 3000 --worker-metrics-port 9101": "a Slack app reaching a public URL",
     "countersign serve --socket-mode --metrics-port 9100": "a Slack app-level token",
+    # Into another environment; a fresh one fetches Countersign's dependencies from PyPI.
+    "pip install -e /path/to/countersign": "the network (PyPI), in an environment of its own",
 }
 
 

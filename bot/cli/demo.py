@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from bot.cli.context import CliError, Context, stderr_logging
 from bot.settings import mask_url
+from bot.slack.text import demo_welcome
 from crew_runtime.config import Config, load_config
 from storage import DEFAULT_URL
 
@@ -56,12 +57,6 @@ SANDBOX_FILES = tuple(SANDBOX_FILE + suffix for suffix in ("", ".tmp", ".broken"
 SENT_FILE = "sent-emails.jsonl"
 OUTBOX_ENV_VAR = "COUNTERSIGN_OUTBOX_FILE"  # read by examples/example_crews.py
 
-WELCOME = (
-    "*Welcome to the Countersign sandbox.* This page plays Slack: the bot on the other side "
-    "is the real one, reached with signed requests.\n"
-    "Try `/crew run writer topic=otters`, then review its outline in the thread. "
-    "`/crew list` shows every crew, `/crew help` every command."
-)
 RESTARTED = (
     "Demo restarted: runs waiting for review carry on where they stopped. "
     "To start over, stop the demo and run `make demo ARGS=--fresh`."
@@ -78,8 +73,9 @@ def run_demo(ctx: Context) -> int:
             if exc.errno != errno.EADDRINUSE:
                 raise
             raise CliError(
-                f"{exc}: another program uses the port; choose a free one with --port "
-                '(make demo ARGS="--port 8080"), or --port 0 for any'
+                f"{exc}: another program uses the port; choose free ones with --port "
+                '(make demo ARGS="--port 8080": the bot takes the next, or --bot-port), '
+                "or --port 0 for any"
             ) from None
     ctx.close()
     return 0
@@ -153,7 +149,7 @@ async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    bot_port = args.bot_port or _free_port(args.host)
+    bot_port = demo_bot_port(args.port, args.bot_port) or _free_port(args.host)
     standin.bot_endpoint = f"http://{args.host}:{bot_port}/slack/events"
     _seed(standin)
     page = SandboxPage(standin, user=DEMO_USER[0], channel=DEMO_CHANNEL[0])
@@ -174,9 +170,15 @@ async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str
         workers_in_process=args.workers_in_process,
     )
     log.info("demo: database %s, config %s", mask_url(ctx.database_url), config.path)
+    log.info(
+        "demo: the bot on http://%s:%d: Slack's /slack/events and the HTTP API, /api/v1/ "
+        "(README: HTTP API; tokens from `countersign tokens create`)",
+        args.host,
+        bot_port,
+    )
     serving = asyncio.create_task(deployment.serve_http(args.host, bot_port, stop))
     try:
-        await _welcome(standin, deployment)
+        await _welcome(standin, deployment, config)
         # The one line a newcomer needs; tests wait for it too.
         print(f"Countersign demo: open {url} in your browser (Ctrl+C to stop)", flush=True)
         await serving
@@ -197,8 +199,9 @@ def _seed(standin: SlackStandIn) -> None:
     standin.add_channel(DEMO_CHANNEL[0], DEMO_CHANNEL[1], [you[0], teammate[0]])
 
 
-async def _welcome(standin: SlackStandIn, deployment: Deployment) -> None:
-    """Once the bot answers, welcome a newcomer, or say that the demo restarted.
+async def _welcome(standin: SlackStandIn, deployment: Deployment, config: Config) -> None:
+    """Once the bot answers, welcome a newcomer with a start of the configuration's first
+    crew (the examples' or your own), or say that the demo restarted.
 
     The Web API call is the bot's own client.
     """
@@ -212,7 +215,9 @@ async def _welcome(standin: SlackStandIn, deployment: Deployment) -> None:
             channel=DEMO_CHANNEL[0], text=RESTARTED, blocks=note
         )
     else:
-        await deployment.client.chat_postMessage(channel=DEMO_CHANNEL[0], text=WELCOME)
+        first = next(iter(config.crews.values()), None)
+        words = demo_welcome(first.name if first else None, first.required_inputs if first else ())
+        await deployment.client.chat_postMessage(channel=DEMO_CHANNEL[0], text=words)
 
 
 async def _healthy(standin: SlackStandIn, deployment: Deployment) -> bool:
@@ -225,6 +230,14 @@ async def _healthy(standin: SlackStandIn, deployment: Deployment) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def demo_bot_port(port: int, bot_port: int | None) -> int:
+    """The bot's port (0: any free one): ``--bot-port``, else the one after the page's, so
+    that the HTTP API is where it was at the last start."""
+    if bot_port is not None:
+        return bot_port
+    return port + 1 if port else 0
 
 
 def _free_port(host: str) -> int:

@@ -387,12 +387,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="the worker process's own /metrics and /healthz, on --host (default 0: none)",
     )
 
-    demo = command(
-        groups,
-        "demo",
-        run_demo,
-        "the bot, its workers and a local Slack sandbox page with the example crews, offline",
+    # The demo's own defaults for the global options: the example crews, its own database.
+    demo_common = argparse.ArgumentParser(add_help=False)
+    demo_common.add_argument(
+        "--config",
+        metavar="PATH",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="countersign.toml of the crews to try (default: $COUNTERSIGN_CONFIG, else "
+        "examples/countersign.toml)",
     )
+    demo_common.add_argument(
+        "--database-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="database to use (default: $DATABASE_URL, else demo.db in --state-dir)",
+    )
+    demo_text = "the bot, its workers and a local Slack sandbox page with your crews, offline"
+    demo = groups.add_parser("demo", parents=[demo_common], help=demo_text, description=demo_text)
+    demo.set_defaults(handler=run_demo)
     demo.epilog = (
         f"Runs and the sandbox's messages are kept in --state-dir ({STATE_DIR}/ by default: "
         "its demo.db, unless --database-url or $DATABASE_URL names another database, and "
@@ -400,14 +413,32 @@ def build_parser() -> argparse.ArgumentParser:
         "starts again. --fresh starts over. The crews come from examples/countersign.toml "
         "unless --config or $COUNTERSIGN_CONFIG names another file."
     )
-    demo.add_argument("--host", default="127.0.0.1", help="address of the sandbox and the bot")
     demo.add_argument(
-        "--port", type=_port, default=8000, help="port of the sandbox page (0: any free port)"
+        "--host",
+        default="127.0.0.1",
+        help="address of the sandbox and the bot (default: %(default)s)",
     )
     demo.add_argument(
-        "--bot-port", type=_port, default=0, help="port of the bot's endpoint (0: any free port)"
+        "--port",
+        type=_port,
+        default=8000,
+        help="port of the sandbox page (default: %(default)s; 0: any free port)",
     )
-    demo.add_argument("--workers", metavar="N", type=_positive_int, default=2)
+    demo.add_argument(
+        "--bot-port",
+        metavar="PORT",
+        type=_port,
+        default=None,
+        help="port of the bot: its /slack/events and the HTTP API, /api/v1/ (default: --port "
+        "+ 1, so 8001; with --port 0, any free port)",
+    )
+    demo.add_argument(
+        "--workers",
+        metavar="N",
+        type=_positive_int,
+        default=2,
+        help="runs executed at once (default: %(default)s)",
+    )
     demo.add_argument(
         "--workers-in-process",
         action="store_true",

@@ -337,10 +337,11 @@ def divergence_fallback() -> str:
 # Said once in a run's thread when the runtime asks (storage.status.RunNote).
 RUN_NOTES: dict[RunNote, str] = {
     RunNote.OFFLINE_MODEL: (
-        ":information_source: This run uses Countersign's offline scripted model: its drafts "
-        "are canned and follow your feedback. Set "
-        f"{code('COUNTERSIGN_LLM')} (e.g. {code('openai/gpt-4o-mini')}) and the provider's "
-        "API key to use a real model."
+        ":information_source: This run uses Countersign's offline scripted model "
+        f"({code('ScriptedLLM')}): its drafts are canned and follow your feedback. To use a "
+        "real model, give the crew's agents one (the example crews read "
+        f"{code('COUNTERSIGN_LLM')}, e.g. {code('openai/gpt-4o-mini')}, with the provider's "
+        "API key)."
     ),
 }
 

@@ -95,6 +95,16 @@ def read(values: Mapping[str, str], block_id: str, joins: Mapping[str, list[str]
     return join(parts, glue)
 
 
+def joins_of(value: object) -> dict[str, list[str]] | None:
+    """The joins read back from ``private_metadata``; None when they are not joins."""
+    if not isinstance(value, dict):
+        return None
+    for glue in value.values():
+        if not isinstance(glue, list) or not all(isinstance(g, str) for g in glue):
+            return None
+    return value
+
+
 def is_part(block_id: str) -> bool:
     """Whether ``block_id`` is part 2 or later of an input (read with its first part)."""
     base, sep, number = block_id.rpartition(PART_SEPARATOR)

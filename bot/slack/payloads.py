@@ -299,7 +299,9 @@ def parse_submission(body: Mapping[str, Any]) -> ModalSubmission:
         _str(view, "callback_id", "view"), MODAL_PREFIX, MODAL_ACTIONS, "callback_id"
     )
     values = _state_values(view)
-    joins = _joins(meta)
+    joins = long_text.joins_of(meta.get("joins", {}))
+    if joins is None:
+        raise PayloadError("view.private_metadata.joins must map inputs to lists of strings")
     texts = {
         key: _input_text(values, key, f"value{key[4:]}" if key.startswith("text") else key)
         for key in values
@@ -558,16 +560,6 @@ def _view(
     except (ValueError, RecursionError) as exc:
         raise PayloadError("view.private_metadata is not JSON") from exc
     return body, view, _mapping(decoded, "view.private_metadata")
-
-
-def _joins(meta: Mapping[str, Any]) -> dict[str, list[str]]:
-    """What lies between the parts of a long text's inputs (``bot.slack.long_text``)."""
-    joins = meta.get("joins", {})
-    if not isinstance(joins, dict) or not all(
-        isinstance(glue, list) and all(isinstance(g, str) for g in glue) for glue in joins.values()
-    ):
-        raise PayloadError("view.private_metadata.joins must map inputs to lists of strings")
-    return joins
 
 
 def _state_values(view: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -530,3 +530,21 @@ def _sentence(words: str) -> str:
     """``words`` escaped, as a sentence: a capital first, a full stop last."""
     said = escape(" ".join(words.split()).rstrip("."))
     return said[:1].upper() + said[1:] + "." if said else "That could not be done."
+
+
+# --- the demo's sandbox ----------------------------------------------------------------------
+
+
+def demo_welcome(crew: str | None, inputs: Iterable[str]) -> str:
+    """The sandbox's first message: how to start the configuration's first crew (names
+    from the configuration, escaped in code spans)."""
+    head = (
+        "*Welcome to the Countersign sandbox.* This page plays Slack: the bot on the other "
+        "side is the real one, reached with signed requests.\n"
+    )
+    tail = "`/crew list` shows every crew, `/crew help` every command."
+    if crew is None:
+        return f"{head}The configuration has no crew yet. {tail}"
+    given = " ".join(f"{name}={'otters' if name == 'topic' else '…'}" for name in inputs)
+    start = code(f"/crew run {crew} {given}".strip())
+    return f"{head}Try {start}, then review what it drafts in the thread. {tail}"

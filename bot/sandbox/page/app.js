@@ -54,6 +54,9 @@ const ICONS = {
   "ℹ": [["rect", { x: 1, y: 1, width: 18, height: 18, rx: 4, fill: C.blue }], ["path", { d: "M10 8.5v6.5M10 5v.5", stroke: C.white, "stroke-width": 2.4, "stroke-linecap": "round" }]],
   "📄": [["path", { d: "M4 1.5h8l4 4v13H4z", fill: C.white, stroke: C.grey, "stroke-width": 1.3, "stroke-linejoin": "round" }], ["path", { d: "M7 9h6M7 12h6M7 15h4", stroke: C.grey, "stroke-width": 1.2 }]],
   "🖼": [["rect", { x: 1.5, y: 3, width: 17, height: 14, rx: 1.5, fill: C.white, stroke: C.grey, "stroke-width": 1.4 }], ["path", { d: "M3.5 15l4.5-5 3 3 2-2 3.5 4z", fill: C.green }]],
+  "🔧": [["path", { d: "M12.5 2.5a4.5 4.5 0 0 0-4.2 6.1L2.8 14.1a1.6 1.6 0 0 0 0 2.3l.8.8a1.6 1.6 0 0 0 2.3 0l5.5-5.5a4.5 4.5 0 0 0 6.1-4.2l-2.6 2.6-2.6-.7-.7-2.6z", fill: C.grey }]],
+  "🛠": [["path", { d: "M12.5 2.5a4.5 4.5 0 0 0-4.2 6.1L2.8 14.1a1.6 1.6 0 0 0 0 2.3l.8.8a1.6 1.6 0 0 0 2.3 0l5.5-5.5a4.5 4.5 0 0 0 6.1-4.2l-2.6 2.6-2.6-.7-.7-2.6z", fill: C.grey }], ["path", { d: "M3 3l6 6M2.5 5.5l3-3", stroke: C.amber, "stroke-width": 2, "stroke-linecap": "round" }]],
+  "🔗": [["path", { d: "M8.5 11.5l3-3M7 9.5l-2 2a2.8 2.8 0 0 0 4 4l2-2M13 10.5l2-2a2.8 2.8 0 0 0-4-4l-2 2", fill: "none", stroke: C.blue, "stroke-width": 2, "stroke-linecap": "round" }]],
   "👍": [["path", { d: "M2 9h3.5v9H2zM7 18V9l3.5-7c1.5 0 2.5 1 2 3l-1 3H17a1.5 1.5 0 0 1 1.5 1.8l-1.5 6.5a2 2 0 0 1-2 1.7z", fill: C.amber }]],
 };
 const GENERIC = [["circle", { cx: 10, cy: 10, r: 8.5, fill: C.amber }], ["circle", { cx: 7, cy: 8, r: 1.2, fill: C.ink }], ["circle", { cx: 13, cy: 8, r: 1.2, fill: C.ink }], ["path", { d: "M6.5 12.5a4.5 4.5 0 0 0 7 0", fill: "none", stroke: C.ink, "stroke-width": 1.4, "stroke-linecap": "round" }]];
@@ -463,7 +466,23 @@ function showFieldErrors(form, errors, general, message) {
 function confirmDialog(confirm) {
   const overlay = byTestId("confirm-overlay");
   return new Promise((resolve) => {
-    const done = (yes) => { overlay.hidden = true; overlay.replaceChildren(); resolve(yes); };
+    // Escape, or a click beside the dialog, cancels; the focus starts on the safe choice,
+    // so Enter alone never rejects.
+    const onKey = (event) => {
+      if (event.key !== "Escape") return;
+      event.preventDefault();
+      event.stopPropagation();
+      done(false);
+    };
+    const done = (yes) => {
+      document.removeEventListener("keydown", onKey, true);
+      overlay.onclick = null;
+      overlay.hidden = true;
+      overlay.replaceChildren();
+      resolve(yes);
+    };
+    document.addEventListener("keydown", onKey, true);
+    overlay.onclick = (event) => { if (event.target === overlay) done(false); };
     overlay.replaceChildren(el("div", { class: "modal confirm", role: "alertdialog", "data-testid": "confirm-dialog" },
       el("header", { class: "modal-header" }, el("h2", { icons: plain(confirm.title) || "Are you sure?" })),
       el("div", { class: "modal-body" }, textObject(confirm.text)),
@@ -471,7 +490,7 @@ function confirmDialog(confirm) {
         el("button", { type: "button", class: "btn", "data-testid": "confirm-no", text: plain(confirm.deny) || "Cancel", onclick: () => done(false) }),
         el("button", { type: "button", class: `btn ${confirm.style ?? "primary"}`, "data-testid": "confirm-yes", text: plain(confirm.confirm) || "Yes", onclick: () => done(true) }))));
     overlay.hidden = false;
-    overlay.querySelector("[data-testid=confirm-yes]").focus();
+    overlay.querySelector("[data-testid=confirm-no]").focus();
   });
 }
 
@@ -628,7 +647,39 @@ function renderModal() {
   const overlay = byTestId("modal-overlay");
   overlay.replaceChildren(...(view ? [modalNode(view)] : []));
   overlay.hidden = !view;
+  keepTyped(overlay, view?.id);
   overlay.querySelector("[data-testid=modal-input]")?.focus();
+}
+
+// What a person types in a modal is kept in this tab (sessionStorage) while the modal is
+// open: reopened after a reload, or drawn again, it shows what was typed, and says so.
+const TYPED = "countersign-modal:";
+function keepTyped(overlay, viewId) {
+  for (const key of Object.keys(sessionStorage)) {
+    if (key.startsWith(TYPED) && key !== TYPED + viewId) sessionStorage.removeItem(key);
+  }
+  const form = overlay.querySelector("form");
+  if (!viewId || !form) return;
+  const saved = JSON.parse(sessionStorage.getItem(TYPED + viewId) ?? "{}");
+  const texts = [...form.querySelectorAll("textarea[data-block-id], input[data-block-id]:not([type=radio]):not([type=checkbox])")];
+  let restored = false;
+  for (const input of texts) {
+    const id = input.dataset.blockId;
+    if (Object.hasOwn(saved, id) && input.value !== saved[id]) {
+      input.value = saved[id];
+      restored = true;
+    }
+  }
+  if (restored) {
+    form.prepend(el("div", { class: "hint", "data-testid": "modal-restored", text: "Restored what you typed before the page reloaded." }));
+  }
+  form.addEventListener("input", (event) => {
+    const id = event.target.dataset?.blockId;
+    if (!id || !texts.includes(event.target)) return;
+    const now = JSON.parse(sessionStorage.getItem(TYPED + viewId) ?? "{}");
+    now[id] = event.target.value;
+    sessionStorage.setItem(TYPED + viewId, JSON.stringify(now));
+  });
 }
 
 // -- talking to the stand-in ------------------------------------------------------------------
