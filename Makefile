@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/outbox.py
 	$(BIN)/python bench/wakeup.py
+	$(BIN)/python bench/concurrency.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
