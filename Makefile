@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/outbox.py
 	$(BIN)/python bench/wakeup.py
+	$(BIN)/python bench/concurrency.py
 
 compat:
 	$(PY) .ci/compat.py --tests "$(COMPAT_TESTS)" -k "$(COMPAT_SELECT)" --jobs 2 $(COMPAT_VERSIONS)

@@ -97,8 +97,11 @@ def _free_port() -> int:
 class Deployment:
     """``serve`` and the workers as processes, restarted when a fault killed them."""
 
-    def __init__(self, env: dict[str, str], workers: int, lease: float, logs: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], workers: int, lease: float, logs: Path, concurrency: int = 0
+    ) -> None:
         self.env = env
+        self.concurrency = concurrency  # 0: the worker's default
         self.lease = lease
         self.logs = logs
         self.port = _free_port()
@@ -128,7 +131,9 @@ class Deployment:
         raise RuntimeError("serve did not become healthy")
 
     def start_worker(self, index: int) -> None:
-        argv = ["worker", "--concurrency", "2", "--lease", str(self.lease), "--poll", "0.2"]
+        argv = ["worker", "--lease", str(self.lease), "--poll", "0.2"]
+        if self.concurrency:
+            argv += ["--concurrency", str(self.concurrency)]
         self.workers[index] = self._spawn(f"worker-{index}", argv)
 
     def start(self) -> None:
@@ -522,7 +527,7 @@ def run(args: argparse.Namespace) -> bool:
                 LOG_LEVEL="WARNING",
                 CREWAI_STORAGE_DIR="countersign-chaos",
             )
-            deployment = Deployment(env, args.workers, args.lease, work)
+            deployment = Deployment(env, args.workers, args.lease, work, args.concurrency)
             standin.bot_endpoint = f"http://127.0.0.1:{deployment.port}/slack/events"
             deployment.start()
             stack.callback(deployment.stop)
@@ -575,6 +580,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--workers", type=int, default=3, help="countersign worker processes")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="runs per worker (default: the worker's)"
+    )
     parser.add_argument("--lease", type=float, default=3.0, help="seconds")
     parser.add_argument("--fault-every", type=float, default=3.0, help="seconds, on average")
     parser.add_argument("--start-every", type=float, default=2.0, help="seconds between runs")

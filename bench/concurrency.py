@@ -16,6 +16,9 @@ opens, and the run's end is awaited. Printed per row:
   the worker spends per call: the provider's parsing, CrewAI's loop, the journal's write,
   the lease's renewal, and waiting for a thread, a connection or SQLite's write lock);
 - **RSS max, threads max** of the worker, sampled every 0.2 s;
+- **worker CPU/call**: the worker's CPU time (all threads) over the batch, per LLM call: what
+  the machine's load does not change much, and what sizes a host (one CPU executes about
+  1000 / that many calls a second);
 - **leases lost** (the worker's log) and **correct**: runs that succeeded with their final
   answer, every review decided once, no request the stand-in refused.
 
@@ -63,6 +66,7 @@ class Row:
     threads: int
     lost: int
     correct: int
+    cpu: float  # the worker's CPU seconds over the batch
 
     def cells(self) -> list[str]:
         rate = self.calls / self.seconds if self.seconds else 0.0
@@ -80,6 +84,7 @@ class Row:
             str(self.threads),
             str(self.lost),
             f"{self.correct}/{self.n}",
+            f"{self.cpu * 1000 / max(self.calls, 1):.0f} ms",
         ]
 
 
@@ -94,7 +99,18 @@ HEADERS = [
     "threads",
     "leases lost",
     "correct",
+    "worker CPU/call",
 ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used, all threads (``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc(pid: int) -> tuple[int, int]:
@@ -159,6 +175,7 @@ def measure(url: str, workdir: Path, n: int, args: argparse.Namespace) -> Row:
                     raise RuntimeError(f"the worker did not start:\n{log_path.read_text()}")
                 time.sleep(0.1)
             threading.Thread(target=sample, daemon=True).start()
+            cpu_before = cpu_seconds(worker.pid)
             ids = [store.create_run("team", {"topic": f"bench-{i}-"}).id for i in range(n)]
             decided: set[str] = set()
             deadline = time.monotonic() + args.timeout
@@ -177,6 +194,7 @@ def measure(url: str, workdir: Path, n: int, args: argparse.Namespace) -> Row:
                 if time.monotonic() > deadline or worker.poll() is not None:
                     raise RuntimeError(f"runs left after {args.timeout} s; see {log_path}")
                 time.sleep(0.05)
+            cpu = cpu_seconds(worker.pid) - cpu_before
         finally:
             stop.set()
             worker.terminate()
@@ -208,6 +226,7 @@ def measure(url: str, workdir: Path, n: int, args: argparse.Namespace) -> Row:
         threads=peak[1],
         lost=lost,
         correct=correct,
+        cpu=cpu,
     )
 
 

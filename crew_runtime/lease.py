@@ -99,9 +99,14 @@ class LeaseHolder:
         asked_at = time.monotonic()
         held = self.store.extend_lease(self.run.id, self.lease_token, self.lease)
         if held:
-            with self._renewing:
-                self._renewed_at = max(self._renewed_at, asked_at)
+            self.renewed(asked_at)
         return held
+
+    def renewed(self, asked_at: float) -> None:
+        """The lease was renewed by a statement sent at ``asked_at`` (``time.monotonic``):
+        by :meth:`renew`, or by the worker's heartbeat for all its runs at once."""
+        with self._renewing:
+            self._renewed_at = max(self._renewed_at, asked_at)
 
     def _ran_out(self) -> bool:
         """Whether the lease, as last renewed, has run out."""

@@ -26,6 +26,7 @@ from crew_runtime import log_fields, metrics, tls
 from crew_runtime.config import Config, UnknownCrewError
 from crew_runtime.context import RunContext
 from crew_runtime.executor import Outcome, execute
+from crew_runtime.sizing import DEFAULT_CONCURRENCY
 from storage import RunStatus, Store
 from storage.wakeups import RUNS
 
@@ -42,7 +43,7 @@ FOLD_EVERY = 60.0
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    concurrency: int = 2
+    concurrency: int = DEFAULT_CONCURRENCY
     lease: timedelta = timedelta(seconds=30)
     poll: timedelta = timedelta(seconds=0.5)
     # On PostgreSQL, also wake when a run is queued anywhere (LISTEN); False: poll only.
@@ -201,8 +202,18 @@ class Worker:
                 self._on_settled()
 
     def _heartbeat(self) -> None:
-        for ctx in self._active.values():
-            if not ctx.aborted and not ctx.renew():
+        """Renew the leases of the executions still going, in one statement. One that ended
+        already (its future done, not reaped yet) is left alone: its run may be waiting or
+        finished, which is no lost lease."""
+        going = [(f, ctx) for f, ctx in self._active.items() if not f.done() and not ctx.aborted]
+        asked_at = time.monotonic()
+        renewed = self.store.extend_leases(
+            {ctx.run.id: ctx.lease_token for _f, ctx in going}, self.settings.lease
+        )
+        for future, ctx in going:
+            if ctx.run.id in renewed:
+                ctx.renewed(asked_at)
+            elif not future.done():  # (one that ended meanwhile suspended or settled its run)
                 log.info(
                     "run %s: lease lost (cancelled or taken over); stopping it",
                     ctx.run.id,

@@ -6,10 +6,10 @@ A claim's lease token fences every write of its execution (``storage.fencing``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.base import StoreBase, new_id
@@ -188,6 +188,26 @@ class RunStore(StoreBase):
                 ).rowcount
                 == 1
             )
+
+    def extend_leases(self, claims: Mapping[str, str], lease: timedelta) -> set[str]:
+        """Renew, in one statement, the lease of each claim (run id -> token) that still
+        holds its run: the heartbeat of a worker executing many runs at once (one write, not
+        one per run). Returns the runs renewed; a run left out was cancelled, finished or
+        claimed again."""
+        if not claims:
+            return set()
+        pairs = sorted(claims.items())
+        with self._tx() as conn:
+            renewed = conn.execute(
+                update(runs)
+                .where(
+                    runs.c.status == RunStatus.RUNNING,
+                    tuple_(runs.c.id, runs.c.lease_token).in_(pairs),
+                )
+                .values(lease_expires=self.clock() + lease)
+                .returning(runs.c.id)
+            )
+            return set(renewed.scalars())
 
     def release_run(self, run_id: str, token: str) -> None:
         """Give a running run back to the queue (a worker shutting down)."""

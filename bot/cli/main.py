@@ -56,6 +56,7 @@ from bot.cli.render import iso
 from bot.cli.serve import run_serve
 from bot.cli.worker import run_worker
 from bot.settings import Settings
+from crew_runtime.sizing import DEFAULT_CONCURRENCY
 from storage import HUMAN_DECISIONS, AlreadyDecided, CountersignError, RunStatus
 
 __all__ = ["build_parser", "main"]
@@ -306,7 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = command(groups, "worker", run_worker, "execute runs until stopped")
     worker.add_argument("--until-idle", action="store_true", help="exit when no run is left")
-    worker.add_argument("--concurrency", metavar="N", type=_positive_int, help="runs at once")
+    worker.add_argument(
+        "--concurrency",
+        metavar="N",
+        type=_positive_int,
+        help=(
+            f"runs executed at once (default {DEFAULT_CONCURRENCY}). LLM-bound runs wait on "
+            "the model on a thread each: one more costs about 2 threads, a few MiB and CPU "
+            "only when its model answers; database connections stay at most 20. Raise it for "
+            "slow models, lower it where memory is short"
+        ),
+    )
     worker.add_argument("--lease", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument("--poll", metavar="SECONDS", type=_positive_seconds)
     worker.add_argument(
@@ -355,8 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         metavar="N",
         type=_count,
-        default=2,
-        help="runs its own workers execute at once (0: none, the Slack side alone)",
+        default=DEFAULT_CONCURRENCY,
+        help=(
+            f"runs its own workers execute at once (default {DEFAULT_CONCURRENCY}; 0: none, "
+            "the Slack side alone); the trade-off is the worker's --concurrency"
+        ),
     )
     serve.add_argument(
         "--no-workers",
