@@ -17,6 +17,7 @@ from storage import (
     NewDecision,
     NewReview,
     ReviewKind,
+    RunNotFound,
     RunStatus,
     Store,
 )
@@ -97,7 +98,7 @@ def test_the_counts_follow_every_change_a_prune_and_a_fold(store: Store, clock: 
     deliver(store)
     pruned = store.prune(RetentionPolicy(Retention(keep_runs=timedelta(days=365))))
     assert pruned["outreach"]["runs"] == 1
-    with pytest.raises(Exception, match=old):
+    with pytest.raises(RunNotFound):
         store.get_run(old)
     expected = counted_from_tables(store)
     assert kept(store) == expected
