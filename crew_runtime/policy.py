@@ -10,7 +10,7 @@ The table it implements (``docs/architecture.md`` draws it):
 * **Asked now** for a review: with an approval chain, its current stage's ``reviewers``;
   else the run's reviewers (the crew's ``reviewers``, or the person its
   ``reviewers_from_input`` names); where neither names anyone, the members of the run's
-  channel (never of a DM: the bot cannot list one). Someone away is replaced by their
+  channel (of the app's DM: who started the run there). Someone away is replaced by their
   delegate, who may do whatever the person away could.
 * **Decide** (approve, edit, reject, request changes, answer): one of those asked now; not
   an approval of one's own run where the crew sets ``forbid_self_approval``; not a second
@@ -22,7 +22,8 @@ The table it implements (``docs/architecture.md`` draws it):
   (the run's reviewers and every stage's, else its channel). **Revise an earlier task**:
   one of its deciders. **See** a run's status: the above, or anyone in its channel.
 * **Start**: refused when a review of the run that follows no chain would have nobody to
-  decide it (no reviewers, no channel, or a DM) — see :func:`start_refusal`.
+  decide it (no reviewers and no channel; or the app's DM, whose one person started the
+  run, where the crew forbids self-approval) — see :func:`start_refusal`.
 
 A fact that could not be checked (Slack did not answer) is never a yes or a no: the
 answer is :attr:`Reason.COULD_NOT_CHECK` and the person is asked to try again. The
@@ -166,8 +167,8 @@ def _in(person: str, asked: Asked, facts: Facts) -> bool | None:
             return _UNKNOWN
         return unknown  # vouched: the operator says so
     channel = asked.channel
-    if channel is None or channel.startswith("D"):
-        return facts.vouched  # no channel, or a DM the bot cannot list: nobody but the operator
+    if channel is None:
+        return facts.vouched  # no channel: nobody but the operator
     members = facts.channels.get(channel)
     if members is None:
         return True if facts.vouched else _UNKNOWN
@@ -192,7 +193,7 @@ def needs(asked: Iterable[Asked]) -> tuple[set[str], set[str]]:
     channels: set[str] = set()
     for one in asked:
         groups.update(r for r in one.named if r.startswith("S"))
-        if not one.named and one.channel is not None and not one.channel.startswith("D"):
+        if not one.named and one.channel is not None:
             channels.add(one.channel)
     return groups, channels
 
@@ -338,8 +339,9 @@ def may_see(
 def start_refusal(spec: CrewSpec, inputs: Mapping[str, str], channel: str | None) -> Refusal | None:
     """Why a run of ``spec`` with ``inputs``, its thread in ``channel``, may not start: a
     review of it that follows no approval chain would be open to its channel's members
-    (no reviewers named), and there is no channel the bot can list (none, or a DM). A
-    crew with a crew-wide chain has its stages' people to decide."""
+    (no reviewers named), and there is no channel, or only the app's DM, whose one person
+    may not approve the run they start (``forbid_self_approval``). A crew with a crew-wide
+    chain has its stages' people to decide."""
     named = spec.reviewers_of(inputs)
     if named and named != (NOBODY,):
         return None
@@ -347,9 +349,14 @@ def start_refusal(spec: CrewSpec, inputs: Mapping[str, str], channel: str | None
         return None  # the reviewer input is checked apart (ReviewerInputRefused)
     if spec.stages:
         return None  # a crew-wide chain: its task reviews and gated calls have deciders
-    if channel is not None and not channel.startswith("D"):
+    if channel is not None and not (channel.startswith("D") and spec.forbid_self_approval):
         return None
-    where = "a direct message, whose members the app cannot list" if channel else "no channel"
+    where = (
+        "a direct message, where only who started it could decide and the crew forbids "
+        "self-approval"
+        if channel
+        else "no channel"
+    )
     return Refusal(
         Reason.NOBODY_DECIDES,
         "",

@@ -33,8 +33,11 @@ LEGAL = "S0LEGAL"
 GROUPS = {LEGAL: frozenset({LEA})}
 CHANNELS = {CHANNEL: frozenset({ANA, BEN, LEA, MAX, OUT, STARTER, DEL})}
 FACTS = Facts(groups=GROUPS, channels=CHANNELS, bots=frozenset({BOT}))
+# The app's DM with who started the run (the bot lists it with im:read).
+FACTS_DM = Facts(groups=GROUPS, channels={**CHANNELS, "D0DM": frozenset({STARTER})})
 
 OPEN = CrewSpec(name="w", factory="x:y")
+SELF_FORBIDDEN = CrewSpec(name="w", factory="x:y", forbid_self_approval=True)
 NAMED = CrewSpec(name="w", factory="x:y", reviewers=(ANA, BEN), forbid_self_approval=True)
 CHAIN = CrewSpec(
     name="w",
@@ -64,7 +67,9 @@ DECIDE_CASES = [
     (OPEN, {}, {}, OUT, DecisionKind.APPROVE, FACTS, None),
     (OPEN, {}, {}, "UNOBODY", DecisionKind.APPROVE, FACTS, Reason.NOT_A_REVIEWER),
     (OPEN, {"channel": None}, {}, ANA, DecisionKind.APPROVE, FACTS, Reason.NOT_A_REVIEWER),
-    (OPEN, {"channel": "D0DM"}, {}, ANA, DecisionKind.APPROVE, FACTS, Reason.NOT_A_REVIEWER),
+    (OPEN, {"channel": "D0DM"}, {}, ANA, DecisionKind.APPROVE, FACTS_DM, Reason.NOT_A_REVIEWER),
+    (OPEN, {"channel": "D0DM"}, {}, STARTER, DecisionKind.APPROVE, FACTS_DM, None),
+    (OPEN, {"channel": "D0DM"}, {}, STARTER, DecisionKind.APPROVE, FACTS, Reason.COULD_NOT_CHECK),
     (OPEN, {}, {}, ANA, DecisionKind.APPROVE, Facts(), Reason.COULD_NOT_CHECK),
     (OPEN, {}, {}, ANA, DecisionKind.APPROVE, Facts(vouched=True), None),
     (NAMED, {}, {}, ANA, DecisionKind.APPROVE, FACTS, None),
@@ -202,7 +207,8 @@ def test_reassigning_to_the_starter_of_a_self_approval_crew_is_refused() -> None
 START_CASES = [
     (OPEN, {}, CHANNEL, False),
     (OPEN, {}, None, True),  # item 3
-    (OPEN, {}, "D0DM", True),  # item 3, /crew run in the app's DM
+    (OPEN, {}, "D0DM", False),  # /crew run in the app's DM: who started it decides there
+    (SELF_FORBIDDEN, {}, "D0DM", True),  # ... unless the crew forbids self-approval
     (NAMED, {}, None, False),
     (CHAIN, {}, None, False),
     (FROM_INPUT, {"approver": BEN}, None, False),
@@ -221,7 +227,7 @@ def test_a_run_no_one_could_decide_is_refused_at_the_start(
 
 def test_needs_names_the_groups_and_channels_to_look_up() -> None:
     asked = [Asked((ANA, LEGAL)), Asked(channel=CHANNEL), Asked(channel="D0DM")]
-    assert policy.needs(asked) == ({LEGAL}, {CHANNEL})
+    assert policy.needs(asked) == ({LEGAL}, {CHANNEL, "D0DM"})
 
 
 # The property test: random crews, people and states.
