@@ -138,7 +138,8 @@ class ReviewFeedbackProvider(HumanFeedbackProvider):
                     flow_id=context.flow_id,
                     outcomes=tuple(context.emit or ()),
                     reads_feedback=flow_outcomes.collapse_model(flow, context.method_name)
-                    is not None,
+                    is not None
+                    or None,
                 ),
             )
         )

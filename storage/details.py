@@ -63,7 +63,7 @@ class FlowFeedbackDetails:
     agent: str = ""  # the flow's class name
     flow_id: str = ""
     outcomes: tuple[str, ...] = ()  # the outcomes the decision routes to
-    reads_feedback: bool = False  # the flow names a model (llm=) to read a reply's words
+    reads_feedback: bool | None = None  # True: the flow names a model (llm=) to read words
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def details_from_json(kind: ReviewKind, data: Mapping[str, Any]) -> ReviewDetail
             outcomes=tuple(o for o in outcomes if isinstance(o, str))
             if isinstance(outcomes, list)
             else (),
-            reads_feedback=data.get("reads_feedback") is True,
+            reads_feedback=True if data.get("reads_feedback") is True else None,
         )
     round_ = data.get("round")
     return TaskReviewDetails(
