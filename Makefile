@@ -17,7 +17,7 @@ CREWAI_CI := 1.15.30
 # `make compat`: the crew-shape and provider tests on the oldest, a middle and the newest CrewAI
 # release of the range ("newest": the newest pip finds inside it), each in a throwaway venv
 # under .compat/ (gitignored), on SQLite (what a CrewAI release changes is not storage). Not
-# part of `make test`: on a busy 2-CPU machine it takes about 20 minutes a release.
+# part of `make test`: 3 to 20 minutes a release on 2 CPUs, by how busy they are.
 COMPAT_VERSIONS ?= 1.15.19 1.15.25 newest
 COMPAT_TESTS ?= tests/test_durable.py tests/test_delegation.py tests/test_flow_crews.py \
   tests/test_typed.py tests/test_crew_options.py tests/test_event_listeners.py \
