@@ -27,6 +27,7 @@ from tests.crews import effects
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (
     ALICE,
+    BOB,
     CHANNEL,
     MALLORY,
     buttons,
@@ -44,6 +45,11 @@ CONFIG = f"""
 [flows.documented]
 factory = "tests.shape_crews:documented_feedback_flow"
 reviewers = ["{ALICE}"]
+
+[flows.own]
+factory = "tests.shape_crews:documented_feedback_flow"
+reviewers = ["{ALICE}", "{BOB}"]
+forbid_self_approval = true
 """
 OUTCOMES = ("approved", "rejected", "needs_revision")
 HOSTILE = "<!channel> *ship* it & <@U123> `now`"
@@ -210,3 +216,56 @@ def test_choosing_needs_revision_runs_its_listener_then_approved_finishes(
         assert done.output == "PUBLISHED: Draft 2 on otters"
         notes = [e["outcome"] for e in effects(effects_file) if e["kind"] == "flow_outcome"]
         assert notes == ["needs_revision", "approved"]
+
+
+@pytest.mark.slow
+@ON_SQLITE
+def test_the_outcome_modal_is_a_door_of_the_review_policy(
+    setup: tuple[Config, Store, Path],
+) -> None:
+    """The submission asks the policy with the kind the choice is recorded as: who started
+    the run may not choose ``approved`` where the crew forbids self-approval (the policy's
+    words, in the form), yet may send it back; an outsider's forged submission is refused
+    with the policy's words; neither changes anything."""
+    config, store, _effects = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.slash_command(ALICE, CHANNEL, "/crew", "run own topic=otters")
+        root = root_of(slack)
+        first = review_with_buttons(slack, root["ts"])
+        (run,) = store.list_runs()
+        (review,) = store.list_reviews(run_id=run.id)
+        spec = config.crews["own"]
+        before = _state(store, review.id)
+
+        slack.click_button(ALICE, CHANNEL, first["ts"], _outcome_button(first, "approved"))
+        form = modal_for(slack, ALICE)
+        own = policy.decide(spec, run, review, ALICE, DecisionKind.APPROVE, Facts())
+        assert own is not None and own.reason is policy.Reason.OWN_RUN
+        refused = slack.submit_view(ALICE, form["id"], {"text": "ship it"})
+        assert refused.json["errors"]["text"] == said(own, review, run)
+        assert _state(store, review.id) == before
+
+        # An outsider cannot open the form; a submission forged from Alice's is refused.
+        outsider = policy.decide(spec, run, review, MALLORY, DecisionKind.APPROVE, Facts())
+        assert outsider is not None
+        values = {"text": {"value": {"type": "plain_text_input", "value": "ship it"}}}
+        forged = slack.send_interaction(
+            {
+                "type": "view_submission",
+                "user": {"id": MALLORY, "username": "mallory"},
+                "trigger_id": "forged",
+                "view": {**form, "state": {"values": values}},
+            }
+        )
+        assert forged.json["errors"]["text"] == said(outsider, review, run) == text.NOT_A_REVIEWER
+        assert _state(store, review.id) == before
+
+        # Sending it back is no approval: the starter may.
+        slack.close_view(ALICE, form["id"])
+        slack.click_button(ALICE, CHANNEL, first["ts"], _outcome_button(first, "needs_revision"))
+        form = modal_for(slack, ALICE)
+        assert slack.submit_view(ALICE, form["id"], {"text": "mention the rivers"}).status == 200
+        second = review_with_buttons(slack, root["ts"], after=first["ts"])
+        assert "Draft 2 on otters" in text_of(second)
+        chosen = store.get_review(review.id).decision
+        assert chosen is not None and chosen.details.get("outcome") == "needs_revision"
