@@ -223,10 +223,11 @@ def test_choosing_needs_revision_runs_its_listener_then_approved_finishes(
 def test_the_outcome_modal_is_a_door_of_the_review_policy(
     setup: tuple[Config, Store, Path],
 ) -> None:
-    """The submission asks the policy with the kind the choice is recorded as: who started
-    the run may not choose ``approved`` where the crew forbids self-approval (the policy's
-    words, in the form), yet may send it back; an outsider's forged submission is refused
-    with the policy's words; neither changes anything."""
+    """The click and the submission ask the policy with the kind the choice is recorded as:
+    who started the run may not choose ``approved`` where the crew forbids self-approval (the
+    policy's words), yet may send it back; forged submissions (an outsider's, an approval
+    smuggled into a change request's form, an outcome the review has not) are refused with
+    the policy's words; none changes anything."""
     config, store, _effects = setup
     with slack_and_bot(config, store) as (slack, _bot):
         slack.slash_command(ALICE, CHANNEL, "/crew", "run own topic=otters")
@@ -237,33 +238,43 @@ def test_the_outcome_modal_is_a_door_of_the_review_policy(
         spec = config.crews["own"]
         before = _state(store, review.id)
 
-        slack.click_button(ALICE, CHANNEL, first["ts"], _outcome_button(first, "approved"))
-        form = modal_for(slack, ALICE)
         own = policy.decide(spec, run, review, ALICE, DecisionKind.APPROVE, Facts())
         assert own is not None and own.reason is policy.Reason.OWN_RUN
-        refused = slack.submit_view(ALICE, form["id"], {"text": "ship it"})
-        assert refused.json["errors"]["text"] == said(own, review, run)
-        assert _state(store, review.id) == before
-
-        # An outsider cannot open the form; a submission forged from Alice's is refused.
-        outsider = policy.decide(spec, run, review, MALLORY, DecisionKind.APPROVE, Facts())
-        assert outsider is not None
-        values = {"text": {"value": {"type": "plain_text_input", "value": "ship it"}}}
-        forged = slack.send_interaction(
-            {
-                "type": "view_submission",
-                "user": {"id": MALLORY, "username": "mallory"},
-                "trigger_id": "forged",
-                "view": {**form, "state": {"values": values}},
-            }
+        own_words = said(own, review, run)
+        slack.click_button(ALICE, CHANNEL, first["ts"], _outcome_button(first, "approved"))
+        wait_until(
+            lambda: own_words in json.dumps(slack.open_views(ALICE)),
+            what="Alice's modal to say why she may not approve her own run",
         )
-        assert forged.json["errors"]["text"] == said(outsider, review, run) == text.NOT_A_REVIEWER
         assert _state(store, review.id) == before
+        for view in slack.open_views(ALICE):
+            slack.close_view(ALICE, view["id"])
 
-        # Sending it back is no approval: the starter may.
-        slack.close_view(ALICE, form["id"])
+        # Sending it back is no approval: the starter may open that form.
         slack.click_button(ALICE, CHANNEL, first["ts"], _outcome_button(first, "needs_revision"))
         form = modal_for(slack, ALICE)
+
+        def forged(user: str, index: int) -> Any:
+            """A submission Slack's client would not send: by ``user``, of outcome ``index``."""
+            meta = {**json.loads(form["private_metadata"]), "outcome": index}
+            values = {"text": {"value": {"type": "plain_text_input", "value": "ship it"}}}
+            view = {**form, "private_metadata": json.dumps(meta), "state": {"values": values}}
+            return slack.send_interaction(
+                {
+                    "type": "view_submission",
+                    "user": {"id": user, "username": user.lower()},
+                    "trigger_id": "forged",
+                    "view": view,
+                }
+            ).json["errors"]["text"]
+
+        outsider = policy.decide(spec, run, review, MALLORY, DecisionKind.CHANGES, Facts())
+        assert outsider is not None
+        assert forged(MALLORY, 2) == said(outsider, review, run) == text.NOT_A_REVIEWER
+        assert forged(ALICE, 0) == own_words  # "approved" smuggled into her form
+        assert forged(ALICE, 7) == block_text.OUTCOME_GONE
+        assert _state(store, review.id) == before
+
         assert slack.submit_view(ALICE, form["id"], {"text": "mention the rivers"}).status == 200
         second = review_with_buttons(slack, root["ts"], after=first["ts"])
         assert "Draft 2 on otters" in text_of(second)

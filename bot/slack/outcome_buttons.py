@@ -3,11 +3,12 @@ feedback modal, its submission records the decision with the outcome chosen
 (``Countersign.decide(..., outcome=)``), and the resumed flow takes exactly that outcome.
 
 A Slack door like the review buttons: the click is checked as theirs is (the review gone,
-clicked elsewhere, decided already, and the review policy, ``policy.decide``, through
-:meth:`Handlers._clicked_review`), the submission again with the kind the choice is recorded
-as (``flow_outcomes.kind_for``), in the same words. It is idempotent: the modal's view id is
-the decision's request key, so a submission Slack sends again is answered as the first time
-and records nothing more; a decision made meanwhile is a compare-and-set that comes too late.
+clicked elsewhere, decided already: :meth:`Handlers._clicked_review`), and both the click and
+the submission ask the review policy (``policy.decide``) with the kind the choice is recorded
+as (``flow_outcomes.kind_for``: choosing ``approved`` is an approval), in the same words. It
+is idempotent: the modal's view id is the decision's request key, so a submission Slack sends
+again is answered as the first time and records nothing more; a decision made meanwhile is a
+compare-and-set that comes too late.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from bot.slack.outcome_payloads import (
 from bot.slack.payloads import PayloadError, callback_id
 from crew_runtime import flow_outcomes
 from crew_runtime.errors import UsageError
-from storage import AlreadyDecided, StorageError
+from storage import AlreadyDecided, Review, Run, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +61,28 @@ class OutcomeButtons(Handlers):
         view_id = await self._open_loading_view(client, click)
         if view_id is None:
             return
-        found, refusal = await self._clicked_review(click, context.get(REQUEST_KEY))
-        if refusal is None and found is not None and click.index >= len(outcomes_of(found[0])):
-            refusal = block_text.OUTCOME_GONE
+        request_key = context.get(REQUEST_KEY)
+        found, refusal = await self._clicked_review(click, request_key)
+        if refusal is None and found is not None:
+            refusal = await self._choice_refusal(click.user_id, *found, click.index, request_key)
         if refusal is not None or found is None:
             view = modals.notice_view(refusal or text.REVIEW_GONE)
         else:
             channel = click.channel_id or found[1].channel
             view = outcome_modal(found[0], click.index, channel, click.message_ts)
         await self._update_view(client, view_id, view)
+
+    async def _choice_refusal(
+        self, user_id: str, review: Review, run: Run, index: int, request_key: str | None
+    ) -> str | None:
+        """Why ``user_id`` may not choose the outcome at ``index`` (None: they may): the
+        review offers none there, or the review policy refuses the kind it is recorded as
+        (an approval, say, by who started a run whose crew forbids self-approval)."""
+        outcomes = outcomes_of(review)
+        if index >= len(outcomes):
+            return block_text.OUTCOME_GONE
+        kind = flow_outcomes.kind_for(outcomes[index], outcomes)
+        return await self._decision_refusal(user_id, review, run, request_key, kind=kind)
 
     async def on_outcome_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
@@ -82,22 +96,19 @@ class OutcomeButtons(Handlers):
             await ack(response_action="errors", errors={"text": text.REVIEW_GONE})
             return
         review, run = found
-        outcomes = outcomes_of(review)
-        if submission.index >= len(outcomes):
-            await ack(response_action="errors", errors={"text": block_text.OUTCOME_GONE})
+        request_key = f"view:{submission.view_id}"
+        refusal = await self._choice_refusal(
+            submission.user_id, review, run, submission.index, request_key
+        )
+        if refusal is not None:
+            await ack(response_action="errors", errors={"text": refusal})
             return
+        outcomes = outcomes_of(review)
         outcome = outcomes[submission.index]
         kind = flow_outcomes.kind_for(outcome, outcomes)
         words = submission.text.strip() or None
         if words is None and needs_feedback(review, submission.index):
             await ack(response_action="errors", errors={"text": text.EMPTY_TEXT})
-            return
-        request_key = f"view:{submission.view_id}"
-        refusal = await self._decision_refusal(
-            submission.user_id, review, run, request_key, kind=kind
-        )
-        if refusal is not None:
-            await ack(response_action="errors", errors={"text": refusal})
             return
         spec = self.config.crews.get(run.crew)
         try:
