@@ -19,6 +19,8 @@ from bot.sandbox.blockkit import validate_blocks, validate_view
 from bot.slack import block_text, review_blocks, text
 from bot.slack.handlers import said
 from bot.slack.outcome_blocks import outcome_modal
+from bot.slack.outcome_payloads import parse_outcome_click, parse_outcome_submission
+from bot.slack.payloads import PayloadError
 from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
@@ -111,6 +113,51 @@ def test_the_decision_line_names_the_chosen_outcome() -> None:
     line = block_text.decision_line(decision)
     assert line.endswith("chose `&lt;!channel&gt; *ship* it &amp; &lt;@U123&gt; 'now'`")
     assert line in text_of({"blocks": message.blocks})
+
+
+def _click(action: str, value: str = "rev_1") -> Json:
+    return {
+        "type": "block_actions",
+        "user": {"id": ALICE},
+        "trigger_id": "1.2.abc",
+        "container": {"channel_id": CHANNEL, "message_ts": "1.2"},
+        "actions": [{"action_id": action, "value": value}],
+    }
+
+
+def _submission(meta: Any, callback: str = "countersign:modal:outcome") -> Json:
+    return {
+        "type": "view_submission",
+        "user": {"id": ALICE},
+        "view": {
+            "id": "V1",
+            "callback_id": callback,
+            "private_metadata": json.dumps(meta),
+            "state": {"values": {"text": {"value": {"value": "more rivers"}}}},
+        },
+    }
+
+
+def test_outcome_payloads_name_a_place_never_the_authors_words() -> None:
+    click = parse_outcome_click(_click("countersign:outcome:2"))
+    assert (click.index, click.review_id, click.user_id) == (2, "rev_1", ALICE)
+    for action in ("countersign:outcome:x", "countersign:outcome:100", "countersign:approve"):
+        with pytest.raises(PayloadError):
+            parse_outcome_click(_click(action))
+    with pytest.raises(PayloadError):
+        parse_outcome_click(_click("countersign:outcome:0", value="<!channel>"))
+    meta = {"review_id": "rev_1", "outcome": 1, "channel_id": CHANNEL, "message_ts": None}
+    sent = parse_outcome_submission(_submission(meta))
+    assert (sent.index, sent.text, sent.view_id, sent.message_ts) == (1, "more rivers", "V1", None)
+    for bad in (
+        {**meta, "outcome": "approved"},
+        {**meta, "outcome": True},
+        {**meta, "outcome": -1},
+    ):
+        with pytest.raises(PayloadError):
+            parse_outcome_submission(_submission(bad))
+    with pytest.raises(PayloadError):
+        parse_outcome_submission(_submission(meta, "countersign:modal:changes"))
 
 
 @pytest.fixture
