@@ -61,6 +61,19 @@ def by_kind(kind: DecisionKind, outcomes: Sequence[str]) -> str | None:
     return None
 
 
+def kind_for(outcome: str, outcomes: Sequence[str]) -> DecisionKind:
+    """The kind of decision a reviewer's choice of ``outcome`` is recorded as (what the
+    review policy, a quorum and the decision's line read): an approval when it is the
+    outcome an approval reads as, a rejection when it is the one a rejection reads as, else
+    a change request (which carries the reviewer's feedback). The flow takes ``outcome``
+    itself, whatever its kind."""
+    if by_kind(DecisionKind.APPROVE, outcomes) == outcome:
+        return DecisionKind.APPROVE
+    if by_kind(DecisionKind.REJECT, outcomes) == outcome:
+        return DecisionKind.REJECT
+    return DecisionKind.CHANGES
+
+
 def refusal(details: FlowFeedbackDetails, kind: DecisionKind, outcome: str | None) -> str | None:
     """Why a decision cannot route the flow (None: it can): an outcome that is not the
     flow's, or none named where neither the flow's model nor the decision's kind says one."""

@@ -155,9 +155,9 @@ class Countersign:
         _person("the reviewer's name (--by)", by)
         review = self.store.get_review(review_id)
         if isinstance(review.details, FlowFeedbackDetails):
-            refused = flow_outcomes.refusal(review.details, decision, outcome)
-            if refused is not None:
-                raise UsageError(refused)
+            unroutable = flow_outcomes.refusal(review.details, decision, outcome)
+            if unroutable is not None:
+                raise UsageError(unroutable)
         elif outcome is not None:
             raise UsageError("only a flow's @human_feedback review has outcomes to choose")
         run = self.store.get_run(review.run_id)

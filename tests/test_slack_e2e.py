@@ -639,7 +639,9 @@ def test_a_flow_is_resumed_by_a_click_and_routed_by_it(setup: tuple[Config, Stor
         review = review_with_buttons(slack, root["ts"])
         assert "Draft on otters (round 0)" in text_of(review)
         assert "Publish this draft?" in text_of(review)
-        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:reject")
+        # The flow's outcomes are the buttons: emit=["approved", "rejected"].
+        assert buttons(review)["countersign:outcome:1"]["text"]["text"] == "rejected"
+        slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:outcome:1")
         reason = modal_for(slack, ALICE)
         assert slack.submit_view(ALICE, reason["id"], {"text": "not our tone"}).status == 200
         run = _succeeded(store)

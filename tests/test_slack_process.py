@@ -35,6 +35,7 @@ from tests.slack_harness import (
     wait_healthy,
     wait_until,
 )
+from tests.test_slack_e2e import modal_for
 from tests.zygote import Forked, Zygote
 
 pytestmark = pytest.mark.slow
@@ -182,7 +183,9 @@ def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
                 first.communicate(timeout=60)
             second = _serve(env, port)
             try:
-                slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:approve")
+                slack.click_button(ALICE, CHANNEL, review["ts"], "countersign:outcome:0")
+                form = modal_for(slack, ALICE)  # the outcome "approved", its feedback box
+                assert slack.submit_view(ALICE, form["id"], {"text": ""}).status == 200
                 wait_until(
                     lambda: store.list_runs()[0].status == RunStatus.SUCCEEDED,
                     what="the flow to finish",

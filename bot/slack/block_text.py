@@ -22,7 +22,7 @@ from bot.slack.mrkdwn import (
     user_ref,
 )
 from bot.slack.payloads import REASSIGN, REVISE
-from crew_runtime import streams
+from crew_runtime import flow_outcomes, streams
 from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
 from storage.status import DEADLINE, DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
@@ -80,13 +80,16 @@ def run_status(status: RunStatus, waiting_on: Collection[ReviewKind] = ()) -> st
 
 
 def decision_line(decision: Decision, *, text_limit: int = 0) -> str:
-    """``✅ Approved by <@U1>`` and, with ``text_limit``, ``: the feedback`` (escaped, cut)."""
+    """``✅ Approved by <@U1>`` (and `` · chose `approved``` where the reviewer chose a
+    flow's outcome) and, with ``text_limit``, ``: the feedback`` (escaped, cut)."""
     if decision.kind is DecisionKind.EXPIRE:
         line = "⌛ Expired: nobody answered in time"
     elif decision.decided_by == DEADLINE:
         line = "⌛ Approved by its deadline: nobody answered in time"
     else:
         line = f"{_DECISION_HEAD[decision.kind]} {user_ref(decision.decided_by)}"
+    if (outcome := flow_outcomes.chosen_name(decision)) is not None:
+        line += f" · chose {code(outcome[:150])}"  # a flow's outcome, its author's
     if text_limit and decision.text and decision.kind is not DecisionKind.EDIT:
         line += ": " + truncate(" ".join(decision.text.split()), text_limit)
     return line
@@ -165,6 +168,20 @@ BUTTON = {
     DecisionKind.REJECT: "Reject",
     DecisionKind.ANSWER: "Answer",
 }
+OUTCOMES_LEAD = "*What should the flow do next?* Choose one of its outcomes:"
+OUTCOME_TITLE = "Your decision"
+OUTCOME_SUBMIT = "Send"
+OUTCOME_LABEL = "Feedback"
+OUTCOME_PLACEHOLDER_OPTIONAL = "Optional: the flow reads your feedback with your choice."
+OUTCOME_PLACEHOLDER_NEEDED = "Say what to change; the flow reads it with your choice."
+OUTCOME_GONE = "This review does not offer that choice any more."
+
+
+def outcome_chosen(outcome: str) -> str:
+    """At the top of an outcome's feedback modal (mrkdwn): the outcome, its author's words."""
+    return f"You chose {code(outcome[:500])}: the flow goes on with it."
+
+
 REVISE_BUTTON = "Revise an earlier task"
 CLAIM_BUTTON = "Claim"
 REASSIGN_BUTTON = "Reassign"

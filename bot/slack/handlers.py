@@ -14,13 +14,15 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import blocks, text
+from bot.slack import blocks, modals, text
 from bot.slack.authz import Reviewers
-from bot.slack.payloads import ButtonClick, ClaimClick
+from bot.slack.outcome_payloads import OutcomeClick
+from bot.slack.payloads import ButtonClick, ClaimClick, ReviseClick
 from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
 from crew_runtime import log_fields, policy
 from crew_runtime.config import CrewSpec
@@ -84,7 +86,7 @@ class Handlers:
         return review, run
 
     async def _clicked_review(
-        self, click: ButtonClick | ClaimClick, request_key: str | None = None
+        self, click: ButtonClick | ClaimClick | OutcomeClick, request_key: str | None = None
     ) -> tuple[tuple[Review, Run] | None, str | None]:
         """The review a button was clicked on, with its run, and why the clicker may not act
         on it (None: they may): gone, clicked elsewhere, no longer pending, not a reviewer
@@ -145,6 +147,35 @@ class Handlers:
         self.wake()
         if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
             await self._ephemeral_via_api(channel, user_id, await self._counted(recorded))
+
+    async def _open_loading_view(
+        self,
+        client: AsyncWebClient,
+        click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick,
+        words: str = text.LOADING,
+    ) -> str | None:
+        """Open the click's modal, saying ``words`` until it is filled; its view id, or None
+        when Slack would not open it (the clicker is told so privately)."""
+        try:
+            response = await client.views_open(
+                trigger_id=click.trigger_id, view=modals.notice_view(words)
+            )
+        except SlackApiError as exc:
+            log.warning("views.open failed: %s", api_error(exc))
+            response = None
+        view = (response.get("view") if response is not None else None) or {}
+        if view.get("id"):
+            return str(view["id"])
+        await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
+        return None
+
+    async def _update_view(
+        self, client: AsyncWebClient, view_id: str, view: dict[str, Any]
+    ) -> None:
+        try:
+            await client.views_update(view_id=view_id, view=view)
+        except SlackApiError as exc:
+            log.warning("views.update failed for %s: %s", view_id, api_error(exc))
 
     async def _facts(self, *asked: policy.Asked, people: tuple[str, ...] = ()) -> policy.Facts:
         """The facts the review policy needs for ``asked`` (and whether ``people`` are bots),
@@ -249,7 +280,9 @@ class Handlers:
             return []
 
 
-def _on_its_message(click: ButtonClick | ClaimClick, review: Review, run: Run) -> bool:
+def _on_its_message(
+    click: ButtonClick | ClaimClick | OutcomeClick, review: Review, run: Run
+) -> bool:
     """Whether a click was made on its review's own message: a click elsewhere carrying the
     review's id was not. Until the dispatcher has recorded where the message went (it does
     so after its last step), a click in the run's thread stands for it."""

@@ -18,20 +18,18 @@ import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import modals, text
-from bot.slack.handlers import THREAD, api_error, sync
+from bot.slack.handlers import THREAD, sync
 from bot.slack.intake import REQUEST_KEY
+from bot.slack.outcome_buttons import OutcomeButtons
 from bot.slack.payloads import (
     BUTTON_PATTERN,
     CLAIM,
     MODAL_PATTERN,
     REASSIGN,
     REVISE,
-    ButtonClick,
-    ClaimClick,
     ModalSubmission,
     PayloadError,
     ReviseClick,
@@ -73,13 +71,15 @@ _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 _ERRORS_LIMIT = 600
 
 
-class Listeners(StandingButtons, SlashCommands):
+class Listeners(OutcomeButtons, StandingButtons, SlashCommands):
     """The bot's listeners: ``/crew`` (:class:`SlashCommands`), review buttons and modals,
-    approving all of a tool's calls and revoking that (:class:`StandingButtons`), the revise
+    a flow's outcome buttons (:class:`OutcomeButtons`), approving all of a tool's calls and
+    revoking that (:class:`StandingButtons`), the revise
     button and modal, and replies in a run's thread."""
 
     def register(self, app: AsyncApp) -> None:
         self.register_standing(app)
+        self.register_outcomes(app)
         app.command("/crew")(self.on_command)
         app.action(BUTTON_PATTERN)(self.on_button)
         app.view(MODAL_PATTERN)(self.on_submission)
@@ -129,35 +129,6 @@ class Listeners(StandingButtons, SlashCommands):
             await self._decide(
                 found[0], DecisionKind.APPROVE, None, click.user_id, channel, request_key
             )
-
-    async def _open_loading_view(
-        self,
-        client: AsyncWebClient,
-        click: ButtonClick | ReviseClick | ClaimClick,
-        words: str = text.LOADING,
-    ) -> str | None:
-        """Open the click's modal, saying ``words`` until it is filled; its view id, or None
-        when Slack would not open it (the clicker is told so privately)."""
-        try:
-            response = await client.views_open(
-                trigger_id=click.trigger_id, view=modals.notice_view(words)
-            )
-        except SlackApiError as exc:
-            log.warning("views.open failed: %s", api_error(exc))
-            response = None
-        view = (response.get("view") if response is not None else None) or {}
-        if view.get("id"):
-            return str(view["id"])
-        await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
-        return None
-
-    async def _update_view(
-        self, client: AsyncWebClient, view_id: str, view: dict[str, Any]
-    ) -> None:
-        try:
-            await client.views_update(view_id=view_id, view=view)
-        except SlackApiError as exc:
-            log.warning("views.update failed for %s: %s", view_id, api_error(exc))
 
     # ------------------------------------------------------------ modals
 

@@ -35,6 +35,7 @@ from bot.slack.message import (
     text_sections,
 )
 from bot.slack.mrkdwn import escape, slack_date, truncate
+from bot.slack.outcome_blocks import outcome_blocks, outcomes_of
 from bot.slack.payloads import CLAIM, REASSIGN, action_id
 from crew_runtime import streams
 from crew_runtime.reviewers import stage_at
@@ -168,7 +169,11 @@ def _review_tail(review: Review, *, decided: bool) -> list[Block]:
     blocks = _args(review)
     ref = t.review_ref(review.id, review.run_id)
     if not decided:
-        buttons = [_button(a, review) for a in BUTTONS[review.kind]]
+        if outcomes_of(review):  # a flow's outcomes, in place of the generic decisions
+            blocks += outcome_blocks(review)
+            buttons = []
+        else:
+            buttons = [_button(a, review) for a in BUTTONS[review.kind]]
         if _after_first_task(review):
             buttons.append(revise_button(review.run_id))
         buttons += _claim_buttons(review)
