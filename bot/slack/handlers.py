@@ -288,4 +288,3 @@ def said(refused: policy.Refusal, review: Review | None, run: Run, action: str =
     if refused.reason is Reason.COULD_NOT_CHECK:
         return text.CHECK_FAILED
     return text.refusal(policy.error(refused, review, run, action=action))
-
