@@ -106,6 +106,8 @@ def test_a_run_in_a_channel_the_bot_is_not_in_is_cancelled_and_its_starter_told(
         slack.add_channel(NOBOT, "nobot", [ALICE, BOB], bot_is_member=False)
         slack.slash_command(ALICE, NOBOT, "/crew", "run uninvited topic=otters")
         (run,) = wait_until(store.list_runs, what="the run to start")
+        (ack,) = wait_until(lambda: slack.ephemerals(ALICE), what="the ack")
+        assert "appears" not in ack.text and "I'll DM you what to do" in ack.text  # honest
         cancelled = wait_until(
             lambda: store.get_run(run.id).status == RunStatus.CANCELLED and store.get_run(run.id),
             what="the run to be cancelled",
