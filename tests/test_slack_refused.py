@@ -222,3 +222,24 @@ def test_the_fix_is_named_for_each_refusal() -> None:
     assert "start it again" in said
     scope = refusal_text.refused("w", "r", NOBOT, "missing_scope", root=False, needed="im:read")
     assert "`im:read`" in scope and "reinstall" in scope
+
+
+@ON_SQLITE
+def test_a_refused_root_whose_dm_failed_for_a_while_is_recorded_as_cancelling_its_run(
+    setup: tuple[Config, Store], cli: Cli
+) -> None:
+    """The DM about a refused root fails for a while: the row is tried again, the run is
+    already cancelled by then, and the one record still says the refusal cancelled it."""
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.add_channel(NOBOT, "nobot", [ALICE, BOB], bot_is_member=False)
+        slack.fail_next("conversations.open", status=500, error="internal_error")
+        slack.slash_command(ALICE, NOBOT, "/crew", "run uninvited topic=otters")
+        (run,) = wait_until(store.list_runs, what="the run to start")
+        wait_until(lambda: slack.direct_messages(ALICE), what="a DM to Alice, the second time")
+        done = wait_until(lambda: settled(store, run.id), what="every row of the run settled")
+        (root,) = [r for r in done if r.kind == "run_started"]
+        assert root.attempts == 2  # the first try's DM failed
+        assert len([c for c in slack.calls("conversations.open") if not c.ok]) == 1
+    audited = one_record_per_given_up_step(store, cli, run.id)
+    assert audited[root.id]["details"]["cancelled"] is True
