@@ -8,9 +8,12 @@ rows a decision already commits are the record. Claims and reassignments of a re
 records too (``decision`` "claim" or "reassign", ``assigned_to`` who has it since), and so are
 standing approvals granted and revoked (``decision`` "standing" or "standing_revoked", the
 tool and the argument values in ``details``), read from ``review_events``, which outlives its
-run without a copy. Delegations while away are records of no run (``decision`` "away", the
-delegate in ``assigned_to``, who is away and until when in ``details``; "back" when one ended
-early, or was replaced by a new one), read from ``delegations``.
+run without a copy; so are the steps of a run Slack refused for good (``decision``
+"slack_refused", by "countersign", the outbox row, Slack's error and words and whether the run
+was cancelled in ``details``), written by ``OutboxStore.give_up_outbox``. Delegations while
+away are records of no run (``decision`` "away", the delegate in ``assigned_to``, who is away
+and until when in ``details``; "back" when one ended early, or was replaced by a new one), read
+from ``delegations``.
 """
 
 from __future__ import annotations

@@ -3,20 +3,33 @@ one claim at a time, in order per run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from storage.base import StoreBase
 from storage.errors import OutboxClaimLost
 from storage.records import JSON, OutboxMessage
-from storage.rows import to_outbox_message
-from storage.schema import outbox, reviews, runs
-from storage.status import OutboxKind
+from storage.rows import load_run, to_outbox_message
+from storage.schema import outbox, review_events, reviews, runs
+from storage.status import OutboxKind, ReviewEventKind
 
 # How the error of a row given up on begins (``OutboxStore.give_up_outbox``).
 GIVEN_UP = "given up: "
+
+
+@dataclass(frozen=True)
+class SlackRefusal:
+    """What the audit trail keeps of a row given up on: Slack's error code (``error``), what
+    Slack said of it (``said``, None if nothing), who gave it up (``by``) and whether its run
+    was cancelled because of it (``cancelled``)."""
+
+    error: str
+    said: str | None
+    by: str
+    cancelled: bool
 
 
 class OutboxStore(StoreBase):
@@ -164,25 +177,33 @@ class OutboxStore(StoreBase):
                 )
             )
 
-    def give_up_outbox(self, message_id: int, claim: str, error: str) -> bool:
+    def give_up_outbox(
+        self, message_id: int, claim: str, error: str, refusal: SlackRefusal | None = None
+    ) -> bool:
         """Compare-and-set held by ``claim`` and unsent → settled without being sent: Slack
         refused it for good (``error``, kept as ``last_error`` after ``GIVEN_UP``), so the
-        rows after it go out. False if ``claim`` no longer holds it."""
+        rows after it go out. With ``refusal``, the run's audit trail records it in the same
+        transaction (``review_events``, kind ``slack_refused``). False if ``claim`` no longer
+        holds it (and nothing is recorded)."""
+        now = self.clock()
         with self._tx() as conn:
-            return (
+            given_up = (
                 conn.execute(
                     update(outbox)
                     .where(*_outbox_held(message_id, claim))
                     .values(
                         attempts=outbox.c.attempts + 1,
                         last_error=(GIVEN_UP + error)[:2000],
-                        sent_at=self.clock(),
+                        sent_at=now,
                         claim=None,
                         claimed_until=None,
                     )
                 ).rowcount
                 == 1
             )
+            if given_up and refusal is not None:
+                _record_refusal(conn, message_id, refusal, now)
+            return given_up
 
     def gave_up_before(self, run_id: str, message_id: int, error: str) -> bool:
         """Whether another row of ``run_id`` than ``message_id`` was given up on for
@@ -199,6 +220,43 @@ class OutboxStore(StoreBase):
                 .limit(1)
             ).first()
             return found is not None
+
+
+def _record_refusal(conn: Connection, message_id: int, refusal: SlackRefusal, at: datetime) -> None:
+    """The audit trail's record of a row given up on: the run's, of the row's review if it
+    has one, keyed by the row so that it is written once."""
+    row = conn.execute(
+        select(outbox.c.run_id, outbox.c.review_id, outbox.c.kind).where(outbox.c.id == message_id)
+    ).one()
+    run = load_run(conn, row.run_id)
+    review_kind = None
+    if row.review_id is not None:
+        review_kind = conn.execute(
+            select(reviews.c.kind).where(reviews.c.id == row.review_id)
+        ).scalar_one_or_none()
+    details = {
+        "outbox_id": message_id,
+        "kind": row.kind,
+        "error": refusal.error,
+        "said": refusal.said,
+        "cancelled": refusal.cancelled,
+    }
+    conn.execute(
+        insert(review_events).values(
+            review_id=row.review_id or "",
+            run_id=run.id,
+            crew=run.crew,
+            review_kind=review_kind or "",
+            kind=ReviewEventKind.SLACK_REFUSED,
+            by=refusal.by,
+            to=run.started_by or refusal.by,
+            request_key=f"slack_refused:{run.id}:{message_id}",
+            at=at,
+            channel=run.channel,
+            thread_ts=run.thread_ts,
+            details=details,
+        )
+    )
 
 
 def _outbox_free(now: datetime) -> tuple[Any, ...]:

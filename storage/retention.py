@@ -6,9 +6,10 @@ that is queued, running or waiting loses no row. A run is deleted whole only onc
 message announcing it was delivered. Deletes go in batches of a few hundred runs,
 each batch one transaction: pruning a million rows holds no lock for long and never builds a
 giant transaction. Before a batch deletes a run's decisions or journal, it copies their
-audit records (``storage.audit.copy_audit``) in the same transaction. Claims, reassignments
-and standing approvals granted or revoked (``review_events``) need no copy: they are kept
-apart from their runs already, and go with the audit records when ``keep_audit`` ends.
+audit records (``storage.audit.copy_audit``) in the same transaction. Claims, reassignments,
+standing approvals granted or revoked and Slack steps given up on (``review_events``) need no
+copy: they are kept apart from their runs already, and go with the audit records when
+``keep_audit`` ends.
 Delegations while away are audit records of no crew: the deployment's ``keep_audit`` prunes
 them once that long has passed since they ended (early, or at their ``until``).
 """

@@ -133,12 +133,14 @@ ALLOWED_DECISIONS: dict[ReviewKind, frozenset[DecisionKind]] = {
 
 class ReviewEventKind(StrEnum):
     """What happened to a review besides its decision (``review_events``, in the audit trail):
-    who handles it, and standing approvals granted with it and revoked."""
+    who handles it, and standing approvals granted with it and revoked; and a step of a run
+    that Slack refused for good (of the review the step announced, if any)."""
 
     CLAIM = "claim"  # someone said they handle it
     REASSIGN = "reassign"  # someone handed it to another reviewer
     STANDING = "standing"  # someone approved the call and the tool's later matching calls
     STANDING_REVOKED = "standing_revoked"  # someone revoked that standing approval
+    SLACK_REFUSED = "slack_refused"  # an outbox row given up on: details say which and why
 
 
 class OnExpire(StrEnum):

@@ -5,6 +5,7 @@ Slack does (a channel the bot is not in, an archived one, a revoked token, a bro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tests.slack_harness import (
     text_of,
     wait_until,
 )
+from tests.test_cli import Cli
 from tests.test_slack_e2e import review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
@@ -55,6 +57,28 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
         yield pair
 
 
+@pytest.fixture
+def cli(setup: tuple[Config, Store], db_url: str, tmp_path: Path, capsys: Any) -> Cli:
+    return Cli(db_url, tmp_path / "countersign.toml", capsys)
+
+
+def refusals(cli: Cli, run_id: str) -> list[Json]:
+    """The run's given-up Slack steps as ``countersign audit export`` (JSONL) has them."""
+    out = cli.ok("audit", "export", "--since", "2000-01-01", "--until", "2100-01-01").out
+    records = [json.loads(line) for line in out.splitlines()]
+    return [r for r in records if r["run_id"] == run_id and r["decision"] == "slack_refused"]
+
+
+def one_record_per_given_up_step(store: Store, cli: Cli, run_id: str) -> dict[int, Json]:
+    """Each of the run's rows given up on has exactly one audit record: outbox id -> it."""
+    given_up = sorted(
+        r.id for r in rows(store, run_id) if (r.last_error or "").startswith(GIVEN_UP)
+    )
+    records = refusals(cli, run_id)
+    assert sorted(r["details"]["outbox_id"] for r in records) == given_up
+    return {r["details"]["outbox_id"]: r for r in records}
+
+
 def counted(kind: str, error: str) -> float:
     labels = {"kind": kind, "error": error}
     return metrics.REGISTRY.get_sample_value("countersign_outbox_given_up_total", labels) or 0.0
@@ -72,7 +96,7 @@ def settled(store: Store, run_id: str) -> list[Any] | None:
 
 
 def test_a_run_in_a_channel_the_bot_is_not_in_is_cancelled_and_its_starter_told(
-    setup: tuple[Config, Store],
+    setup: tuple[Config, Store], cli: Cli
 ) -> None:
     """The first-day mistake: /crew run in a channel the bot was not invited to. Slack
     answers not_in_channel; the run is not left waiting for a review nobody can see."""
@@ -82,6 +106,8 @@ def test_a_run_in_a_channel_the_bot_is_not_in_is_cancelled_and_its_starter_told(
         slack.add_channel(NOBOT, "nobot", [ALICE, BOB], bot_is_member=False)
         slack.slash_command(ALICE, NOBOT, "/crew", "run uninvited topic=otters")
         (run,) = wait_until(store.list_runs, what="the run to start")
+        (ack,) = wait_until(lambda: slack.ephemerals(ALICE), what="the ack")
+        assert "appears" not in ack.text and "I'll DM you what to do" in ack.text  # honest
         cancelled = wait_until(
             lambda: store.get_run(run.id).status == RunStatus.CANCELLED and store.get_run(run.id),
             what="the run to be cancelled",
@@ -98,11 +124,21 @@ def test_a_run_in_a_channel_the_bot_is_not_in_is_cancelled_and_its_starter_told(
         assert len(told) == 1  # told once, whatever else of the run was given up
         assert store.list_reviews(status=ReviewStatus.PENDING, run_id=run.id) == []
     assert counted("run_started", "not_in_channel") == before + 1
+    audited = one_record_per_given_up_step(store, cli, run.id)
+    assert audited[root.id]["decided_by"] == "countersign"
+    assert audited[root.id]["details"] == {
+        "outbox_id": root.id,
+        "kind": "run_started",
+        "error": "not_in_channel",
+        "said": None,
+        "cancelled": True,
+    }
+    assert [r["details"]["cancelled"] for r in audited.values()].count(True) == 1
 
 
 @ON_SQLITE
 def test_a_refused_review_message_is_given_up_and_the_run_goes_on(
-    setup: tuple[Config, Store],
+    setup: tuple[Config, Store], cli: Cli
 ) -> None:
     """Slack refuses the first review's message (invalid_blocks): that row is given up, its
     starter told; a reply in the thread still decides it, and the run's later messages go
@@ -132,11 +168,21 @@ def test_a_refused_review_message_is_given_up_and_the_run_goes_on(
         wait_until(lambda: settled(store, run.id), what="every row of the run settled")
         refused = [c for c in slack.calls("chat.postMessage") if c.error == "invalid_blocks"]
         assert len(refused) == 1
+    (record,) = one_record_per_given_up_step(store, cli, run.id).values()
+    (outline, _article) = sorted(store.list_reviews(status=None, run_id=run.id), key=seq_of)
+    assert record["review_id"] == outline.id and record["review_kind"] == outline.kind
+    assert record["details"]["kind"] == "review_opened"
+    assert record["details"]["error"] == "invalid_blocks"
+    assert record["details"]["cancelled"] is False
+
+
+def seq_of(review: Any) -> Any:
+    return review.created_at, review.id
 
 
 @ON_SQLITE
 def test_an_archived_channel_and_a_revoked_token_are_not_retried(
-    setup: tuple[Config, Store],
+    setup: tuple[Config, Store], cli: Cli
 ) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
@@ -162,6 +208,12 @@ def test_an_archived_channel_and_a_revoked_token_are_not_retried(
         (started,) = [r for r in done if r.kind == "run_started"]
         assert started.last_error == GIVEN_UP + "slack: token_revoked"
         assert store.get_run(second.id).status != RunStatus.CANCELLED  # a new token carries on
+    first = one_record_per_given_up_step(store, cli, run.id)
+    assert first and {r["details"]["error"] for r in first.values()} == {"is_archived"}
+    (revoked,) = one_record_per_given_up_step(store, cli, second.id).values()
+    assert revoked["details"]["error"] == "token_revoked"
+    records = [*first.values(), revoked]
+    assert not any(r["details"]["cancelled"] for r in records)  # cancelled by Alice, or not
 
 
 def test_the_fix_is_named_for_each_refusal() -> None:
@@ -170,3 +222,24 @@ def test_the_fix_is_named_for_each_refusal() -> None:
     assert "start it again" in said
     scope = refusal_text.refused("w", "r", NOBOT, "missing_scope", root=False, needed="im:read")
     assert "`im:read`" in scope and "reinstall" in scope
+
+
+@ON_SQLITE
+def test_a_refused_root_whose_dm_failed_for_a_while_is_recorded_as_cancelling_its_run(
+    setup: tuple[Config, Store], cli: Cli
+) -> None:
+    """The DM about a refused root fails for a while: the row is tried again, the run is
+    already cancelled by then, and the one record still says the refusal cancelled it."""
+    config, store = setup
+    with slack_and_bot(config, store) as (slack, _bot):
+        slack.add_channel(NOBOT, "nobot", [ALICE, BOB], bot_is_member=False)
+        slack.fail_next("conversations.open", status=500, error="internal_error")
+        slack.slash_command(ALICE, NOBOT, "/crew", "run uninvited topic=otters")
+        (run,) = wait_until(store.list_runs, what="the run to start")
+        wait_until(lambda: slack.direct_messages(ALICE), what="a DM to Alice, the second time")
+        done = wait_until(lambda: settled(store, run.id), what="every row of the run settled")
+        (root,) = [r for r in done if r.kind == "run_started"]
+        assert root.attempts == 2  # the first try's DM failed
+        assert len([c for c in slack.calls("conversations.open") if not c.ok]) == 1
+    audited = one_record_per_given_up_step(store, cli, run.id)
+    assert audited[root.id]["details"]["cancelled"] is True

@@ -162,6 +162,8 @@ def test_answers_the_listeners_give() -> None:
     assert text.already_final("run_1", "succeeded") == "Run `run_1` is already over (✅ Succeeded)."
     assert text.cancelled("run_1", "U0ALICE") == "Run `run_1` was cancelled by <@U0ALICE>."
     assert "`blog`" in text.starting("blog")
+    assert "appears" not in text.starting("blog")  # the ack cannot know Slack will take it
+    assert "If Slack refuses it" in text.starting("blog") and "DM you" in text.starting("blog")
     assert "reject: reason" in text.reply_hint(ReviewKind.TOOL_APPROVAL)
     assert "approve" in text.reply_hint(ReviewKind.TASK_REVIEW)
 

@@ -17,7 +17,6 @@ through the HTTP API and the CLI) for a new token to carry on.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 
@@ -27,10 +26,11 @@ from bot.slack import refusal_text
 from bot.slack.elements import section
 from bot.slack.handlers import sync
 from bot.slack.message import Message
-from bot.slack.slack_errors import api_error, explanation, is_transient
+from bot.slack.slack_errors import api_error, explanation, is_transient, slack_said
 from bot.slack.steps import Steps, Thread
 from crew_runtime import metrics
-from storage import AlreadyFinal, OutboxClaimLost, OutboxKind, Run
+from storage import AlreadyFinal, OutboxClaimLost, OutboxKind, Run, RunStatus
+from storage.outbox import SlackRefusal
 
 __all__ = ["give_up"]
 
@@ -61,14 +61,16 @@ async def give_up(steps: Steps, exc: SlackApiError) -> None:
         run.id,
         said,
     )
+    cancelled = False
     if root and error not in _TOKEN_GONE:
-        why = f"Slack refused its thread in {run.channel}: {error}"
-        with contextlib.suppress(AlreadyFinal):  # it ended before its thread was refused
-            await sync(steps.store.cancel_run, run.id, WHO, why=why)
+        cancelled = await _cancel(steps, run, f"Slack refused its thread in {run.channel}: {error}")
     told_before = await sync(steps.store.gave_up_before, run.id, message.id, error)
     if not told_before and error not in _TOKEN_GONE:
         await _tell(steps, run, error, exc, root=root)
-    if not await sync(steps.store.give_up_outbox, message.id, steps.token, f"slack: {said}"):
+    refusal = SlackRefusal(error, slack_said(exc), WHO, cancelled)
+    if not await sync(
+        steps.store.give_up_outbox, message.id, steps.token, f"slack: {said}", refusal
+    ):
         raise OutboxClaimLost(message.id)
     metrics.count_given_up(message.kind, error)
 
@@ -76,6 +78,17 @@ async def give_up(steps: Steps, exc: SlackApiError) -> None:
 # The app's token no longer works: no DM can go out either, and the run is not cancelled
 # (a new token, and serve restarted, brings back everything but the rows given up).
 _TOKEN_GONE = frozenset({"token_revoked", "account_inactive", "invalid_auth", "not_authed"})
+
+
+async def _cancel(steps: Steps, run: Run, why: str) -> bool:
+    """Cancel ``run``, whose thread Slack refused: whether it is cancelled because of that
+    (by this call, or by an earlier try of the same row whose DM failed for a while)."""
+    try:
+        await sync(steps.store.cancel_run, run.id, WHO, why=why)
+    except AlreadyFinal:  # it ended before its thread was refused, or a try before ended it
+        now = await sync(steps.store.get_run, run.id)
+        return now.status == RunStatus.CANCELLED and now.error == f"cancelled by {WHO}: {why}"
+    return True
 
 
 async def _tell(steps: Steps, run: Run, error: str, exc: SlackApiError, *, root: bool) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from slack_sdk.errors import SlackApiError
 
-__all__ = ["TRANSIENT", "api_error", "explanation", "is_transient"]
+__all__ = ["TRANSIENT", "api_error", "explanation", "is_transient", "slack_said"]
 
 # Error codes for Slack's own trouble, worth another try; any other is a refusal.
 TRANSIENT = frozenset(
@@ -40,10 +40,16 @@ def explanation(exc: SlackApiError) -> str:
     """The error code with what Slack said of it, on one line: ``response_metadata``'s
     ``messages`` (which block broke, and how), and for ``missing_scope`` the scope
     ``needed``. Slack's words are data: newlines and other controls are escaped."""
-    data = exc.response.data
     code = api_error(exc)
+    said = slack_said(exc)
+    return code if said is None else f"{code} ({said})"
+
+
+def slack_said(exc: SlackApiError) -> str | None:
+    """What Slack said of its refusal besides the error code, on one line (None: nothing)."""
+    data = exc.response.data
     if not isinstance(data, dict):
-        return code
+        return None
     said: list[str] = []
     if data.get("needed"):
         said.append(f"needed {data['needed']}")
@@ -51,9 +57,7 @@ def explanation(exc: SlackApiError) -> str:
     messages = metadata.get("messages") if isinstance(metadata, dict) else None
     if isinstance(messages, list):
         said.extend(str(m) for m in messages)
-    if not said:
-        return code
-    return f"{code} ({'; '.join(_one_line(s) for s in said)})"
+    return "; ".join(_one_line(s) for s in said) if said else None
 
 
 def _one_line(said: str) -> str:

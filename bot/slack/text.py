@@ -335,7 +335,12 @@ def not_your_stage(
 
 
 def starting(crew: str) -> str:
-    return f"Starting {code(crew)}… its thread appears in this channel in a moment."
+    """The ``/crew run`` ack: sent before Slack has been asked to post the thread, so it
+    promises no thread, and says what happens if Slack refuses one."""
+    return (
+        f"Starting {code(crew)}… I'll post its thread in this channel. If Slack refuses it "
+        "(Countersign is not in this channel, say), I'll DM you what to do instead."
+    )
 
 
 def away(delegate: str, until: datetime) -> str:
