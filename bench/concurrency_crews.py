@@ -9,9 +9,8 @@ last task's reviewed by a person (``human_input=True``): 12 LLM calls and 9 tool
 
 from __future__ import annotations
 
+from _common import LookupTool
 from crewai import LLM, Agent, Crew, Process, Task
-from crewai.tools import BaseTool
-from pydantic import BaseModel
 
 from tests.openai_standin import ModelScript
 
@@ -22,19 +21,6 @@ def scripts(lookups: int) -> dict[str, ModelScript]:
     """What the stand-in answers: ``lookups`` tool calls in each task, then the answer."""
     plan = [("lookup", {"query": "{subject} #{step}"})] * lookups
     return {MODEL: ModelScript(label="Report", tool_plan=plan)}
-
-
-class LookupInput(BaseModel):
-    query: str
-
-
-class LookupTool(BaseTool):
-    name: str = "lookup"
-    description: str = "Look a fact up."
-    args_schema: type[BaseModel] = LookupInput
-
-    def _run(self, query: str) -> str:
-        return f"a fact about {query}"
 
 
 def team(inputs: dict[str, str]) -> Crew:
