@@ -9,7 +9,8 @@ standing approvals (``storage.standing``), the journal (``storage.journal``), th
 (``storage.retention``), the audit trail (``storage.audit``), delegations while away
 (``storage.delegations``), the app's Home tab (``storage.home``), the HTTP API's tokens
 (``storage.tokens``) and its pages of reviews (``storage.pages``), and webhook events
-(``storage.webhooks``).
+(``storage.webhooks``). Each method lives in one part and no part calls another; the table in
+docs/architecture.md ("The Store's parts") names every method's home.
 """
 
 from __future__ import annotations
