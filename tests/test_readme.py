@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from crew_runtime.config import load_config
 from tests import docs
 from tests.crews import effects
 from tests.zygote import Zygote
@@ -159,6 +160,23 @@ def test_a_command_on_a_guide_page_with_no_test_is_caught() -> None:
     assert unaccounted([new]) == ["docs/guide/flows.md: countersign flows replay RUN_ID"]
     ran = docs.Command(*CLI_SESSION[0], "countersign crews list")
     assert unaccounted([ran]) == []
+
+
+def test_every_python_block_compiles() -> None:
+    """A reader copies these: each one is Python (tests run the ones that can run alone)."""
+    for page in docs.pages():
+        for number, block in enumerate(docs.blocks(docs.text(page), "python"), 1):
+            compile(block, f"{page}, Python block {number}", "exec")
+
+
+def test_the_first_crews_configuration_loads(tmp_path: Path) -> None:
+    """The README's and the guide's first crew: the file they show is a valid configuration."""
+    for page, title in ((docs.README, "Write a crew"), ("docs/guide/crews.md", "Writing crews")):
+        (example,) = docs.blocks(docs.section(page, title), "toml")
+        path = tmp_path / "countersign.toml"
+        path.write_text(example)
+        spec = load_config(path).get("blog")
+        assert (spec.factory, spec.required_inputs) == ("my_crews:blog", ("topic",)), page
 
 
 def test_ci_runs_the_readme_test_command() -> None:
