@@ -9,7 +9,7 @@ by default a directory of ``~/.local/share`` that every project on the machine s
 Countersign points it into the directory it is started in, ``.countersign/crewai``, as an
 absolute path (appdirs then uses it as it is). What CrewAI writes under the home directory
 whatever it is told (a key for ``crewai login`` tokens, an empty ``~/.config/crewai``) is in
-the README's "Files Countersign and CrewAI write".
+docs/guide/configuration.md, "Files Countersign and CrewAI write".
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ Example::
     factory = "my_crews.deal:build"
     inputs = ["customer", "approver"]
     reviewers_from_input = "approver"     # /crew run deal approver=@dana: Dana reviews that run
-    webhooks = [                          # signed POSTs of the crew's events (README, "Webhooks")
+    webhooks = [                          # signed POSTs of its events: docs/guide/webhooks.md
       {url = "https://hooks.example.com/deal", events = ["run.waiting", "run.finished",
        "review.decided"], secret_env = "DEAL_WEBHOOK_SECRET"},
     ]

@@ -23,6 +23,7 @@ from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
 from crew_runtime.config import Config, load_config
 from storage import Store
+from tests import docs
 from tests.api_harness import ApiClient
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (
@@ -36,7 +37,7 @@ from tests.slack_harness import (
     wait_until,
 )
 from tests.test_quorum import _at_once
-from tests.test_readme import API_SECTION, readme_commands
+from tests.test_readme import API_SECTION
 from tests.test_slack_e2e import draft_in, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
@@ -155,8 +156,8 @@ README_USER = "U0ANA01"  # who decides in the README, a member of that channel
 
 @ON_SQLITE
 def test_the_http_api_section_runs_as_written(tmp_path: Path, db_url: str) -> None:
-    """README's "HTTP API" commands, line after line in a shell, against the bot on its port
-    with the example crews (``examples/countersign.toml``, no reviewers, no channel, on the
+    """docs/guide/http-api.md's commands, line after line in a shell, against the bot on its
+    port with the example crews (``examples/countersign.toml``, no reviewers, no channel, on the
     offline model), as the command line's session runs: ``localhost:3000`` is the bot's
     address, ``CHANNEL_ID`` a channel the app is in (the decider is a member), ``RUN_ID``
     the run the first ``curl`` started and ``REVIEW_ID`` its pending review, as a reader
@@ -174,7 +175,7 @@ def test_the_http_api_section_runs_as_written(tmp_path: Path, db_url: str) -> No
         slack.add_user(README_USER, "ana")
         slack.add_channel(README_CHANNEL, "content", [README_USER])
         run_id = ""
-        for line in [c.line for c in readme_commands() if c.section == API_SECTION]:
+        for line in docs.section_commands(*API_SECTION):
             command = line.replace("localhost:3000", f"127.0.0.1:{bot.port}")
             command = command.replace("RUN_ID", run_id).replace("CHANNEL_ID", README_CHANNEL)
             if "REVIEW_ID" in command:

@@ -1,7 +1,7 @@
 """`make bench` runs: each benchmark its recipe names, at a size that takes seconds, not minutes.
 
 The figures are not checked here (timings belong in docs/benchmarks.md, not in tests); what is
-checked is that every script the README's `make bench` runs starts, measures and reports.
+checked is that every script `make bench` runs (docs/README.md) starts, measures and reports.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ on the scripted model, and one through Slack (the stand-in)."""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from storage import (
     utc_now,
 )
 from storage.schema import decisions
+from tests import docs
 from tests.crews import effects
 from tests.slack_harness import (
     ALICE,
@@ -247,9 +247,8 @@ def test_a_gates_own_deadline_counts_where_the_crew_keeps_waiting(tmp_path: Path
 def test_the_readme_example_of_the_deadlines_is_valid_and_means_what_it_says(
     tmp_path: Path,
 ) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Deadlines per gate and per task") :]
-    (example,) = re.findall(r"```toml\n(.*?)```", section[: section.index("\n### ")], re.DOTALL)
+    section = docs.section("docs/guide/deadlines.md", "Deadlines per gate and per task")
+    (example,) = docs.blocks(section, "toml")
     spec = _load(tmp_path, example, "outreach")
     assert _hours(spec.deadlines_for(task=1).expire_after) == 24
     email = spec.deadlines_for(tool="send_email")

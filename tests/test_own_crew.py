@@ -8,47 +8,36 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.demo_process import ROOT, DemoProcess, SandboxClient, pending_button, run_thread
+from tests import docs
+from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 pytestmark = pytest.mark.slow
 
-SECTION = "### Your own crew, in the sandbox"
+SECTION = "Add Countersign to a CrewAI project"
 
 
 def readme_files() -> dict[str, str]:
     """The files the README's section shows, by the path its first line names."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) : text.index("\n### ", text.index(SECTION) + 1)]
+    section = docs.section(docs.README, SECTION)
     files = {}
-    for block in re.findall(r"```(?:python|toml)\n(.*?)```", section, re.DOTALL):
+    for block in docs.blocks(section, "python") + docs.blocks(section, "toml"):
         first, _, rest = block.partition("\n")
         files[first.lstrip("# ").strip()] = rest
     return files
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) : text.index("\n### ", text.index(SECTION) + 1)]
-    return [
-        line
-        for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
-        for line in block.splitlines()
-    ]
-
-
 def test_a_crewai_project_gets_a_reviewed_run_in_the_sandbox(tmp_path: Path) -> None:
-    create, cd, install, demo = readme_commands()
+    create, cd, install, demo = docs.section_commands(docs.README, SECTION)
     assert create.startswith("crewai create crew my_project") and cd == "cd my_project"
     # Not run: this .venv has Countersign installed already (make venv), and a fresh
-    # environment would fetch its dependencies from PyPI (tests/test_readme.py says so).
-    assert install == "pip install -e /path/to/countersign"
+    # environment would fetch it from PyPI (tests/test_readme.py says so).
+    assert install == "pip install crewai-countersign"
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     crewai = Path(sys.executable).parent / "crewai"
     subprocess.run(

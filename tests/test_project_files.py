@@ -1,7 +1,8 @@
 """What Countersign and CrewAI write outside a project, checked on a fresh home directory:
 a worker run from a project's directory keeps the database and CrewAI's record of its
 kickoffs in that directory, says at start where the database is, and leaves under the home
-directory only what CrewAI writes there whatever it is told (the README lists it)."""
+directory only what CrewAI writes there whatever it is told (docs/guide/configuration.md
+lists it)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@ storage's quorum on SQLite and PostgreSQL, and the rules of the configuration th
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from storage import (
 )
 from storage.retention import Retention, RetentionPolicy
 from storage.schema import approvals
+from tests import docs
 from tests.test_cli import Cli, assert_refused
 from tests.test_retention import deliver, waiting_run
 from tests.test_storage import FakeClock
@@ -381,10 +381,9 @@ def test_the_rules_are_validated_with_the_key_named(
 def test_the_readme_examples_of_the_rules_are_valid_and_mean_what_they_say(
     tmp_path: Path,
 ) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Several approvers") : readme.index("### The reviewer named")]
-    # Approval chains come between them (their example: tests/test_stage_config.py).
-    several, _chain, alone = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    # The example of approval chains is tests/test_stage_config.py's.
+    (several,) = docs.blocks(docs.section("docs/guide/approvals.md", "Several approvers"), "toml")
+    (alone,) = docs.blocks(docs.section("docs/guide/reviews.md", "No self-approval"), "toml")
     spec = _load(tmp_path, several)
     assert spec.approvals_required == 2 and spec.reviewers == ("U0ANA", "U0BEN", "U0CAL")
     assert spec.approvals_for(tool="send_email") == 3

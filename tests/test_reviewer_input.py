@@ -4,7 +4,6 @@ user id there; who may decide, and whose reviews ``/crew pending`` lists, follow
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from crew_runtime.config import NOBODY, CrewSpec, load_config
 from crew_runtime.reviewers import still_expected
 from storage import NewReview, ReviewKind, Store
+from tests import docs
 from tests.test_cli import Cli
 from tests.test_config import error_for, write
 
@@ -105,9 +105,8 @@ def test_pending_reviews_of_runs_naming_a_person(store: Store) -> None:
 
 
 def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### The reviewer named at start") : readme.index("### Flows")]
-    [example] = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    section = docs.section("docs/guide/reviews.md", "The reviewer named at start")
+    [example] = docs.blocks(section, "toml")
     spec = load_config(write(tmp_path, example)).get("deal")
     assert spec.required_inputs == ("customer", "approver")
     assert spec.reviewers_of({"customer": "acme", "approver": "U0DANA01"}) == ("U0DANA01",)

@@ -3,13 +3,13 @@ key."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from crew_runtime.config import ConfigError, CrewSpec, load_config
 from crew_runtime.specs import StageSpec
+from tests import docs
 
 LEGAL = '{ name = "legal", reviewers = ["S0LEGAL"] }'
 MANAGER = '{ name = "manager", reviewers = ["U0MAX", "U0MIA"] }'
@@ -149,9 +149,7 @@ def test_a_gate_with_a_quorum_of_one_beside_a_crews_chain_may_allow_standing(
 
 
 def test_the_readme_example_of_a_chain_is_valid_and_means_what_it_says(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Approval chains") : readme.index("### No self-approval")]
-    (example,) = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    (example,) = docs.blocks(docs.section("docs/guide/approvals.md", "Approval chains"), "toml")
     spec = _load(tmp_path, example)
     legal, manager = spec.stages_for(tool="send_contract")
     assert (legal.name, legal.reviewers, legal.approvals_required) == ("legal", ("S0LEGAL",), 1)

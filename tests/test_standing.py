@@ -4,7 +4,6 @@ the run with the same values of named arguments, until revoked."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from storage import (
     utc_now,
 )
 from storage.retention import Retention, RetentionPolicy
+from tests import docs
 from tests.harness import Bench
 from tests.test_cli import Cli, assert_refused
 from tests.test_retention import deliver
@@ -341,9 +341,7 @@ def test_the_crews_quorum_applies_to_a_gate_that_sets_none(tmp_path: Path) -> No
 
 
 def test_the_readme_example_is_valid_and_means_what_it_says(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Approve all such calls") :]
-    (example,) = re.findall(r"```toml\n(.*?)```", section[: section.index("\n## ")], re.DOTALL)
+    (example,) = docs.blocks(docs.section("docs/guide/gates.md", "Approve all such calls"), "toml")
     path = tmp_path / "countersign.toml"
     path.write_text('[crews.payroll]\nfactory = "a:b"\n' + example)
     assert load_config(path).get("payroll").standing_match("pay") == ("to",)

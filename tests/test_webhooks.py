@@ -1,6 +1,7 @@
 """Webhooks delivered at least once, signed, through a receiver's failures, on SQLite and
 PostgreSQL: the sender (``bot.webhooks``) against a real local receiver
-(``tests/webhook_receiver.py``) that checks signatures with the README's snippet.
+(``tests/webhook_receiver.py``) that checks signatures with the snippet of
+docs/guide/webhooks.md.
 
 The events come from the Store's own transitions (a run that waits, a decision, a run that
 ends), no Slack involved: a crew without a channel, or a deployment without Slack, still

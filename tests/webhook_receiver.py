@@ -1,7 +1,7 @@
 """A webhook receiver a test controls, on an event loop of its own (a thread): it checks each
-delivery's signature with the README's own ``verify`` and counts deliveries by event id, and
-fails the first attempts of each event as its script says (an HTTP status, or ``"hang"``: no
-answer until the sender's timeout). Before :meth:`Receiver.listen` its port refuses
+delivery's signature with docs/guide/webhooks.md's own ``verify`` and counts deliveries by
+event id, and fails the first attempts of each event as its script says (an HTTP status, or
+``"hang"``: no answer until the sender's timeout). Before :meth:`Receiver.listen` its port refuses
 connections, as a receiver that is down does.
 """
 
@@ -9,28 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+from tests import docs
+
+PAGE = "docs/guide/webhooks.md"
 HANG = "hang"
 
 
 def readme_verify() -> Callable[[bytes, str, bytes], bool]:
-    """The ``verify`` of the README's Webhooks section, as a receiver would copy it."""
-    section = README.read_text().split("\n## Webhooks\n", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert code is not None, "the README's Webhooks section has no Python snippet"
+    """The ``verify`` of the guide's Webhooks page, as a receiver would copy it."""
+    code = docs.blocks(docs.text(PAGE), "python")
+    assert len(code) == 1, f"{PAGE} has no Python snippet, or several"
     scope: dict[str, Any] = {}
-    exec(compile(code[1], "README.md", "exec"), scope)
+    exec(compile(code[0], PAGE, "exec"), scope)
     return scope["verify"]  # type: ignore[no-any-return]
 
 

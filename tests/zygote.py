@@ -17,7 +17,7 @@ caller's stdin, stdout and stderr passed along with the line's first byte, which
 takes as its own), the zygote answers ``{"pid": …}`` and, when the child exits,
 ``{"status": …}`` (negative: killed by that signal), then closes the connection.
 ``tests/bin/countersign`` is the command that way: a stand-in for the installed command
-that the README's sessions run, forked warm instead of importing CrewAI each time.
+that the documentation's sessions run, forked warm instead of importing CrewAI each time.
 """
 
 from __future__ import annotations

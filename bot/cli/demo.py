@@ -172,7 +172,7 @@ async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str
     log.info("demo: database %s, config %s", mask_url(ctx.database_url), config.path)
     log.info(
         "demo: the bot on http://%s:%d: Slack's /slack/events and the HTTP API, /api/v1/ "
-        "(README: HTTP API; tokens from `countersign tokens create`)",
+        "(docs/guide/http-api.md; tokens from `countersign tokens create`)",
         args.host,
         bot_port,
     )
