@@ -251,8 +251,8 @@ class Backoff:
     (from ``1 - jitter`` of it to all), so that receivers back from an outage are not hit by
     every retry at once."""
 
-    first: timedelta = timedelta(seconds=2)
-    most: timedelta = timedelta(minutes=10)
+    first: timedelta
+    most: timedelta
     jitter: float = 0.5
 
     def after(self, attempts: int) -> timedelta:
