@@ -333,6 +333,8 @@ class Dispatcher(Waking):
         await steps.sent()
 
     async def _review(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_OPENED: the review's messages in the thread (what changed first, a long
+        draft as a file), its buttons on the last; the root updated."""
         if review.message_ts is not None:
             await steps.sent()
             return
