@@ -29,6 +29,7 @@ from sqlalchemy import event
 from bot.sandbox import SlackStandIn, StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
+from crew_runtime.service import Countersign
 from storage import NewReview, ReviewKind
 
 CHANNEL = "C0BENCH"
@@ -47,7 +48,7 @@ def setup(store: c.Store, runs: int) -> None:
 async def drain(store: c.Store, config: Config, api_url: str, token: str) -> tuple[int, float]:
     async with ClientSession() as session:
         client = AsyncWebClient(token=token, base_url=api_url, session=session)
-        dispatcher = Dispatcher(client, store, config)
+        dispatcher = Dispatcher(client, Countersign(store, config))
         started = time.perf_counter()
         sent = 0
         while batch := await dispatcher.drain():

@@ -40,6 +40,7 @@ from storage.errors import (
 )
 from storage.flows import FlowStore
 from storage.inbox import InboxRequest, InboxStore, NewRequest
+from storage.leases import Backoff
 from storage.progress import EDIT_EVERY, RunProgress
 from storage.records import (
     ApiToken,
@@ -92,6 +93,7 @@ __all__ = [
     "AlreadyRevoked",
     "ApiToken",
     "Approval",
+    "Backoff",
     "CountersignError",
     "Decision",
     "DecisionKind",

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import case, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from storage import leases
 from storage.base import StoreBase
 from storage.records import Review, Run
 from storage.rows import decisions_by_review, to_review, to_run
@@ -90,7 +90,7 @@ class HomeStore(StoreBase):
             return list(
                 conn.execute(
                     select(home_tabs.c.user_id)
-                    .where(*_home_free(self.clock()))
+                    .where(*leases.HOME.free(self.clock()))
                     .order_by(home_tabs.c.due_at, home_tabs.c.user_id)
                     .limit(limit)
                 ).scalars()
@@ -106,12 +106,7 @@ class HomeStore(StoreBase):
         """
         now = self.clock()
         with self._tx() as conn:
-            claimed = conn.execute(
-                update(home_tabs)
-                .where(home_tabs.c.user_id == user_id, *_home_free(now))
-                .values(claim=claim, claimed_until=now + hold)
-            ).rowcount
-            if claimed != 1:
+            if not leases.HOME.claim(conn, user_id, claim, now, hold):
                 return None
             row = conn.execute(
                 select(home_tabs.c.wanted, home_tabs.c.attempts).where(
@@ -126,39 +121,21 @@ class HomeStore(StoreBase):
         """Compare-and-set held by ``claim`` → done, showing the changes up to ``shown``
         (``error``: given up on, with why). False if ``claim`` no longer held it."""
         with self._tx() as conn:
-            return (
-                conn.execute(
-                    update(home_tabs)
-                    .where(*_home_held(user_id, claim))
-                    .values(
-                        published=case(
-                            (home_tabs.c.published < shown, shown), else_=home_tabs.c.published
-                        ),
-                        published_at=self.clock(),
-                        attempts=0,
-                        last_error=None if error is None else error[:2000],
-                        claim=None,
-                        claimed_until=None,
-                    )
-                ).rowcount
-                == 1
+            return leases.HOME.let_go(
+                conn,
+                user_id,
+                claim,
+                published=case((home_tabs.c.published < shown, shown), else_=home_tabs.c.published),
+                published_at=self.clock(),
+                attempts=0,
+                last_error=None if error is None else error[: leases.ERROR_LENGTH],
             )
 
     def home_failed(self, user_id: str, claim: str, error: str, retry_in: timedelta) -> None:
         """Let the refresh go with its error, due again in ``retry_in``; a no-op if
         ``claim`` no longer holds it."""
         with self._tx() as conn:
-            conn.execute(
-                update(home_tabs)
-                .where(*_home_held(user_id, claim))
-                .values(
-                    attempts=home_tabs.c.attempts + 1,
-                    last_error=error[:2000],
-                    due_at=self.clock() + retry_in,
-                    claim=None,
-                    claimed_until=None,
-                )
-            )
+            leases.HOME.release(conn, user_id, claim, error, self.clock() + retry_in)
 
     def runs_going(self, started_by: str, limit: int) -> list[Run]:
         """The runs ``started_by`` started that have not ended, newest first."""
@@ -211,17 +188,3 @@ class HomeStore(StoreBase):
                 for row in conn.execute(select(runs).where(runs.c.id.in_(run_ids)))
             }
             return decided, found_runs
-
-
-def _home_free(now: datetime) -> tuple[Any, ...]:
-    """A refresh wanted, due, and held by no live dispatcher."""
-    return (
-        home_tabs.c.wanted > home_tabs.c.published,
-        home_tabs.c.due_at <= now,
-        home_tabs.c.claimed_until.is_(None) | (home_tabs.c.claimed_until <= now),
-    )
-
-
-def _home_held(user_id: str, claim: str) -> tuple[Any, ...]:
-    """The compare-and-set condition that a dispatcher still holds ``user_id``'s refresh."""
-    return (home_tabs.c.user_id == user_id, home_tabs.c.claim == claim)

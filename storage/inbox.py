@@ -21,6 +21,7 @@ from datetime import timedelta
 from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from storage import leases
 from storage.engine import write_transaction
 from storage.schema import inbox
 from storage.store import Store
@@ -120,37 +121,17 @@ class InboxStore:
         if not row_ids:
             return
         with write_transaction(self.store.engine) as conn:
-            conn.execute(
-                update(inbox)
-                .where(inbox.c.id.in_(sorted(row_ids)), inbox.c.done_at.is_(None))
-                .values(claimed_until=self.store.clock() + self.claim)
-            )
+            leases.INBOX.renew_all(conn, row_ids, self.store.clock() + self.claim)
 
     def claim_stale(self, limit: int = 50) -> list[InboxRequest]:
         """Claim unfinished requests whose claim ran out (their handler died), oldest first."""
-        now = self.store.clock()
-        claimed = []
+        columns = (inbox.c.key, inbox.c.body, inbox.c.content_type, inbox.c.attempts)
         with write_transaction(self.store.engine) as conn:
-            rows = conn.execute(
-                select(
-                    inbox.c.id, inbox.c.key, inbox.c.body, inbox.c.content_type, inbox.c.attempts
-                )
-                .where(inbox.c.done_at.is_(None), inbox.c.claimed_until < now)
-                .order_by(inbox.c.id)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
-            ).all()
-            for row in rows:
-                taken = conn.execute(
-                    update(inbox)
-                    .where(inbox.c.id == row.id, inbox.c.claimed_until < now)
-                    .values(claimed_until=now + self.claim, attempts=inbox.c.attempts + 1)
-                ).rowcount
-                if taken == 1:
-                    claimed.append(
-                        InboxRequest(row.id, row.key, row.body, row.content_type, row.attempts + 1)
-                    )
-        return claimed
+            taken = leases.INBOX.take_expired(conn, self.store.clock(), self.claim, columns, limit)
+        return [
+            InboxRequest(row.id, row.key, row.body, row.content_type, row.attempts + 1)
+            for row in taken
+        ]
 
     def count_open(self) -> int:
         """Requests recorded and not yet handled (for health checks and tests)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
+from storage import leases
 from storage.base import StoreBase
 from storage.errors import OutboxClaimLost
 from storage.records import JSON, OutboxMessage
@@ -60,7 +61,7 @@ class OutboxStore(StoreBase):
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(outbox)
-                .where(*_outbox_free(now), ~held_back)
+                .where(*leases.OUTBOX.free(now), ~held_back)
                 .order_by(outbox.c.id)
                 .limit(limit)
             )
@@ -88,12 +89,9 @@ class OutboxStore(StoreBase):
             .scalar_subquery()
         )
         with self._tx() as conn:
-            claimed = conn.execute(
-                update(outbox)
-                .where(outbox.c.id == message_id, *_outbox_free(now), outbox.c.id == first_unsent)
-                .values(claim=claim, claimed_until=now + hold)
-            ).rowcount
-            if claimed != 1:
+            if not leases.OUTBOX.claim(
+                conn, message_id, claim, now, hold, outbox.c.id == first_unsent
+            ):
                 return None
             row = conn.execute(select(outbox).where(outbox.c.id == message_id)).one()
             return to_outbox_message(row)
@@ -101,14 +99,7 @@ class OutboxStore(StoreBase):
     def renew_outbox_claim(self, message_id: int, claim: str, hold: timedelta) -> bool:
         """Hold the row ``hold`` longer; False if ``claim`` no longer holds it."""
         with self._tx() as conn:
-            return (
-                conn.execute(
-                    update(outbox)
-                    .where(*_outbox_held(message_id, claim))
-                    .values(claimed_until=self.clock() + hold)
-                ).rowcount
-                == 1
-            )
+            return leases.OUTBOX.renew(conn, message_id, claim, self.clock() + hold)
 
     def save_outbox_progress(self, message_id: int, claim: str, progress: JSON) -> None:
         """Record the steps of a delivery done so far (and the one under way).
@@ -117,10 +108,7 @@ class OutboxStore(StoreBase):
             OutboxClaimLost: ``claim`` no longer holds the row: stop delivering it.
         """
         with self._tx() as conn:
-            saved = conn.execute(
-                update(outbox).where(*_outbox_held(message_id, claim)).values(progress=progress)
-            ).rowcount
-            if saved != 1:
+            if not leases.OUTBOX.write(conn, message_id, claim, progress=progress):
                 raise OutboxClaimLost(message_id)
 
     def mark_sent(
@@ -138,12 +126,7 @@ class OutboxStore(StoreBase):
         ``review_message=(review_id, channel, ts)`` for a review's message.
         """
         with self._tx() as conn:
-            sent = conn.execute(
-                update(outbox)
-                .where(*_outbox_held(message_id, claim))
-                .values(sent_at=self.clock(), claim=None, claimed_until=None)
-            ).rowcount
-            if sent != 1:
+            if not leases.OUTBOX.let_go(conn, message_id, claim, sent_at=self.clock()):
                 return False
             if thread is not None:
                 run_id, channel, ts = thread
@@ -165,17 +148,7 @@ class OutboxStore(StoreBase):
         """Let the row go with its error, to be tried again (from its first step not done)
         in ``retry_in``; a no-op if ``claim`` no longer holds it."""
         with self._tx() as conn:
-            conn.execute(
-                update(outbox)
-                .where(*_outbox_held(message_id, claim))
-                .values(
-                    attempts=outbox.c.attempts + 1,
-                    last_error=error[:2000],
-                    next_attempt_at=self.clock() + retry_in,
-                    claim=None,
-                    claimed_until=None,
-                )
-            )
+            leases.OUTBOX.release(conn, message_id, claim, error, self.clock() + retry_in)
 
     def give_up_outbox(
         self, message_id: int, claim: str, error: str, refusal: SlackRefusal | None = None
@@ -187,19 +160,13 @@ class OutboxStore(StoreBase):
         holds it (and nothing is recorded)."""
         now = self.clock()
         with self._tx() as conn:
-            given_up = (
-                conn.execute(
-                    update(outbox)
-                    .where(*_outbox_held(message_id, claim))
-                    .values(
-                        attempts=outbox.c.attempts + 1,
-                        last_error=(GIVEN_UP + error)[:2000],
-                        sent_at=now,
-                        claim=None,
-                        claimed_until=None,
-                    )
-                ).rowcount
-                == 1
+            given_up = leases.OUTBOX.let_go(
+                conn,
+                message_id,
+                claim,
+                attempts=outbox.c.attempts + 1,
+                last_error=(GIVEN_UP + error)[: leases.ERROR_LENGTH],
+                sent_at=now,
             )
             if given_up and refusal is not None:
                 _record_refusal(conn, message_id, refusal, now)
@@ -257,20 +224,6 @@ def _record_refusal(conn: Connection, message_id: int, refusal: SlackRefusal, at
             details=details,
         )
     )
-
-
-def _outbox_free(now: datetime) -> tuple[Any, ...]:
-    """An unsent outbox row that is due and that no live dispatcher holds."""
-    return (
-        outbox.c.sent_at.is_(None),
-        outbox.c.next_attempt_at <= now,
-        outbox.c.claimed_until.is_(None) | (outbox.c.claimed_until <= now),
-    )
-
-
-def _outbox_held(message_id: int, claim: str) -> tuple[Any, ...]:
-    """The compare-and-set condition that a dispatcher still holds an unsent row."""
-    return (outbox.c.id == message_id, outbox.c.sent_at.is_(None), outbox.c.claim == claim)
 
 
 def _holds_back(earlier: Any, later: Any) -> Any:

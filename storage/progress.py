@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, case, insert, select, update
 
+from storage import leases
 from storage.base import StoreBase
 from storage.fencing import fence
 from storage.records import JSON
@@ -113,12 +114,7 @@ class ProgressStore(StoreBase):
         """Let a row held by ``claim`` go until ``until``, not counted as a failure (a
         progress edit that would come too soon after the last)."""
         with self._tx() as conn:
-            conn.execute(
-                update(outbox)
-                .where(outbox.c.id == message_id, outbox.c.sent_at.is_(None))
-                .where(outbox.c.claim == claim)
-                .values(next_attempt_at=until, claim=None, claimed_until=None)
-            )
+            leases.OUTBOX.let_go(conn, message_id, claim, next_attempt_at=until)
 
     def _show_progress(self, conn: Connection, run_id: str) -> None:
         """Enqueue a ``RUN_PROGRESS`` row unless one waits unclaimed: the dispatcher reads
@@ -132,7 +128,7 @@ class ProgressStore(StoreBase):
                 outbox.c.run_id == run_id,
                 outbox.c.kind == OutboxKind.RUN_PROGRESS,
                 outbox.c.sent_at.is_(None),
-                outbox.c.claimed_until.is_(None) | (outbox.c.claimed_until <= now),
+                leases.OUTBOX.unheld(now),
             )
             .with_for_update()
         ).first()

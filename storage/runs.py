@@ -9,13 +9,14 @@ import secrets
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
-from sqlalchemy import Connection, delete, func, insert, select, tuple_, update
+from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from storage import leases
 from storage.base import StoreBase, new_id
 from storage.details import details_to_json
 from storage.errors import AlreadyFinal, LeaseLost
-from storage.fencing import NO_LEASE, claimed_by, held
+from storage.fencing import NO_LEASE
 from storage.journal import append_entry, next_pos
 from storage.records import FlowPause, NewEntry, NewReview, Review, Run, Snapshot
 from storage.rows import load_review, load_run, to_run
@@ -127,7 +128,7 @@ class RunStore(StoreBase):
         """
         now = self.clock()
         runnable = (runs.c.status == RunStatus.QUEUED) | (
-            (runs.c.status == RunStatus.RUNNING) & (runs.c.lease_expires < now)
+            (runs.c.status == RunStatus.RUNNING) & leases.RUNS.expired(now)
         )
         if exclude:
             runnable = runnable & runs.c.id.not_in(list(exclude))
@@ -180,14 +181,7 @@ class RunStore(StoreBase):
         stop working on it.
         """
         with self._tx() as conn:
-            return (
-                conn.execute(
-                    update(runs)
-                    .where(*held(run_id, token))
-                    .values(lease_expires=self.clock() + lease)
-                ).rowcount
-                == 1
-            )
+            return leases.RUNS.renew(conn, run_id, token, self.clock() + lease)
 
     def extend_leases(self, claims: Mapping[str, str], lease: timedelta) -> set[str]:
         """Renew, in one statement, the lease of each claim (run id -> token) that still
@@ -196,18 +190,8 @@ class RunStore(StoreBase):
         claimed again."""
         if not claims:
             return set()
-        pairs = sorted(claims.items())
         with self._tx() as conn:
-            renewed = conn.execute(
-                update(runs)
-                .where(
-                    runs.c.status == RunStatus.RUNNING,
-                    tuple_(runs.c.id, runs.c.lease_token).in_(pairs),
-                )
-                .values(lease_expires=self.clock() + lease)
-                .returning(runs.c.id)
-            )
-            return set(renewed.scalars())
+            return leases.RUNS.renew_all(conn, claims, self.clock() + lease)
 
     def release_run(self, run_id: str, token: str) -> None:
         """Give a running run back to the queue (a worker shutting down)."""
@@ -217,7 +201,7 @@ class RunStore(StoreBase):
                 run_id,
                 RunStatus.RUNNING,
                 RunStatus.QUEUED,
-                claimed_by(token),
+                leases.RUNS.claimed_by(token),
                 **NO_LEASE,
                 updated_at=self.clock(),
             )
@@ -240,7 +224,7 @@ class RunStore(StoreBase):
                 run_id,
                 RunStatus.RUNNING,
                 status,
-                claimed_by(token),
+                leases.RUNS.claimed_by(token),
                 output=output,
                 error=error,
                 **NO_LEASE,
@@ -309,7 +293,7 @@ class RunStore(StoreBase):
                 run_id,
                 RunStatus.RUNNING,
                 RunStatus.WAITING,
-                claimed_by(token),
+                leases.RUNS.claimed_by(token),
                 **NO_LEASE,
                 updated_at=now,
             )

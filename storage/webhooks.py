@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, insert, select, tuple_, update
 
+from storage import leases
 from storage.base import StoreBase, new_id
 from storage.records import JSON
 from storage.schema import runs, webhook_events
@@ -82,7 +83,7 @@ class WebhookStore(StoreBase):
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(webhook_events)
-                .where(*_free(self.clock()))
+                .where(*leases.WEBHOOK_EVENTS.free(self.clock()))
                 .order_by(webhook_events.c.next_attempt_at, webhook_events.c.id)
                 .limit(limit)
             )
@@ -107,12 +108,7 @@ class WebhookStore(StoreBase):
         another has it or it is done."""
         now = self.clock()
         with self._tx() as conn:
-            claimed = conn.execute(
-                update(webhook_events)
-                .where(webhook_events.c.id == event_id, *_free(now))
-                .values(claim=claim, claimed_until=now + hold)
-            ).rowcount
-            if claimed != 1:
+            if not leases.WEBHOOK_EVENTS.claim(conn, event_id, claim, now, hold):
                 return None
             row = conn.execute(select(webhook_events).where(webhook_events.c.id == event_id))
             return _to_event(row.one())
@@ -121,13 +117,8 @@ class WebhookStore(StoreBase):
         """Keep ``body`` as the JSON every delivery of the event sends; False if ``claim``
         no longer holds it."""
         with self._tx() as conn:
-            return (
-                conn.execute(
-                    update(webhook_events)
-                    .where(*_held(event_id, claim), webhook_events.c.body.is_(None))
-                    .values(body=body)
-                ).rowcount
-                == 1
+            return leases.WEBHOOK_EVENTS.write(
+                conn, event_id, claim, webhook_events.c.body.is_(None), body=body
             )
 
     def settle_webhook_event(
@@ -137,18 +128,13 @@ class WebhookStore(StoreBase):
         ``retry_in`` is None, else due again in ``retry_in``. False if ``claim`` no longer
         held it (another sender took it over: its record stands)."""
         now = self.clock()
-        values: dict[str, Any] = {"progress": progress, "claim": None, "claimed_until": None}
+        values: dict[str, Any] = {"progress": progress}
         if retry_in is None:
             values["done_at"] = now
         else:
             values["next_attempt_at"] = now + retry_in
         with self._tx() as conn:
-            return (
-                conn.execute(
-                    update(webhook_events).where(*_held(event_id, claim)).values(**values)
-                ).rowcount
-                == 1
-            )
+            return leases.WEBHOOK_EVENTS.let_go(conn, event_id, claim, **values)
 
     def list_webhook_events(self, *, run_id: str | None = None) -> list[WebhookEvent]:
         """Events in the order they were made (all, or ``run_id``'s)."""
@@ -157,23 +143,6 @@ class WebhookStore(StoreBase):
             query = query.where(webhook_events.c.run_id == run_id)
         with self.engine.connect() as conn:
             return [_to_event(row) for row in conn.execute(query)]
-
-
-def _free(now: datetime) -> tuple[Any, ...]:
-    """An open event that is due and that no live sender holds."""
-    return (
-        webhook_events.c.done_at.is_(None),
-        webhook_events.c.next_attempt_at <= now,
-        webhook_events.c.claimed_until.is_(None) | (webhook_events.c.claimed_until <= now),
-    )
-
-
-def _held(event_id: str, claim: str) -> tuple[Any, ...]:
-    return (
-        webhook_events.c.id == event_id,
-        webhook_events.c.done_at.is_(None),
-        webhook_events.c.claim == claim,
-    )
 
 
 def _to_event(row: Row[Any]) -> WebhookEvent:

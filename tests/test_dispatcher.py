@@ -6,15 +6,18 @@ to the stand-in; the rows are real runs' announcements in a real database.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+import storage
 from bot.sandbox import StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
-from storage import Store
+from crew_runtime.service import Countersign
+from storage import OutboxKind, Store
 from tests.slack_harness import CHANNEL, new_standin
 
 RUNS = 20
@@ -25,14 +28,14 @@ def test_two_dispatchers_deliver_each_row_once(db_url: str, tmp_path: Path) -> N
     config = Config(path=tmp_path / "countersign.toml")
     for n in range(RUNS):
         store.create_run("writer", {"n": str(n)}, channel=CHANNEL)
+    service = Countersign(store, config)
     with StandInThread(new_standin()) as slack:
 
         async def both() -> list[int]:
             dispatchers = [
                 Dispatcher(
                     AsyncWebClient(token=slack.standin.bot_token, base_url=slack.api_url),
-                    store,
-                    config,
+                    service,
                 )
                 for _ in range(2)
             ]
@@ -44,4 +47,25 @@ def test_two_dispatchers_deliver_each_row_once(db_url: str, tmp_path: Path) -> N
         assert len(roots) == RUNS
         assert {r.thread_ts for r in store.list_runs()} == {m["ts"] for m in roots}
     assert store.due_outbox() == []
+    store.close()
+
+
+def test_every_outbox_kind_storage_writes_has_one_handler(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'countersign.db'}")
+    service = Countersign(store, Config(path=tmp_path / "countersign.toml"))
+    dispatcher = Dispatcher(AsyncWebClient(token="xoxb-test"), service)
+    assert dispatcher.store is store and dispatcher.home.service is service
+    for_runs, for_reviews = set(dispatcher.for_runs), set(dispatcher.for_reviews)
+    assert not for_runs & for_reviews, "a kind with two handlers"
+    # What storage can enqueue: every kind its code names (the rows are written nowhere else).
+    named = {
+        node.attr
+        for path in Path(storage.__file__).parent.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "OutboxKind"
+    }
+    assert named == {kind.name for kind in OutboxKind}
+    assert for_runs | for_reviews == set(OutboxKind)
     store.close()

@@ -184,7 +184,8 @@ class Deployment:
         # A worker's lease is also how long a dead process holds its outbox row (or webhook
         # event).
         self.dispatch_client = slack_client(slack, retry_lost_answers=False)
-        self.dispatcher = Dispatcher(self.dispatch_client, store, config, claim=lease)
+        service = Countersign(store, config)
+        self.dispatcher = Dispatcher(self.dispatch_client, service, claim=lease)
         self.webhooks = WebhookSender(store, config, webhook_secrets or {}, claim=lease)
         self.pool: WorkerPool
         if workers == 0:
@@ -209,7 +210,6 @@ class Deployment:
                 on_settled=self.announce,
                 metrics_at=worker_metrics,
             )
-        service = Countersign(store, config)
         reviewers = Reviewers(self.client)
         self.listeners = Listeners(service, reviewers, self.wake)
         self.api = Api(service, reviewers, self.wake)

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 
 from aiohttp import ClientError
@@ -48,7 +48,7 @@ from bot.slack.steps import Steps, Thread
 from bot.slack.thread_posts import Deferred
 from bot.waking import Waking
 from crew_runtime import policy
-from crew_runtime.config import Config, UnknownCrewError, rule_of
+from crew_runtime.config import UnknownCrewError, rule_of
 from crew_runtime.reviewers import (
     approvals_required,
     covered,
@@ -57,6 +57,7 @@ from crew_runtime.reviewers import (
 from crew_runtime.service import Countersign
 from crew_runtime.specs import Chain
 from storage import (
+    Backoff,
     Decision,
     DecisionKind,
     OutboxClaimLost,
@@ -68,39 +69,66 @@ from storage import (
     Run,
     RunStatus,
     StandingNotFound,
-    Store,
     ToolApprovalDetails,
 )
 from storage.status import RunNote
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF = timedelta(minutes=5)
+# A row that failed waits 1 s, then twice as long each time, at most 5 minutes.
+BACKOFF = Backoff(first=timedelta(seconds=1), most=timedelta(minutes=5), jitter=0.0)
 CLAIM = timedelta(seconds=30)
+
+# What delivers a row of a kind about a run (given its steps, the run's thread and the run),
+# or about a review (given the review too).
+RunHandler = Callable[[Steps, Thread, Run], Awaitable[None]]
+ReviewHandler = Callable[[Steps, Thread, Run, Review], Awaitable[None]]
 
 
 class Dispatcher(Waking):
     """Posts outbox rows to Slack; wake it from any thread after a commit.
 
+    Each outbox kind has one handler: :attr:`for_runs` (given the row's steps, its run's
+    thread and the run) or :attr:`for_reviews` (given its review too).
+
     Args:
         client: a client that waits out rate limits but does not retry server errors or
             dropped connections (see the module docstring).
-        store: where the rows are.
-        config: the crews, for their descriptions and reviewers.
+        service: the runtime service whoever builds the dispatcher built (``serve``'s): its
+            store, where the rows are, and its configuration, for the crews' descriptions
+            and reviewers.
         claim: how long a row is held for this dispatcher without news from it; one that
             died lets its row go after that long.
     """
 
     def __init__(
-        self, client: AsyncWebClient, store: Store, config: Config, *, claim: timedelta = CLAIM
+        self, client: AsyncWebClient, service: Countersign, *, claim: timedelta = CLAIM
     ) -> None:
         super().__init__()
         self.client = client
-        self.store = store
-        self.config = config
+        self.store = service.store
+        self.config = service.config
         self.claim = claim
         # People's Home tabs: refreshed as the rows announcing their changes go out.
-        self.home = Home(client, Countersign(store, config), claim=claim)
+        self.home = Home(client, service, claim=claim)
+        self.for_runs: Mapping[OutboxKind, RunHandler] = {
+            OutboxKind.RUN_STARTED: self._root,
+            OutboxKind.RUN_PROGRESS: self._progress,
+            OutboxKind.RUN_DIVERGED: self._diverged,
+            OutboxKind.RUN_NOTE: self._noted,
+            OutboxKind.RUN_FINISHED: self._finished,
+            OutboxKind.STANDING_GRANTED: self._standing,
+            OutboxKind.STANDING_REVOKED: self._standing,
+        }
+        self.for_reviews: Mapping[OutboxKind, ReviewHandler] = {
+            OutboxKind.REVIEW_OPENED: self._review,
+            OutboxKind.REVIEW_DECIDED: self._decided,
+            OutboxKind.REVIEW_APPROVED: self._approved,
+            OutboxKind.REVIEW_CLAIMED: self._claimed,
+            OutboxKind.REVIEW_REMINDED: self._nudged,
+            OutboxKind.REVIEW_ESCALATED: self._nudged,
+            OutboxKind.TASK_REOPENED: self._reopened,
+        }
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:
         """Drain the outbox until ``stop``: when woken (a commit in this process, or on
@@ -156,7 +184,7 @@ class Dispatcher(Waking):
             except (SlackApiError, ClientError, TimeoutError) as again:
                 exc = again
         reason = _reason(exc)
-        backoff = min(timedelta(seconds=2 ** min(message.attempts, 10)), MAX_BACKOFF)
+        backoff = BACKOFF.after(message.attempts + 1)
         log.warning("outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff)
         await sync(self.store.mark_failed, message.id, steps.token, reason, backoff)
         return False
@@ -188,108 +216,125 @@ class Dispatcher(Waking):
                 await renewing
 
     async def _deliver(self, steps: Steps) -> None:
+        """Deliver the row by its kind's handler (:attr:`for_runs`, :attr:`for_reviews`)."""
         message = steps.message
         run = await sync(self.store.get_run, message.run_id)
         if run.channel is None:  # started outside Slack with no channel configured
             await steps.sent()
             return
         kind = OutboxKind(message.kind)
+        thread = Thread(run.channel, run.thread_ts)
         if kind == OutboxKind.RUN_STARTED:
-            await self._root(steps, run, run.channel)
+            await self.for_runs[kind](steps, thread, run)
             return
         if run.thread_ts is None:
             # A run's rows go out in order (storage.outbox), so its root row is settled: Slack
             # refused it for good (bot.slack.given_up), and there is no thread to show this in.
             await steps.sent()
             return
-        thread = Thread(run.channel, run.thread_ts)
         if kind in _SHOWN_IN_PROGRESS:  # the progress message says the run waits, or ended
             await sync(self.store.refresh_progress, run.id)
-        if kind == OutboxKind.REVIEW_OPENED and message.review_id:
-            review = await sync(self.store.get_review, message.review_id)
-            await self._review(steps, thread, run, review)
-        elif kind == OutboxKind.RUN_PROGRESS:
-            await thread_posts.show_progress(
-                self.client, self.store, self.config, steps, thread, run
-            )
-        elif kind == OutboxKind.REVIEW_DECIDED and message.review_id:
-            review = await sync(self.store.get_review, message.review_id)
-            await self._replace(review)
-            await self._update_root(run)
-            await steps.sent()
-        elif kind == OutboxKind.REVIEW_APPROVED and message.review_id:
-            review = await sync(self.store.get_review, message.review_id)
-            if review.status == ReviewStatus.PENDING:
-                await self._tally(review, run)
-                passed = message.payload.get("stage")
-                moved = None if passed is None else await self._next_stage(review, run, passed)
-                if moved is not None:
-                    await steps.post_all(thread, [moved])
-            await steps.sent()
-        elif kind in (OutboxKind.STANDING_GRANTED, OutboxKind.STANDING_REVOKED):
-            await self._standing(steps, thread, str(message.payload.get("standing", "")))
-        elif kind == OutboxKind.REVIEW_CLAIMED and message.review_id:
-            review = await sync(self.store.get_review, message.review_id)
-            if review.status == ReviewStatus.PENDING:
-                await self._show_claim(review, run)
-                said = message.payload
-                before = said.get("before")
-                claimed = blocks.claimed_message(
-                    str(said["by"]), str(said["to"]), None if before is None else str(before)
-                )
-                await steps.post_all(thread, [claimed])
-            await steps.sent()
-        elif kind in (OutboxKind.REVIEW_REMINDED, OutboxKind.REVIEW_ESCALATED) and (
-            message.review_id
-        ):
-            review = await sync(self.store.get_review, message.review_id)
-            if review.status == ReviewStatus.PENDING:
-                away = await sync(self.store.delegates)
-                people = await self._dm_people(kind, review, run, away)
-                if people:
-                    await self._nudge_by_dm(steps, kind, review, run, people)
-                else:
-                    await steps.post_all(thread, [self._nudge(kind, review, run, away)])
-            await steps.sent()
-        elif kind == OutboxKind.TASK_REOPENED and message.review_id:
-            reopened = await sync(self.store.get_review, message.review_id)
-            superseded = await sync(
-                self.store.list_reviews, status=ReviewStatus.SUPERSEDED, run_id=run.id
-            )
-            for review in superseded:
-                if review.decision is None:  # it was still waiting: take its buttons away
-                    await self._replace(review)
-            await steps.post_all(thread, [blocks.reopened_message(reopened)])
-            await steps.sent()
-        elif kind == OutboxKind.RUN_DIVERGED:
-            note = str(message.payload.get("note", ""))
-            await steps.post_all(thread, [blocks.divergence_message(note)])
-            await steps.sent()
-        elif kind == OutboxKind.RUN_NOTE:
-            asked = _note(message)
-            if asked is not None:
-                await steps.post_all(thread, [blocks.note_message(asked)])
-            await steps.sent()
-        elif kind == OutboxKind.RUN_FINISHED:
-            for review in await sync(
-                self.store.list_reviews, status=ReviewStatus.CANCELLED, run_id=run.id
-            ):
-                await self._replace(review)
-            await steps.post_all(thread, blocks.result_messages(run, await self._rejection(run)))
-            await self._update_root(run)
+        if kind in self.for_runs:
+            await self.for_runs[kind](steps, thread, run)
+        elif message.review_id is None:  # a review's row without its review: nothing to show
             await steps.sent()
         else:
-            await steps.sent()
+            review = await sync(self.store.get_review, message.review_id)
+            await self.for_reviews[kind](steps, thread, run, review)
 
-    async def _root(self, steps: Steps, run: Run, channel: str) -> None:
+    async def _root(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RUN_STARTED: the run's root message in its channel (the thread's first)."""
         if run.thread_ts is not None:
             await steps.sent()
             return
         root = self._root_message(run)
-        posted = await steps.post("root", Thread(channel, None), root)
+        posted = await steps.post("root", Thread(thread.channel, None), root)
         await steps.sent(thread=(run.id, posted.channel, posted.ts))
 
+    async def _progress(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RUN_PROGRESS: the run's progress message, posted or edited."""
+        await thread_posts.show_progress(self.client, self.store, self.config, steps, thread, run)
+
+    async def _decided(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_DECIDED: the review's buttons swapped for its decision; the root updated."""
+        await self._replace(review)
+        await self._update_root(run)
+        await steps.sent()
+
+    async def _approved(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_APPROVED: the approvals so far on the review's message, and in the thread
+        the next stage's reviewers when it passed a stage of its approval chain."""
+        if review.status == ReviewStatus.PENDING:
+            await self._tally(review, run)
+            passed = steps.message.payload.get("stage")
+            moved = None if passed is None else await self._next_stage(review, run, passed)
+            if moved is not None:
+                await steps.post_all(thread, [moved])
+        await steps.sent()
+
+    async def _claimed(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_CLAIMED: who has the pending review, on its message and in the thread."""
+        if review.status == ReviewStatus.PENDING:
+            await self._show_claim(review, run)
+            said = steps.message.payload
+            before = said.get("before")
+            claimed = blocks.claimed_message(
+                str(said["by"]), str(said["to"]), None if before is None else str(before)
+            )
+            await steps.post_all(thread, [claimed])
+        await steps.sent()
+
+    async def _nudged(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_REMINDED, REVIEW_ESCALATED: the nudge of a pending review, by DM to the
+        people its rule names, else in the thread."""
+        kind = OutboxKind(steps.message.kind)
+        if review.status == ReviewStatus.PENDING:
+            away = await sync(self.store.delegates)
+            people = await self._dm_people(kind, review, run, away)
+            if people:
+                await self._nudge_by_dm(steps, kind, review, run, people)
+            else:
+                await steps.post_all(thread, [self._nudge(kind, review, run, away)])
+        await steps.sent()
+
+    async def _reopened(self, steps: Steps, thread: Thread, run: Run, reopened: Review) -> None:
+        """TASK_REOPENED: the superseded reviews' buttons taken away; the reopening said."""
+        superseded = await sync(
+            self.store.list_reviews, status=ReviewStatus.SUPERSEDED, run_id=run.id
+        )
+        for review in superseded:
+            if review.decision is None:  # it was still waiting: take its buttons away
+                await self._replace(review)
+        await steps.post_all(thread, [blocks.reopened_message(reopened)])
+        await steps.sent()
+
+    async def _diverged(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RUN_DIVERGED: the divergence's note in the thread."""
+        note = str(steps.message.payload.get("note", ""))
+        await steps.post_all(thread, [blocks.divergence_message(note)])
+        await steps.sent()
+
+    async def _noted(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RUN_NOTE: the note in the thread, in this bot's words."""
+        asked = _note(steps.message)
+        if asked is not None:
+            await steps.post_all(thread, [blocks.note_message(asked)])
+        await steps.sent()
+
+    async def _finished(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RUN_FINISHED: the cancelled reviews' buttons taken away, the result in the
+        thread, the root updated."""
+        for review in await sync(
+            self.store.list_reviews, status=ReviewStatus.CANCELLED, run_id=run.id
+        ):
+            await self._replace(review)
+        await steps.post_all(thread, blocks.result_messages(run, await self._rejection(run)))
+        await self._update_root(run)
+        await steps.sent()
+
     async def _review(self, steps: Steps, thread: Thread, run: Run, review: Review) -> None:
+        """REVIEW_OPENED: the review's messages in the thread (what changed first, a long
+        draft as a file), its buttons on the last; the root updated."""
         if review.message_ts is not None:
             await steps.sent()
             return
@@ -392,10 +437,12 @@ class Dispatcher(Waking):
         match = spec.standing_values(details.tool, details.args or {})
         return standing_blocks.with_approve_all(message, review, details.tool, match)
 
-    async def _standing(self, steps: Steps, thread: Thread, standing_id: str) -> None:
-        """A standing approval in the thread: its message, posted once when granted (as it
-        stands by then) and edited when revoked to say by whom and when."""
+    async def _standing(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """STANDING_GRANTED, STANDING_REVOKED: a standing approval in the thread: its
+        message, posted once when granted (as it stands by then) and edited when revoked to
+        say by whom and when."""
         try:
+            standing_id = str(steps.message.payload.get("standing", ""))
             standing = await sync(self.store.get_standing, standing_id)
         except StandingNotFound:
             await steps.sent()

@@ -43,13 +43,14 @@ from crew_runtime import policy
 from crew_runtime.policy import Asked
 from crew_runtime.reviewers import stage_at, stages_of
 from crew_runtime.service import Countersign
-from storage import OutboxKind, OutboxMessage, PendingReviews, RunStatus
+from storage import Backoff, OutboxKind, OutboxMessage, PendingReviews, RunStatus
 
 log = logging.getLogger(__name__)
 
 DEBOUNCE = timedelta(seconds=2)  # a burst of changes within it is one publish
 ACTIVE = timedelta(days=30)  # whose Home is refreshed on a change: opened it since
 MAX_ATTEMPTS = 5  # a refresh that keeps failing is given up (the next opening publishes)
+BACKOFF = Backoff(first=timedelta(seconds=2), most=timedelta(minutes=5), jitter=0.0)
 # The outbox rows that change what someone's Home shows.
 CHANGES = frozenset(
     {
@@ -172,7 +173,7 @@ class Home:
         reason = f"slack: {explanation(exc)}" if isinstance(exc, SlackApiError) else repr(exc)
         if is_transient(exc) and attempts + 1 < MAX_ATTEMPTS:
             log.warning("home of %s: %s; retrying", user_id, reason)
-            backoff = timedelta(seconds=2 ** (attempts + 1))
+            backoff = BACKOFF.after(attempts + 1)
             await sync(self.store.home_failed, user_id, token, reason, backoff)
             return
         log.warning("home of %s: %s; given up", user_id, reason)

@@ -5,10 +5,10 @@ An event (``storage.webhooks``) is claimed for a while, its body fixed in the ro
 first POST (so a retry, even after a crash, sends the same bytes with the same id), then sent
 to each of its webhooks at once. Each webhook's delivery is recorded in the event's
 ``progress``: delivered, refused, given up, or due again at a time of its own (exponential
-backoff with jitter, or the receiver's ``Retry-After``). A network error, a timeout, a 408,
-a 429 and a 5xx are tried again; any other answer is final. A webhook is given up on after
-:data:`MAX_ATTEMPTS` attempts or once the event is :data:`GIVE_UP_AFTER` old, with a log
-line and a count (``countersign_webhook_deliveries``).
+backoff with jitter, ``storage.leases.Backoff``, or the receiver's ``Retry-After``). A network
+error, a timeout, a 408, a 429 and a 5xx are tried again; any other answer is final. A
+webhook is given up on after :data:`MAX_ATTEMPTS` attempts or once the event is
+:data:`GIVE_UP_AFTER` old, with a log line and a count (``countersign_webhook_deliveries``).
 
 Events are sent as tasks of their own, many at once: a slow receiver holds its own events,
 never another's, nor the Slack dispatcher, which has its own table and loop. A sender that
@@ -23,11 +23,9 @@ import email.utils
 import functools
 import logging
 import math
-import random
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +38,7 @@ from bot.webhooks.body import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, b
 from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.specs import WebhookSpec
-from storage import Store, WebhookEvent
+from storage import Backoff, Store, WebhookEvent
 
 log = logging.getLogger(__name__)
 
@@ -48,30 +46,13 @@ CLAIM = timedelta(seconds=30)
 TIMEOUT = timedelta(seconds=10)
 MAX_ATTEMPTS = 12
 GIVE_UP_AFTER = timedelta(hours=24)
-FIRST_BACKOFF = timedelta(seconds=2)
-MAX_BACKOFF = timedelta(minutes=10)
+# 2 s, then twice as long each time, at most 10 minutes; each wait a random half to all of it.
+BACKOFF = Backoff(first=timedelta(seconds=2), most=timedelta(minutes=10))
 # Events in flight at once, whatever the backlog.
 IN_FLIGHT = 64
 RETRIED = frozenset({408, 429})
 MOST_RETRY_AFTER = 3600.0
 """The longest wait a receiver's ``Retry-After`` gets (seconds)."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """How long a webhook waits before its next attempt: ``first`` doubled each attempt,
-    capped at ``most``, each wait a random part of it (from a half to all: "jitter", so
-    that receivers back from an outage are not hit by every retry at once)."""
-
-    first: timedelta = FIRST_BACKOFF
-    most: timedelta = MAX_BACKOFF
-
-    def after(self, attempts: int) -> float:
-        """Seconds to wait after the ``attempts``-th failed attempt."""
-        ceiling = min(
-            self.first.total_seconds() * (1 << min(attempts - 1, 30)), self.most.total_seconds()
-        )
-        return ceiling * random.uniform(0.5, 1.0)  # noqa: S311 (jitter, not a secret)
 
 
 class WebhookSender(Waking):
@@ -96,7 +77,7 @@ class WebhookSender(Waking):
         *,
         claim: timedelta = CLAIM,
         timeout: timedelta = TIMEOUT,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = BACKOFF,
         max_attempts: int = MAX_ATTEMPTS,
         give_up_after: timedelta = GIVE_UP_AFTER,
     ) -> None:
@@ -198,7 +179,7 @@ class WebhookSender(Waking):
         except Exception as exc:
             log.exception("webhook %s: event %s not sent; tried again", _where(webhook), event.id)
             attempts = int(before.get("attempts", 0)) + 1
-            delay = self.backoff.after(attempts)
+            delay = self.backoff.after(attempts).total_seconds()
             error = type(exc).__name__
             return {
                 "state": "retry",
@@ -263,7 +244,7 @@ class WebhookSender(Waking):
             )
             return {"state": "gave_up", "attempts": attempts, "error": error}
         metrics.count_webhook(event.crew, "retry")
-        delay = self.backoff.after(attempts) if wait is None else wait
+        delay = self.backoff.after(attempts).total_seconds() if wait is None else wait
         log.warning(
             "webhook %s: event %s (%s) not delivered (attempt %d): %s; retry in %.1fs",
             _where(webhook),
