@@ -419,10 +419,11 @@ _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 def review_digest(review: Review) -> str:
     """What a door shows with a pending review and a decision of it carries back
-    (``digest``: a batch's item, the API's): the review and the stage of its approval chain
-    it is at, which is all of a pending review that changes (its draft or call is fixed when
-    it is asked; decided, it is no longer pending)."""
-    return f"{review.id}.{review.stage}"
+    (``digest``: a batch's item, the API's) to decide it only as it was shown: the stage of
+    its approval chain it is at, which is all of a pending review that changes (its draft
+    or call is fixed when it is asked; decided, it is no longer pending). Short, as a Slack
+    modal carries a hundred of them in its 3,000 characters of metadata."""
+    return str(review.stage)
 
 
 def _storable(what: str, text: str) -> None:

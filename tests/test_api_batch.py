@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from bot.slack.handlers import MAX_BATCH
+from bot.slack.batch_payloads import MAX_BATCH
 from bot.tokens import Scope, Tokens
 from storage import NewReview, ReviewKind, ReviewStatus, RunStatus, Store
 from tests.api_harness import Answer, ApiClient
 from tests.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
 
+LEA = "ULEA"  # the chain's first stage is Alice's and Lea's
 CONFIG = f"""
 [crews.writer]
 factory = "tests.crews:writer"
@@ -43,12 +44,26 @@ approvals_required = 2
 factory = "tests.crews:writer"
 channel = "{CHANNEL}"
 stages = [
-  {{ name = "first", reviewers = ["{BOB}"] }},
-  {{ name = "second", reviewers = ["{ALICE}"] }},
+  {{ name = "first", reviewers = ["{ALICE}", "{LEA}"] }},
+  {{ name = "second", reviewers = ["{BOB}"] }},
 ]
 """
 
 Json = dict[str, Any]
+
+
+def paused(store: Store, *crews: str) -> list[str]:
+    """A run of each of ``crews`` paused at one review, as a worker pauses it; their
+    reviews' ids (all made before any is decided: the claim takes the oldest run)."""
+    ids = []
+    for crew in crews:
+        store.create_run(crew, {"topic": "otters"}, started_by=MALLORY, channel=CHANNEL)
+        run = store.claim_run("w1", timedelta(seconds=30))
+        assert run is not None and run.lease_token is not None
+        ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="t", seq=0, prompt=f"the {crew} draft")
+        (review,) = store.suspend_run(run.id, run.lease_token, [ask])
+        ids.append(review.id)
+    return ids
 
 
 @dataclass
@@ -58,17 +73,7 @@ class Bench:
     reader: str  # a token with the read scope alone
 
     def paused(self, *crews: str) -> list[str]:
-        """A run of each of ``crews`` paused at one review, as a worker pauses it; their
-        reviews' ids (all made before any is decided: the claim takes the oldest run)."""
-        ids = []
-        for crew in crews:
-            self.store.create_run(crew, {"topic": "otters"}, started_by=MALLORY, channel=CHANNEL)
-            run = self.store.claim_run("w1", timedelta(seconds=30))
-            assert run is not None and run.lease_token is not None
-            ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="t", seq=0, prompt="the draft")
-            (review,) = self.store.suspend_run(run.id, run.lease_token, [ask])
-            ids.append(review.id)
-        return ids
+        return paused(self.store, *crews)
 
     def batch(self, by: str, *items: Json, key: str | None = None) -> Answer:
         headers = {"Idempotency-Key": key} if key else None
@@ -86,7 +91,8 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Bench]:
         made = Tokens(store)
         secret = made.create("all", list(Scope), by="test")[1]
         reader = made.create("reader", [Scope.READ], by="test")[1]
-        with slack_and_bot(config, store, workers=0) as (_slack, bot):
+        with slack_and_bot(config, store, workers=0) as (slack, bot):
+            slack.add_user(LEA, "lea")
             yield Bench(store, ApiClient(f"http://127.0.0.1:{bot.port}", secret), reader)
 
 
@@ -96,14 +102,15 @@ def _codes(answer: Answer) -> list[tuple[int, str | None]]:
 
 
 def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None:
-    """Alice's batch: hers, one Bob decided, one not hers, one changed since she read it,
-    one that is not there; each answered apart, only hers recorded and its run resumed."""
+    """Alice's batch: hers, one Bob decided, one not hers, one changed since she read it (Lea
+    passed its stage),
+        one that is not there; each answered apart, only hers recorded and its run resumed."""
     mine, decided, bobs, chained = bench.paused("writer", "writer", "bobs", "chain")
-    read = bench.shown(chained)  # at the first stage, Bob's
-    for review_id in (decided, chained):
-        by_bob = bench.api.post(f"/reviews/{review_id}/decision", {"kind": "approve", "by": BOB})
-        assert by_bob.status == 200, by_bob.body
-    assert bench.store.get_review(chained).stage == 1  # Alice's turn, but not as she read it
+    read = bench.shown(chained)  # at the first stage, Alice's and Lea's
+    for review_id, by in ((decided, BOB), (chained, LEA)):
+        answer = bench.api.post(f"/reviews/{review_id}/decision", {"kind": "approve", "by": by})
+        assert answer.status == 200, answer.body
+    assert bench.store.get_review(chained).stage == 1  # Bob's now: not as Alice read it
     answer = bench.batch(
         ALICE,
         {"review_id": mine, "kind": "approve", "digest": bench.shown(mine)},
@@ -129,12 +136,11 @@ def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None
     assert bench.store.get_review(decided).decision.decided_by == BOB  # type: ignore[union-attr]
     for untouched in (bobs, chained):
         assert bench.store.get_review(untouched).status == ReviewStatus.PENDING
-    assert bench.store.get_review(chained).approvals[-1].decided_by == BOB
-    # Read again, the chained review is hers to approve.
-    again = bench.batch(
-        ALICE, {"review_id": chained, "kind": "approve", "digest": bench.shown(chained)}
-    )
-    assert _codes(again) == [(200, None)]
+    assert bench.store.get_review(chained).approvals[-1].decided_by == LEA
+    # Read again, the chained review is Bob's to approve; Alice's fresh read is not hers.
+    fresh = {"review_id": chained, "kind": "approve", "digest": bench.shown(chained)}
+    assert _codes(bench.batch(ALICE, fresh)) == [(403, "not_your_stage")]
+    assert _codes(bench.batch(BOB, fresh)) == [(200, None)]
 
 
 def test_a_batch_sent_again_records_nothing_twice(bench: Bench) -> None:

@@ -38,7 +38,8 @@ from bot.documents import review_json, run_json
 from bot.hosting import openapi
 from bot.hosting.api_errors import ApiError, refusal
 from bot.slack.authz import CheckFailed
-from bot.slack.handlers import MAX_BATCH, BatchItem, Handlers, sync
+from bot.slack.batch_payloads import MAX_BATCH, BatchItem
+from bot.slack.handlers import Handlers, sync
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError

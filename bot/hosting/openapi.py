@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.slack.handlers import MAX_BATCH
+from bot.slack.batch_payloads import MAX_BATCH
 from bot.tokens import Scope
 from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, RunStatus
 

@@ -14,7 +14,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from slack_sdk.errors import SlackApiError
@@ -22,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import blocks, modals, text
 from bot.slack.authz import Reviewers
+from bot.slack.batch_payloads import BatchClick, BatchItem, ItemResult
 from bot.slack.outcome_payloads import OutcomeClick
 from bot.slack.payloads import ButtonClick, ClaimClick, ReviseClick
 from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
@@ -229,7 +229,7 @@ class Handlers:
     async def _open_loading_view(
         self,
         client: AsyncWebClient,
-        click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick,
+        click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick | BatchClick,
         words: str = text.LOADING,
     ) -> str | None:
         """Open the click's modal, saying ``words`` until it is filled; its view id, or None
@@ -356,32 +356,6 @@ class Handlers:
         except (UsageError, StorageError) as exc:
             log.warning("revisable tasks of %s: %s", run.id, exc)
             return []
-
-
-MAX_BATCH = 100
-"""The most decisions one batch takes (the API's list, a Slack selection): what a Slack
-modal lists at once (ten groups of ten checkboxes)."""
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One decision of a batch: the review, the decision, its text, and what its decider
-    was shown of the review (``digest``: ``service.review_digest`` then; None: not said)."""
-
-    review_id: str
-    kind: DecisionKind
-    text: str | None = None
-    digest: str | None = None
-    standing: bool = False
-
-
-@dataclass(frozen=True)
-class ItemResult:
-    """What became of one item: the review as recorded (``error`` None), or why not."""
-
-    item: BatchItem
-    review: Review | None
-    error: CountersignError | None
 
 
 def _on_its_message(
