@@ -45,41 +45,80 @@ class Bench:
         answer = self.api.post(f"/reviews/{review_id}/decision", {"kind": "approve", "by": by})
         assert answer.status == 200, answer.body
 
-    def modal(self, user: str, callback: str) -> Json:
-        """``user``'s open modal of ``callback`` (once the loading one is filled)."""
-        return wait_until(
-            lambda: next(
-                (v for v in self.slack.open_views(user) if v.get("callback_id") == callback),
-                None,
-            ),
-            what=f"{user}'s {callback} modal",
-        )
 
-    def choose_all(self, user: str) -> tuple[Json, Json]:
-        """Tick every review the choosing modal lists and submit: (the choosing modal as
-        shown, the confirmation it became)."""
-        chooser = self.modal(user, callback_id(BATCH))
-        ticked = {
-            b["block_id"]: [o["value"] for o in b["element"]["options"]]
-            for b in chooser["blocks"]
-            if b["block_id"].startswith("pick:")
-        }
-        answer = self.slack.submit_view(user, chooser["id"], ticked)
-        assert answer.ok and not answer.problems, (answer.body, answer.problems)
-        return chooser, self.modal(user, callback_id(CONFIRM))
+def modal(slack: StandInThread, user: str, callback: str) -> Json:
+    """``user``'s open modal of ``callback`` (once the loading one is filled)."""
+    return wait_until(
+        lambda: next((v for v in slack.open_views(user) if v.get("callback_id") == callback), None),
+        what=f"{user}'s {callback} modal",
+    )
 
-    def answered(self, user: str, view_id: str) -> str:
-        """The words of the modal ``view_id`` once it answers what was recorded (neither
-        the confirmation nor "Recording…")."""
 
-        def said() -> str | None:
-            view = next((v for v in self.slack.open_views(user) if v["id"] == view_id), None)
-            blocks = (view or {}).get("blocks", [])
-            words = "".join(str(b.get("text", {}).get("text", "")) for b in blocks)
-            done = blocks and CONFIRM not in [b.get("block_id") for b in blocks]
-            return words if done and block_text.BATCH_RECORDING not in words else None
+def listed(chooser: Json) -> list[str]:
+    """The ids of the reviews the choosing modal offers."""
+    return [
+        o["value"].split()[0]
+        for b in chooser["blocks"]
+        if b["block_id"].startswith("pick:")
+        for o in b["element"]["options"]
+    ]
 
-        return wait_until(said, what=f"{user}'s batch answer")
+
+def choose(
+    slack: StandInThread, user: str, only: str | None = None, **inputs: str
+) -> tuple[Json, Json]:
+    """Tick every review the choosing modal lists (or ``only`` that one) and submit, with
+    ``inputs`` (``decision``, ``text``): (the choosing modal as shown, the confirmation)."""
+    chooser = modal(slack, user, callback_id(BATCH))
+    assert only is None or only in listed(chooser), (only, listed(chooser))
+    ticked = {}
+    for block in chooser["blocks"]:
+        if block["block_id"].startswith("pick:"):
+            values = [o["value"] for o in block["element"]["options"]]
+            values = [v for v in values if only is None or v.split()[0] == only]
+            if values:
+                ticked[block["block_id"]] = values
+    answer = slack.submit_view(user, chooser["id"], {**ticked, **inputs})
+    assert answer.ok and not answer.problems, (answer.body, answer.problems)
+    return chooser, modal(slack, user, callback_id(CONFIRM))
+
+
+def answered(slack: StandInThread, user: str, view_id: str) -> str:
+    """The words of the modal ``view_id`` once it answers what was recorded (neither the
+    confirmation nor "Recording…")."""
+
+    def said() -> str | None:
+        view = next((v for v in slack.open_views(user) if v["id"] == view_id), None)
+        blocks = (view or {}).get("blocks", [])
+        words = "".join(str(b.get("text", {}).get("text", "")) for b in blocks)
+        done = blocks and CONFIRM not in [b.get("block_id") for b in blocks]
+        return words if done and block_text.BATCH_RECORDING not in words else None
+
+    return wait_until(said, what=f"{user}'s batch answer")
+
+
+def from_home(slack: StandInThread, user: str) -> None:
+    """``user`` opens Home and clicks *Decide several…* there."""
+    slack.open_home(user)
+    home = wait_until(
+        lambda: (
+            (v := slack.home_view(user))
+            and any(b.get("block_id") == BATCH for b in v["blocks"])
+            and v
+        ),
+        what=f"{user}'s Home to offer Decide several",
+    )
+    click = slack.click_in_view(user, home["id"], action_id(BATCH))
+    assert click.ok, click.body
+
+
+def from_pending(slack: StandInThread, user: str) -> None:
+    """``user`` types ``/crew pending`` and clicks *Decide several…* in its answer."""
+    before = len(slack.ephemerals(user))
+    slack.slash_command(user, CHANNEL, "/crew", "pending")
+    listing = wait_until(lambda: slack.ephemerals(user)[before:], what="/crew pending")[0]
+    assert any(b.get("block_id") == BATCH for b in listing.blocks), listing.text
+    slack.click_button(user, CHANNEL, listing.ts, action_id(BATCH))
 
 
 @pytest.fixture
@@ -91,21 +130,6 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Bench]:
             yield Bench(store, slack, ApiClient(f"http://127.0.0.1:{bot.port}", secret))
 
 
-def _home_batch(bench: Bench, user: str) -> None:
-    """``user`` opens Home and clicks *Decide several…* there."""
-    bench.slack.open_home(user)
-    home = wait_until(
-        lambda: (
-            (v := bench.slack.home_view(user))
-            and any(b.get("block_id") == BATCH for b in v["blocks"])
-            and v
-        ),
-        what=f"{user}'s Home to offer Decide several",
-    )
-    click = bench.slack.click_in_view(user, home["id"], action_id(BATCH))
-    assert click.ok, click.body
-
-
 def test_a_batch_from_home_decides_each_apart_and_skips_what_changed(bench: Bench) -> None:
     """Alice ticks her five; meanwhile Bob decides one, Lea passes the chain's first stage
     of another, and Bob comes back from being away (Alice held his reviews). Her two that
@@ -113,24 +137,18 @@ def test_a_batch_from_home_decides_each_apart_and_skips_what_changed(bench: Benc
     are skipped, each with why; nothing else moves."""
     mine, decided, quorum, chained, bobs = bench.paused("writer", "writer", "deal", "chain", "bobs")
     bench.store.away(BOB, ALICE, datetime(2099, 1, 1), by=BOB)  # Alice holds Bob's reviews
-    _home_batch(bench, ALICE)
-    chooser = bench.modal(ALICE, callback_id(BATCH))
-    listed = [
-        o["value"].split()[0]
-        for b in chooser["blocks"]
-        if b["block_id"].startswith("pick:")
-        for o in b["element"]["options"]
-    ]
-    assert sorted(listed) == sorted([mine, decided, quorum, chained, bobs])
+    from_home(bench.slack, ALICE)
+    chooser = modal(bench.slack, ALICE, callback_id(BATCH))
+    assert sorted(listed(chooser)) == sorted([mine, decided, quorum, chained, bobs])
     # Meanwhile, after she was shown them:
     bench.approve(decided, BOB)
     bench.approve(chained, LEA)  # the chain is at Bob's stage now
     bench.store.back(BOB, by=BOB)
-    _, confirm = bench.choose_all(ALICE)
+    _, confirm = choose(bench.slack, ALICE)
     assert "approve 5 reviews" in str(confirm["blocks"][0])
     clicked = bench.slack.click_in_view(ALICE, confirm["id"], action_id(CONFIRM))
     assert clicked.ok, clicked.body
-    said = bench.answered(ALICE, confirm["id"])
+    said = answered(bench.slack, ALICE, confirm["id"])
     assert block_text.batch_done(DecisionKind.APPROVE, 2, 1, 3) in said
     assert text.NOT_A_REVIEWER in said and "changed since you saw it" in said
     recorded = bench.store.get_review(mine)
@@ -158,9 +176,8 @@ def test_a_batch_from_home_decides_each_apart_and_skips_what_changed(bench: Benc
         ),
         what="the second click's answer",
     )
-    assert block_text.batch_done(DecisionKind.APPROVE, 2, 1, 3) in bench.answered(
-        ALICE, confirm["id"]
-    )
+    again_said = answered(bench.slack, ALICE, confirm["id"])
+    assert block_text.batch_done(DecisionKind.APPROVE, 2, 1, 3) in again_said
     assert len(bench.store.get_review(quorum).approvals) == 1
     assert bench.store.get_review(mine).decision == recorded.decision
 
@@ -170,20 +187,13 @@ def test_a_batch_from_crew_pending_answers_in_the_channel(bench: Bench) -> None:
     is told privately in the channel too, and a rejection's reason reaches each review."""
     first, second = bench.paused("writer", "writer")
     before = len(bench.slack.ephemerals(BOB))
-    bench.slack.slash_command(BOB, CHANNEL, "/crew", "pending")
-    listing = wait_until(lambda: bench.slack.ephemerals(BOB)[before:], what="/crew pending")[0]
-    assert any(b.get("block_id") == BATCH for b in listing.blocks)
-    bench.slack.click_button(BOB, CHANNEL, listing.ts, action_id(BATCH))
-    chooser = bench.modal(BOB, callback_id(BATCH))
+    from_pending(bench.slack, BOB)
+    chooser = modal(bench.slack, BOB, callback_id(BATCH))
     # Nothing ticked: the modal says so and stays.
     empty = bench.slack.submit_view(BOB, chooser["id"], {})
     assert empty.json["errors"] == {pick_block_id(0): block_text.BATCH_CHOOSE_ONE}
     bench.approve(second, ALICE)  # decided meanwhile
-    ticked = {pick_block_id(0): [o["value"] for o in chooser["blocks"][1]["element"]["options"]]}
-    bench.slack.submit_view(
-        BOB, chooser["id"], {**ticked, "decision": "reject", "text": "off topic"}
-    )
-    confirm = bench.modal(BOB, callback_id(CONFIRM))
+    _, confirm = choose(bench.slack, BOB, decision="reject", text="off topic")
     bench.slack.click_in_view(BOB, confirm["id"], action_id(CONFIRM))
     told = wait_until(
         lambda: [e for e in bench.slack.ephemerals(BOB)[before + 1 :] if "Rejected" in e.text],
