@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bot.sandbox import StandInThread
-from bot.slack import block_text, text
+from bot.slack import block_text, home_text, text
 from bot.slack.batch_payloads import BATCH, CONFIRM, pick_block_id
 from bot.slack.payloads import action_id, callback_id
 from bot.tokens import Scope, Tokens
@@ -28,6 +28,7 @@ from storage import DecisionKind, ReviewStatus, RunStatus, Store
 from tests.api_harness import ApiClient
 from tests.slack_harness import ALICE, BOB, CHANNEL, configured, slack_and_bot, wait_until
 from tests.test_api_batch import CONFIG, LEA, paused
+from tests.test_slack_home import _home
 
 Json = dict[str, Any]
 
@@ -158,6 +159,10 @@ def test_a_batch_from_home_decides_each_apart_and_skips_what_changed(bench: Benc
     assert bench.store.get_review(decided).decision.decided_by == BOB  # type: ignore[union-attr]
     assert [a.decided_by for a in bench.store.get_review(chained).approvals] == [LEA]
     assert bench.store.get_review(bobs).status == ReviewStatus.PENDING
+    # Her Home tab is refreshed: one waits for her now, the quorum's review (listed still, as
+    # the policy asks her; her approval counts once); the chain is at Bob's stage, and Bob's
+    # own review is his again.
+    _home(bench.slack, ALICE, home_text.home_pending_count(1))
     # The same confirmation clicked again (a duplicate click: a new trigger id), and Slack's
     # retry of the first click: each review answered as the first time, nothing recorded twice.
     again = bench.slack.send_interaction(clicked.payload)
