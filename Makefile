@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/outbox.py
 	$(BIN)/python bench/wakeup.py
+	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/concurrency.py
 
 compat:

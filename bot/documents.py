@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from crew_runtime.service import review_digest
 from storage import Decision, Delegation, Review, Run, details_to_json
 
 __all__ = ["decision_json", "delegation_json", "iso", "review_json", "run_json"]
@@ -63,6 +64,7 @@ def review_json(review: Review) -> dict[str, Any]:
             for a in review.approvals
         ],
         "stage": review.stage,
+        "digest": review_digest(review),
         "claimed_by": review.claimed_by,
         "claimed_at": iso(review.claimed_at),
     }

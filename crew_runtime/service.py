@@ -19,6 +19,7 @@ from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
+    ReviewChanged,
     ReviewerInputRefused,
     TextRefused,
     UsageError,
@@ -105,6 +106,7 @@ class Countersign:
         standing: bool = False,
         facts: Facts | None = None,
         outcome: str | None = None,
+        digest: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
 
@@ -128,6 +130,11 @@ class Countersign:
         ``request_key`` names the request deciding: replayed, it is answered as the first
         time instead of as a second decision.
 
+        ``digest`` is what the decider was shown of the review (:func:`review_digest` then: a
+        batch's item, an API client's read): a pending review that no longer has it is
+        refused (``ReviewChanged``), and its stage is the one storage compares, so a review
+        that moves on between this read and the write is refused too (``StageMoved``).
+
         Raises:
             UsageError: a decision no person makes (``expire``), text missing where it is
                 needed, text that cannot be stored, an edit of a review that needs several
@@ -135,6 +142,7 @@ class Countersign:
                 (``SelfApproval``) who started the run approving its review where the crew
                 forbids it.
             NotYourStage: ``by`` is not asked at the stage the review's approval chain is at.
+            ReviewChanged: ``digest`` is not the pending review's.
             ReviewNotFound, AlreadyDecided, AlreadyApproved, StageMoved, DecisionNotAllowed:
                 from storage.
 
@@ -165,6 +173,8 @@ class Countersign:
         required = 1 if spec is None else approvals_required(spec, review)
         chain = () if spec is None else stages_of(spec, review)
         if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
+            if digest is not None and digest != review_digest(review):
+                raise ReviewChanged(review.id, digest, review_digest(review))
             facts = facts or Facts(away=self.store.delegates(), vouched=True)
             refused = policy.decide(spec, run, review, by.strip(), decision, facts)
             if refused is not None:
@@ -405,6 +415,15 @@ _TEXT_HINTS = {
 }
 
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def review_digest(review: Review) -> str:
+    """What a door shows with a pending review and a decision of it carries back
+    (``digest``: a batch's item, the API's) to decide it only as it was shown: the stage of
+    its approval chain it is at, which is all of a pending review that changes (its draft
+    or call is fixed when it is asked; decided, it is no longer pending). Short, as a Slack
+    modal carries a hundred of them in its 3,000 characters of metadata."""
+    return str(review.stage)
 
 
 def _storable(what: str, text: str) -> None:

@@ -37,6 +37,7 @@ CountersignError
 │   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
 │   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   ├── NotAReviewer                   acting where the review policy says one may not
+│   │   ├── ReviewChanged                  deciding a review as shown, after it changed
 │   │   ├── NobodyDecides                  starting a run no one could decide
 │   │   └── CouldNotCheck                  Slack did not say who is in a group or channel
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing

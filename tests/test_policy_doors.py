@@ -1,5 +1,6 @@
 """Every door gives the review policy's answer: the same person's same action sent through
-each door offering it (a click, a thread reply, the HTTP API, the command line), on a real
+each door offering it (a click, a thread reply, the HTTP API, the command line, batch
+review from the Home tab, from ``/crew pending`` and through the API), on a real
 bot with its workers and the Slack stand-in, and only what the policy allows changes
 anything. Then the issue's items through the real doors: an outsider's API decision on a
 group stage (1), ``/crew cancel`` and Revise on a chain-only crew (2), a run nobody could
@@ -9,6 +10,7 @@ who may not decide (issue 24's second wall)."""
 from __future__ import annotations
 
 import io
+import json
 import random
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -21,12 +23,16 @@ import pytest
 from bot.cli.main import main as cli_main
 from bot.hosting.api_errors import refusal as api_refusal
 from bot.sandbox import StandInThread
-from bot.slack import text
+from bot.sandbox.payloads import interaction_base
+from bot.slack import block_text, text
+from bot.slack.batch_payloads import CONFIRM
 from bot.slack.handlers import said
+from bot.slack.payloads import action_id, callback_id
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
+from crew_runtime.service import review_digest
 from storage import DecisionKind, Review, ReviewStatus, Store
 from tests.api_harness import ApiClient
 from tests.harness import ON_SQLITE
@@ -40,6 +46,7 @@ from tests.slack_harness import (
     wait_until,
 )
 from tests.test_quorum import _at_once
+from tests.test_slack_batch import answered, choose, from_home, from_pending
 from tests.test_slack_e2e import modal_for
 from tests.test_slack_reviewers import _answer
 
@@ -72,7 +79,11 @@ FACTS = Facts(
     groups={LEGAL: frozenset({ALICE, LEA})},
     channels={CHANNEL: frozenset({ALICE, BOB, MALLORY, LEA})},
 )
-DOORS = ("click", "reply", "api", "cli")
+# "home" and "pending": batch review (Decide several…) from the Home tab and from /crew
+# pending; "batch-api": POST /decisions. A batch lists only what the policy lets the person
+# decide (the listing's test is the last one here), so a refused person's item is a forged
+# confirmation: the door that records is the confirmation's click, whatever listed it.
+DOORS = ("click", "reply", "api", "cli", "home", "pending", "batch-api")
 
 Json = dict[str, Any]
 
@@ -149,8 +160,42 @@ def _send(bench: Bench, review: Review, person: str, door: str) -> Callable[[], 
     if door == "api":
         answer = bench.api.post(f"/reviews/{review.id}/decision", {"kind": "approve", "by": person})
         return lambda: answer
+    if door == "batch-api":
+        item = {"review_id": review.id, "kind": "approve"}
+        answer = bench.api.post("/decisions", {"by": person, "decisions": [item]})
+        return lambda: answer.body["results"][0]
+    if door in ("home", "pending"):
+        if _expected(bench, review, person, door) is None:
+            (from_home if door == "home" else from_pending)(slack, person)
+            _, confirm = choose(slack, person, only=review.id)
+            slack.click_in_view(person, confirm["id"], action_id(CONFIRM))
+            return lambda: answered(slack, person, confirm["id"])
+        _forged_confirmation(bench, review, person)
+        return lambda: [e.text for e in slack.ephemerals(person)[before:]]
     code, said_ = bench.cli("reviews", "decide", review.id, "approve", "--by", person)
     return lambda: (code, said_)
+
+
+def _forged_confirmation(bench: Bench, review: Review, person: str) -> None:
+    """A batch confirmation's click naming ``review``, which ``person`` was never offered
+    (Slack's client would not send it; a forged request would)."""
+    meta = {"channel_id": CHANNEL, "text": "", "items": [f"{review.id} {review_digest(review)}"]}
+    view = {
+        "id": "VFORGED",
+        "type": "modal",
+        "callback_id": callback_id(CONFIRM),
+        "private_metadata": json.dumps(meta),
+        "blocks": [],
+        "state": {"values": {}},
+    }
+    payload = interaction_base(bench.slack.standin.workspace, "block_actions", person, "x")
+    button = {"action_id": action_id(CONFIRM), "block_id": CONFIRM, "type": "button"}
+    payload.update(
+        container={"type": "view", "view_id": "VFORGED"},
+        view=view,
+        actions=[{**button, "value": "approve", "action_ts": "1.0"}],
+    )
+    assert bench.slack.send_interaction(payload).ok
 
 
 def _check(bench: Bench, review: Review, person: str, door: str) -> bool:
@@ -167,17 +212,28 @@ def _check(bench: Bench, review: Review, person: str, door: str) -> bool:
         assert after is not None
         if door == "api":
             assert answer().status == 200, answer().body
+        if door == "batch-api":
+            assert answer()["status"] == 200, answer()
+        if door in ("home", "pending"):
+            assert block_text.batch_done(DecisionKind.APPROVE, 1, 0, 0).split(".")[0] in answer()
         if door == "cli":
             assert answer()[0] == 0, answer()[1]
         return True
-    if door in ("click", "reply"):
+    if door in ("click", "reply", "home", "pending"):
         words = said(expected, review, run)
         told = wait_until(answer, what=f"{person} told why, after a {door}")
-        assert told[-1] == words, (door, person, expected.reason)
+        if door in ("click", "reply"):
+            assert told[-1] == words, (door, person, expected.reason)
+        else:  # the batch's answer lists it, skipped, with the same words
+            assert words in told[-1], (door, person, expected.reason, told[-1])
     elif door == "api":
         mapped = api_refusal(policy.error(expected, review, run))
         got = answer()
         assert (got.status, got.error["code"]) == (mapped.status, mapped.code), got.body
+    elif door == "batch-api":
+        mapped = api_refusal(policy.error(expected, review, run))
+        item = answer()
+        assert (item["status"], item["error"]["code"]) == (mapped.status, mapped.code), item
     else:
         code, printed = answer()
         assert code == 2 and printed.startswith("error: "), printed

@@ -2,8 +2,9 @@
 
 Each request carries a bearer token (``countersign tokens create``, ``bot.tokens``) whose
 scopes allow what it asks: ``start`` for ``POST /runs``, ``read`` for ``GET /runs/{id}``
-and ``GET /reviews``, ``decide`` for ``POST /reviews/{id}/decision``. The token is checked
-before anything else is read, so a request refused for it changes nothing.
+and ``GET /reviews``, ``decide`` for ``POST /reviews/{id}/decision`` and ``POST /decisions``
+(several decisions by one ``by``, each its own, answered each with its own status). The
+token is checked before anything else is read, so a request refused for it changes nothing.
 
 A decision is recorded as the person its ``by`` names, and is held to the rules a click in
 Slack is: ``by`` must be one of the run's reviewers (or in its channel, for a crew open to
@@ -37,7 +38,8 @@ from bot.documents import review_json, run_json
 from bot.hosting import openapi
 from bot.hosting.api_errors import ApiError, refusal
 from bot.slack.authz import CheckFailed
-from bot.slack.handlers import Handlers, asked_for, sync
+from bot.slack.batch_payloads import MAX_BATCH, BatchItem
+from bot.slack.handlers import Handlers, sync
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError
@@ -87,6 +89,7 @@ class Api(Handlers):
             ("GET", "/runs/{run_id}", Scope.READ, self.get_run),
             ("GET", "/reviews", Scope.READ, self.list_reviews),
             ("POST", "/reviews/{review_id}/decision", Scope.DECIDE, self.decide),
+            ("POST", "/decisions", Scope.DECIDE, self.decide_batch),
         )
         allowed: dict[re.Pattern[str], set[str]] = {}
         for method, path, scope, handler in routes:
@@ -186,51 +189,84 @@ class Api(Handlers):
 
     async def decide(self, request: web.Request, token: ApiToken) -> web.Response:
         review_id = _path_id(request, "review_id", "review")
-        body = await _body(request, {"kind", "text", "by", "standing"})
-        word = _text(body, "kind", required=True)
-        try:
-            kind = DecisionKind(word)
-        except ValueError:
-            kind = DecisionKind.EXPIRE  # not a person's: refused just below
-        if kind not in HUMAN_DECISIONS:
-            choices = "|".join(HUMAN_DECISIONS)
-            raise ApiError(400, "invalid", f"unknown decision {word!r}: use {choices}", "kind")
-        text = _text(body, "text")
-        if kind.needs_text and not (text or "").strip():
-            raise ApiError(400, "invalid", f"{kind.value!r} needs text", "text")
+        body = await _body(request, {"kind", "text", "by", "standing", "digest"})
+        item = _item(body, review_id)
         by = _text(body, "by", required=True).strip()
-        standing = body.get("standing", False)
-        if not isinstance(standing, bool):
-            raise ApiError(400, "invalid", "standing must be true or false", "standing")
         found = await self._review_and_run(review_id)
         if found is None:
             raise ApiError(404, "not_found", f"no review with id {review_id!r}")
-        review, run = found
         request_key = await self._request_key(request, token, body)
-        facts = None
-        if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
-            spec = self.config.crews.get(run.crew)
-            facts = await self._facts(*asked_for(spec, run, review))
-            refused = policy.decide(spec, run, review, by, kind, facts)
-            if refused is not None:
-                raise refusal(policy.error(refused, review, run)) from None
         try:
-            review = await sync(
-                self.service.decide,
-                review_id,
-                kind,
-                text,
-                by=by,
-                by_name=await self.reviewers.name_of(by),
+            review = await self._recorded(
+                *found,
+                item.kind,
+                item.text,
+                by,
                 request_key=request_key,
-                standing=standing,
-                facts=facts,
+                standing=item.standing,
+                digest=item.digest,
             )
         except CountersignError as exc:
             raise refusal(exc) from None
-        log.info("review %s: %s by %s through token %s", review_id, kind, by, token.name)
+        log.info("review %s: %s by %s through token %s", review_id, item.kind, by, token.name)
         self.wake()
         return _json(review_json(review))
+
+    async def decide_batch(self, request: web.Request, token: ApiToken) -> web.Response:
+        """Several decisions by one ``by``, each its own decision (the single route's),
+        answered each with its own status: recorded (200) or refused (the status and error
+        the single route would give). Nothing spans the items: one refused leaves the
+        others recorded."""
+        body = await _body(request, {"by", "decisions"})
+        by = _text(body, "by", required=True).strip()
+        listed = body.get("decisions")
+        if not isinstance(listed, list) or not 1 <= len(listed) <= MAX_BATCH:
+            said = f"decisions must be a list of 1 to {MAX_BATCH} decisions (send more in several)"
+            raise ApiError(400, "invalid", said, "decisions")
+        items: list[BatchItem] = []
+        for n, entry in enumerate(listed):
+            where = f"decisions[{n}]"
+            if not isinstance(entry, dict):
+                raise ApiError(400, "invalid", "a decision is an object", where)
+            unknown = sorted(set(entry) - {"review_id", "kind", "text", "standing", "digest"})
+            if unknown:
+                raise ApiError(400, "invalid", "no such field", f"{where}.{unknown[0]}")
+            review_id = _text(entry, "review_id", required=True, where=where)
+            if any(i.review_id == review_id for i in items):
+                said = f"review {review_id!r} is listed twice: decide each review once"
+                raise ApiError(400, "invalid", said, f"{where}.review_id")
+            items.append(_item(entry, review_id, where))
+        request_key = await self._request_key(request, token, body)
+        ours = [i for i in items if _ID.fullmatch(i.review_id)]
+        results = {r.item.review_id: r for r in await self._decide_batch(ours, by, request_key)}
+        answers = []
+        for item in items:
+            result = results.get(item.review_id)
+            if result is not None and result.review is not None:
+                answers.append(
+                    {
+                        "review_id": item.review_id,
+                        "status": 200,
+                        "error": None,
+                        "review": review_json(result.review),
+                    }
+                )
+                continue
+            error = (
+                ApiError(404, "not_found", f"no review with id {item.review_id!r}")
+                if result is None or result.error is None
+                else refusal(result.error)
+            )
+            answers.append(
+                {
+                    "review_id": item.review_id,
+                    "status": error.status,
+                    "error": error.body(),
+                    "review": None,
+                }
+            )
+        log.info("a batch of %d decisions by %s through token %s", len(items), by, token.name)
+        return _json({"results": answers})
 
     async def _request_key(self, request: web.Request, token: ApiToken, body: Json) -> str | None:
         """What the request's ``Idempotency-Key`` makes of it: a key of the token's own, so
@@ -371,15 +407,43 @@ async def _body(request: web.Request, fields: set[str]) -> Json:
     return body
 
 
-def _text(body: Json, field: str, *, required: bool = False) -> Any:
-    """A string field (None when absent and not ``required``)."""
+def _text(body: Json, field: str, *, required: bool = False, where: str = "") -> Any:
+    """A string field (None when absent and not ``required``); ``where``: the object's
+    place in the body (``decisions[2]``), for the error's ``field``."""
     value = body.get(field)
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value.strip()):
         said = "is required" if value is None else "must be a non-empty string"
-        raise ApiError(400, "invalid", f"{field} {said}", field)
+        name = f"{where}.{field}" if where else field
+        raise ApiError(400, "invalid", f"{name} {said}", name)
     return value
+
+
+def _item(body: Json, review_id: str, where: str = "") -> BatchItem:
+    """The decision a body (or a batch's entry at ``where``) asks of review ``review_id``.
+
+    Raises:
+        ApiError: an unknown kind, text a kind needs missing, a standing or digest that is
+            not what it should be (400).
+    """
+    at = f"{where}." if where else ""
+    word = _text(body, "kind", required=True, where=where)
+    try:
+        kind = DecisionKind(word)
+    except ValueError:
+        kind = DecisionKind.EXPIRE  # not a person's: refused just below
+    if kind not in HUMAN_DECISIONS:
+        choices = "|".join(HUMAN_DECISIONS)
+        raise ApiError(400, "invalid", f"unknown decision {word!r}: use {choices}", f"{at}kind")
+    text = _text(body, "text", where=where)
+    if kind.needs_text and not (text or "").strip():
+        raise ApiError(400, "invalid", f"{kind.value!r} needs text", f"{at}text")
+    standing = body.get("standing", False)
+    if not isinstance(standing, bool):
+        raise ApiError(400, "invalid", "standing must be true or false", f"{at}standing")
+    digest = _text(body, "digest", where=where)
+    return BatchItem(review_id, kind, text, digest, standing)
 
 
 def _status(word: str) -> ReviewStatus | None:

@@ -9,7 +9,8 @@ decided it, and how, and when.
 status or decision, missing inputs or text). 401/403: no valid token, or a scope it lacks;
 403 too for a ``by`` the review policy refuses (``not_a_reviewer``, ``not_your_stage``,
 ``self_approval``). 404: an unknown id. 409: the review was decided already, ``by`` approved
-it already, or its approval chain moved on meanwhile (``stage_moved``). 422: a run nobody
+it already, its approval chain moved on meanwhile (``stage_moved``), or it is not as its
+``digest`` says it was shown (``review_changed``). 422: a run nobody
 could decide (``nobody_decides``), or a
 well-formed decision this review cannot take (``approve`` on a question, an edit that does
 not fit the arguments' schema, an edit where several approvals are needed, a standing
@@ -31,6 +32,7 @@ from crew_runtime.errors import (
     NobodyDecides,
     NotAReviewer,
     NotYourStage,
+    ReviewChanged,
     ReviewerInputRefused,
     SelfApproval,
     TextRefused,
@@ -71,10 +73,13 @@ class ApiError(BotError):
         self.challenge = challenge or ('Bearer realm="countersign"' if status == 401 else None)
         self.extra = extra or {}
 
+    def body(self) -> dict[str, Any]:
+        """The error document's ``error`` (a batch's item carries it as its own)."""
+        return {"code": self.code, "message": self.message, "field": self.field, **self.extra}
+
     def response(self) -> web.Response:
-        error = {"code": self.code, "message": self.message, "field": self.field, **self.extra}
         headers = {"WWW-Authenticate": self.challenge} if self.challenge else None
-        return web.json_response({"error": error}, status=self.status, headers=headers)
+        return web.json_response({"error": self.body()}, status=self.status, headers=headers)
 
 
 def refusal(exc: CountersignError) -> ApiError:
@@ -87,6 +92,8 @@ def refusal(exc: CountersignError) -> ApiError:
         return ApiError(409, "already_approved", message, "by")
     if isinstance(exc, StageMoved):
         return ApiError(409, "stage_moved", message)
+    if isinstance(exc, ReviewChanged):
+        return ApiError(409, "review_changed", message, "digest")
     if isinstance(exc, AlreadyFinal | NotWaiting):
         return ApiError(409, "conflict", message)
     if isinstance(exc, NotFound):

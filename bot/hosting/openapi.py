@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.slack.batch_payloads import MAX_BATCH
 from bot.tokens import Scope
 from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -49,24 +50,41 @@ def _error(description: str) -> Json:
     return _answer(description, _ref("Error"))
 
 
+_ERROR_BODY: Json = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        "field": _NULLABLE_TEXT,
+        "decided_by": _NULLABLE_TEXT,
+        "decision": _NULLABLE_TEXT,
+        "decided_at": _NULLABLE_TIME,
+    },
+    "required": ["code", "message", "field"],
+    "additionalProperties": False,
+}
+# What a decision asks, alone or in a batch.
+_DECISION: Json = {
+    "kind": {"enum": [k.value for k in HUMAN_DECISIONS]},
+    "text": {
+        "type": ["string", "null"],
+        "description": "needed by edit, changes and answer; a reason for reject",
+    },
+    "standing": {
+        "type": "boolean",
+        "description": "also approve the tool's later calls (the gate's allow_standing)",
+    },
+    "digest": {
+        "type": "string",
+        "minLength": 1,
+        "description": "the review's digest as read (GET /reviews): a review that changed "
+        "since is refused, 409 review_changed",
+    },
+}
+_BY = {**_PERSON, "description": "who decides (a Slack user id): held to the crew's reviewers"}
+
 _SCHEMAS: Json = {
-    "Error": _object(
-        {
-            "error": {
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string"},
-                    "message": {"type": "string"},
-                    "field": _NULLABLE_TEXT,
-                    "decided_by": _NULLABLE_TEXT,
-                    "decision": _NULLABLE_TEXT,
-                    "decided_at": _NULLABLE_TIME,
-                },
-                "required": ["code", "message", "field"],
-                "additionalProperties": False,
-            }
-        }
-    ),
+    "Error": _object({"error": _ERROR_BODY}),
     "Decision": _object(
         {
             "kind": {"enum": [k.value for k in DecisionKind]},
@@ -104,6 +122,11 @@ _SCHEMAS: Json = {
                 "type": "integer",
                 "minimum": 0,
                 "description": "where an approval chain stands: its current stage, from 0",
+            },
+            "digest": {
+                "type": "string",
+                "description": "what a decision may carry back (digest) to decide the review "
+                "only as it was read: one that changed since is refused, 409 review_changed",
             },
             "claimed_by": _NULLABLE_TEXT,
             "claimed_at": _NULLABLE_TIME,
@@ -159,22 +182,44 @@ _SCHEMAS: Json = {
         required=["crew"],
     ),
     "NewDecision": _object(
-        {
-            "kind": {"enum": [k.value for k in HUMAN_DECISIONS]},
-            "text": {
-                "type": ["string", "null"],
-                "description": "needed by edit, changes and answer; a reason for reject",
-            },
-            "by": {
-                **_PERSON,
-                "description": "who decides (a Slack user id): held to the crew's reviewers",
-            },
-            "standing": {
-                "type": "boolean",
-                "description": "also approve the tool's later calls (the gate's allow_standing)",
-            },
-        },
+        {**_DECISION, "by": _BY},
         required=["kind", "by"],
+    ),
+    "NewDecisions": _object(
+        {
+            "by": _BY,
+            "decisions": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_BATCH,
+                "description": f"at most {MAX_BATCH}, each review once; each is decided as "
+                "if sent alone to /reviews/{review_id}/decision",
+                "items": _object({"review_id": _ID, **_DECISION}, required=["review_id", "kind"]),
+            },
+        }
+    ),
+    "DecisionResults": _object(
+        {
+            "results": {
+                "type": "array",
+                "description": "one per decision sent, in their order",
+                "items": _object(
+                    {
+                        "review_id": {"type": "string"},
+                        "status": {
+                            "type": "integer",
+                            "description": "200 recorded (or a replay answered as the first "
+                            "time); else the status the single route would answer",
+                        },
+                        "review": {"oneOf": [_ref("Review"), {"type": "null"}]},
+                        "error": {
+                            "oneOf": [_ERROR_BODY, {"type": "null"}],
+                            "description": "why it was refused (the Error document's error)",
+                        },
+                    }
+                ),
+            }
+        }
     ),
 }
 
@@ -309,8 +354,9 @@ _PATHS: Json = {
                     ),
                     "404": _error("no review with that id"),
                     "409": _error(
-                        "decided already (saying by whom), by approved already, or the "
-                        "approval chain moved on to another stage meanwhile (stage_moved)"
+                        "decided already (saying by whom), by approved already, the "
+                        "approval chain moved on to another stage meanwhile (stage_moved), "
+                        "or the review is not as its digest was read (review_changed)"
                     ),
                     "413": _error("a body larger than 1 MiB"),
                     "422": _error(
@@ -318,6 +364,33 @@ _PATHS: Json = {
                         "before with another request"
                     ),
                     "503": _error("Slack could not say who may decide; try again"),
+                },
+            },
+        )
+    },
+    "/decisions": {
+        "post": _secured(
+            Scope.DECIDE,
+            {
+                "summary": f"Decide up to {MAX_BATCH} reviews as one person, each its own "
+                "decision (who may, quorum, once), each with its own result",
+                "parameters": [_IDEMPOTENCY],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("NewDecisions")}},
+                },
+                "responses": {
+                    "200": _answer(
+                        "each decision's result: recorded, or refused with the status and "
+                        "error the single route would answer (nothing spans them)",
+                        _ref("DecisionResults"),
+                    ),
+                    "400": _error(
+                        f"malformed JSON, no decisions or more than {MAX_BATCH}, a review "
+                        "listed twice, an unknown kind, text missing"
+                    ),
+                    "413": _error("a body larger than 1 MiB"),
+                    "422": _error("the Idempotency-Key was sent before with another request"),
                 },
             },
         )

@@ -311,6 +311,41 @@ class PersonSide:
         payload["actions"] = [payloads.action(block, element, action_ts, value)]
         return await self._send("interactive", payload, tamper)
 
+    async def click_in_view(
+        self,
+        user: str,
+        view_id: str,
+        action_id: str,
+        *,
+        block_id: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        tamper: Tamper = Tamper.NONE,
+    ) -> Delivery:
+        """Click the button ``action_id`` in a view: ``user``'s Home tab, or the modal on
+        top of their stack (its inputs as ``inputs`` fill them, see ``payloads.view_state``;
+        left alone, as the bot set them). The ``block_actions`` payload carries the view, its
+        state included, as Slack sends it, and no channel.
+
+        Raises:
+            PersonActionRefused: no such view of theirs open, or no such button in it.
+        """
+        home = self.workspace.home_view(user)
+        stored = home if home is not None and home.id == view_id else self._top_view(user, view_id)
+        block, element = payloads.find_element(stored.view.get("blocks"), action_id, block_id)
+        if element.get("type") != "button":
+            raise PersonActionRefused(f"{action_id!r} is a {element.get('type')}, not a button")
+        view = copy.deepcopy(stored.view)
+        view["state"] = payloads.view_state(view, inputs or {})
+        trigger_id = self.workspace.issue_trigger(user)
+        payload = payloads.interaction_base(self.workspace, "block_actions", user, trigger_id)
+        payload.update(
+            container={"type": "view", "view_id": view_id},
+            view=view,
+            state=view["state"],
+            actions=[payloads.action(block, element, self.workspace.next_ts(), None)],
+        )
+        return await self._send("interactive", payload, tamper)
+
     async def send_interaction(self, payload: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
         """Deliver an interactivity payload as given, signed as Slack signs it.
 

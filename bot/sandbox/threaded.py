@@ -290,6 +290,22 @@ class StandInThread:
             )
         )
 
+    def click_in_view(
+        self,
+        user: str,
+        view_id: str,
+        action_id: str,
+        *,
+        block_id: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        tamper: Tamper = Tamper.NONE,
+    ) -> Delivery:
+        return self._run(
+            self.standin.click_in_view(
+                user, view_id, action_id, block_id=block_id, inputs=inputs, tamper=tamper
+            )
+        )
+
     def send_interaction(self, payload: Json, *, tamper: Tamper = Tamper.NONE) -> Delivery:
         return self._run(self.standin.send_interaction(payload, tamper=tamper))
 

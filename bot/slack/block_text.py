@@ -543,3 +543,86 @@ def run_ref(run_id: str) -> str:
 def task_option(index: int, label: str) -> str:
     """A task in the list of revisable ones (plain text); the runtime's label names it."""
     return " ".join(label.split()) or f"Task {index + 1}"
+
+
+# --- batch review (``bot.slack.batch_blocks``) --------------------------------------------
+
+BATCH_BUTTON = "Decide several…"
+BATCH_TITLE = "Decide several"
+BATCH_NEXT = "Next"
+BATCH_CANCEL = "Cancel"
+BATCH_DECISION_LABEL = "Decision"
+BATCH_DECISIONS = {DecisionKind.APPROVE: "Approve them", DecisionKind.REJECT: "Reject them"}
+BATCH_REASON_LABEL = "Why (optional; the crews read it)"
+BATCH_CHOOSE_ONE = "Tick at least one review."
+BATCH_NOTHING = (
+    "Nothing is waiting for you that can be approved or rejected here. A question needs "
+    "its answer in its thread."
+)
+BATCH_RECORDING = "Recording your decisions…"
+
+
+def batch_intro(count: int, total: int, questions: int) -> str:
+    """Above the choosing modal's checkboxes: how many are listed, of how many."""
+    said = f"*{count}* review{'s' if count != 1 else ''} waiting for you, oldest first."
+    if total > count:
+        said += f" {total - count} more wait: decide these first."
+    if questions:
+        said += (
+            f" {questions} question{'s' if questions != 1 else ''} need answers in their threads."
+        )
+    return said + " Each one ticked is its own decision, held to its crew's rules."
+
+
+def batch_group_label(first: int, last: int) -> str:
+    return f"Reviews {first} to {last}" if last > first else f"Review {first}"
+
+
+def batch_option(crew: str, kind: ReviewKind) -> str:
+    """A checkbox's words (plain text): ``writer · a task review``."""
+    return f"{crew} · {REVIEW_NOUN[kind]}"
+
+
+def batch_confirm_head(kind: DecisionKind, count: int, reason: str) -> str:
+    """What the confirmation says will happen (mrkdwn; ``reason`` escaped here)."""
+    verb = "approve" if kind is DecisionKind.APPROVE else "reject"
+    said = (
+        f"You are about to *{verb} {count} review{'s' if count != 1 else ''}*, each as its own "
+        "decision: each resumes its own run. One that changed since you saw it, or that is "
+        "no longer yours to decide, is skipped and listed."
+    )
+    if reason.strip():
+        said += f"\n>{escape(' '.join(reason.split()))}"
+    return said
+
+
+def batch_confirm_button(kind: DecisionKind, count: int) -> str:
+    verb = "Approve" if kind is DecisionKind.APPROVE else "Reject"
+    return f"{verb} {count} review{'s' if count != 1 else ''}"
+
+
+def batch_line(label: str, about: str) -> str:
+    """One review the confirmation lists: its words (escaped here) and what it is about."""
+    said = f"• *{escape(label)}*"
+    return f"{said} · {escape(about)}" if about else said
+
+
+def batch_done(kind: DecisionKind, recorded: int, waiting: int, skipped: int) -> str:
+    """The answer's first line: what was recorded, what waits for more approvals, what was
+    skipped."""
+    verb = "Approved" if kind is DecisionKind.APPROVE else "Rejected"
+    said = f"*{verb} {recorded} review{'s' if recorded != 1 else ''}.*"
+    if waiting:
+        said += f" {waiting} of them wait{'s' if waiting == 1 else ''} for more approvals."
+    if skipped:
+        said += f" Skipped {skipped} (below): nothing was recorded for {_them(skipped)}."
+    return said
+
+
+def _them(count: int) -> str:
+    return "it" if count == 1 else "them"
+
+
+def batch_skipped(label: str, why: str) -> str:
+    """One skipped review: its checkbox's words (escaped here) and why (mrkdwn already)."""
+    return f"• {escape(label)}: {why}"

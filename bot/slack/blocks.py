@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from bot.slack import block_text as t
+from bot.slack.batch_blocks import batch_button
 from bot.slack.elements import (
     Block,
     context,
@@ -180,7 +181,7 @@ def pending_message(
     count = len(reviews) if total is None else total
     if not count:
         return Message(t.NO_PENDING, [section(t.NO_PENDING)])
-    blocks = [section(t.pending_title(count))]
+    blocks = [section(t.pending_title(count)), batch_button()]
     listed = sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]
     for review in listed:
         run = runs.get(review.run_id)

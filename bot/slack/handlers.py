@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import blocks, modals, text
 from bot.slack.authz import Reviewers
+from bot.slack.batch_payloads import BatchClick, BatchItem, ItemResult
 from bot.slack.outcome_payloads import OutcomeClick
 from bot.slack.payloads import ButtonClick, ClaimClick, ReviseClick
 from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
@@ -29,14 +30,17 @@ from crew_runtime.config import CrewSpec
 from crew_runtime.errors import UsageError
 from crew_runtime.policy import Reason
 from crew_runtime.reviewers import stage_at, stages_of
-from crew_runtime.service import Countersign
+from crew_runtime.service import Countersign, review_digest
 from storage import (
     AlreadyDecided,
+    CountersignError,
     DecisionKind,
     NotFound,
     Review,
+    ReviewNotFound,
     ReviewStatus,
     Run,
+    RunNotFound,
     RunStatus,
     StorageError,
 )
@@ -49,6 +53,10 @@ log = logging.getLogger(__name__)
 THREAD: ContextVar[tuple[str | None, str | None]] = ContextVar(
     "countersign_thread", default=(None, None)
 )
+
+# How many decisions of a batch are recorded at once: each waits on the database most of its
+# time (PostgreSQL's round trips), and each is its own transaction, so a few overlap.
+BATCH_AT_ONCE = 8
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -120,22 +128,12 @@ class Handlers:
         """Record ``user_id``'s decision (with ``standing``, an approval that also grants a
         standing approval of the tool's later calls) and tell them privately if it was
         refused or came too late."""
-        # The facts the service re-checks the decision with, in the transaction it reads.
-        run = await self._run_of(review)
-        facts = None
-        if run is not None:
-            facts = await self._facts(*asked_for(self.config.crews.get(run.crew), run, review))
         try:
-            recorded = await sync(
-                self.service.decide,
-                review.id,
-                kind,
-                words,
-                by=user_id,
-                by_name=await self.reviewers.name_of(user_id),
-                request_key=request_key,
-                standing=standing,
-                facts=facts,
+            run = await self._run_of(review)
+            if run is None:
+                raise RunNotFound(review.run_id)
+            recorded = await self._recorded(
+                review, run, kind, words, user_id, request_key=request_key, standing=standing
             )
         except AlreadyDecided as exc:
             await self._ephemeral_via_api(channel, user_id, text.too_late(exc))
@@ -148,10 +146,95 @@ class Handlers:
         if recorded.status == ReviewStatus.PENDING:  # an approval short of the quorum
             await self._ephemeral_via_api(channel, user_id, await self._counted(recorded))
 
+    async def _recorded(
+        self,
+        review: Review,
+        run: Run,
+        kind: DecisionKind,
+        words: str | None,
+        by: str,
+        *,
+        request_key: str | None,
+        standing: bool = False,
+        digest: str | None = None,
+    ) -> Review:
+        """``by``'s decision of ``review`` (of ``run``), as every door records it: the facts
+        the review policy needs fetched (Slack's lookups, the delegations in force), then
+        the service's one decision path, which asks the policy on the review as it reads it,
+        compares ``digest`` (what ``by`` was shown), applies the quorum and records it by a
+        compare-and-set. A request ``request_key`` recorded already is answered as the
+        first time, with no lookup.
+
+        Raises:
+            CountersignError: refused (the policy's refusals, decided already, changed
+                since shown, …), nothing recorded.
+        """
+        facts = None
+        if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
+            spec = self.config.crews.get(run.crew)
+            facts = await self._facts(*asked_for(spec, run, review))
+            refused = policy.decide(spec, run, review, by, kind, facts)
+            # Refused before Slack is asked the name; a review changed since shown is the
+            # service's to say first, as it says it.
+            if refused is not None and digest in (None, review_digest(review)):
+                raise policy.error(refused, review, run)
+        return await sync(
+            self.service.decide,
+            review.id,
+            kind,
+            words,
+            by=by,
+            by_name=await self.reviewers.name_of(by),
+            request_key=request_key,
+            standing=standing,
+            facts=facts,
+            digest=digest,
+        )
+
+    async def _decide_batch(
+        self, items: Sequence[BatchItem], by: str, request_key: str | None
+    ) -> list[ItemResult]:
+        """``by``'s decisions of ``items``, each its own decision by the one path a click
+        takes (:meth:`_recorded`: the review policy, the quorum, the digest shown, the
+        compare-and-set), :data:`BATCH_AT_ONCE` at a time, each answered apart (in the
+        order of ``items``): recorded, or refused with why, whatever the others got (no
+        transaction across them). Each item's request key is
+        ``request_key`` and its review, so the batch handled again (a retry, a second
+        click on the same confirmation) answers each as the first time and records none
+        twice."""
+        slots = asyncio.Semaphore(BATCH_AT_ONCE)
+
+        async def one(item: BatchItem) -> ItemResult:
+            key = None if request_key is None else f"{request_key}:{item.review_id}"
+            async with slots:
+                try:
+                    found = await self._review_and_run(item.review_id)
+                    if found is None:
+                        raise ReviewNotFound(item.review_id)
+                    recorded = await self._recorded(
+                        *found,
+                        item.kind,
+                        item.text,
+                        by,
+                        request_key=key,
+                        standing=item.standing,
+                        digest=item.digest,
+                    )
+                except CountersignError as exc:
+                    return ItemResult(item, None, exc)
+            self.wake()  # its run is queued: a worker of this process need not wait
+            return ItemResult(item, recorded, None)
+
+        # Each in a task (a context) of its own: their log fields and threads stay theirs.
+        results = list(await asyncio.gather(*(one(item) for item in items)))
+        done = sum(r.error is None for r in results)
+        log.info("a batch of %d by %s: %d recorded", len(items), by, done)
+        return results
+
     async def _open_loading_view(
         self,
         client: AsyncWebClient,
-        click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick,
+        click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick | BatchClick,
         words: str = text.LOADING,
     ) -> str | None:
         """Open the click's modal, saying ``words`` until it is filled; its view id, or None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.slack import home_text as t
+from bot.slack.batch_blocks import batch_button
 from bot.slack.elements import Block, args_line, context, ran_args, section
 from bot.slack.links import Links
 from bot.slack.message import header
@@ -62,7 +63,7 @@ def _pending(pending: PendingReviews | None, links: Links) -> list[Block]:
     if not pending.total:
         return [section(t.HOME_NOTHING_PENDING)]
     shown = sorted(pending.reviews, key=lambda r: (r.created_at, r.id))[:PENDING_SHOWN]
-    blocks: list[Block] = [context(t.home_pending_count(pending.total))]
+    blocks: list[Block] = [context(t.home_pending_count(pending.total)), batch_button()]
     for review in shown:
         run = pending.runs.get(review.run_id)
         line = t.home_waiting(run.crew if run else "", review.kind, review.created_at)

@@ -21,6 +21,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import modals, text
+from bot.slack.batch_buttons import BatchButtons
 from bot.slack.handlers import THREAD, sync
 from bot.slack.intake import REQUEST_KEY
 from bot.slack.outcome_buttons import OutcomeButtons
@@ -71,13 +72,14 @@ _REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 _ERRORS_LIMIT = 600
 
 
-class Listeners(OutcomeButtons, StandingButtons, SlashCommands):
+class Listeners(BatchButtons, OutcomeButtons, StandingButtons, SlashCommands):
     """The bot's listeners: ``/crew`` (:class:`SlashCommands`), review buttons and modals,
     a flow's outcome buttons (:class:`OutcomeButtons`), approving all of a tool's calls and
-    revoking that (:class:`StandingButtons`), the revise
-    button and modal, and replies in a run's thread."""
+    revoking that (:class:`StandingButtons`), deciding several reviews at once
+    (:class:`BatchButtons`), the revise button and modal, and replies in a run's thread."""
 
     def register(self, app: AsyncApp) -> None:
+        self.register_batch(app)
         self.register_standing(app)
         self.register_outcomes(app)
         app.command("/crew")(self.on_command)

@@ -36,6 +36,7 @@ from crew_runtime.errors import (
     NotAReviewer,
     NothingToReopen,
     NotYourStage,
+    ReviewChanged,
     SelfApproval,
     TextRefused,
     UsageError,
@@ -469,6 +470,11 @@ def refusal(exc: CountersignError) -> str:
             )
         case NotYourStage():
             return not_your_stage(exc.stage, exc.number, exc.count, exc.reviewers, exc.later)
+        case ReviewChanged():
+            return (
+                "This review changed since you saw it (its approval chain moved on): look at "
+                "it again. Nothing was recorded."
+            )
         case StageMoved():
             return (
                 f"The {escape(exc.at)} stage was passed already: this review is at its "
