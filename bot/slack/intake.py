@@ -42,6 +42,7 @@ import logging
 import queue
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -357,15 +358,28 @@ class Intake:
             await renewing
         await asyncio.to_thread(self.recorder.stop)
 
-    async def receive(self, request: SlackRequest) -> Receipt:
-        """Record ``request``; once recorded, handle it in the background."""
+    @contextlib.contextmanager
+    def acking(self) -> Iterator[None]:
+        """A request is on its way to its ack: handling waits for it (bounded). A transport
+        says so from the moment it reads the request, so that a burst's first commit does not
+        let handling take the loop from the requests still being read and checked."""
         self._receiving += 1
         self._quiet.clear()
         try:
-            async with asyncio.timeout(self.record_timeout):  # no task of its own, unlike wait_for
-                row_id = await self.recorder.record(
-                    NewRequest(request.key, request.body, request.content_type)
-                )
+            yield
+        finally:
+            self._receiving -= 1
+            if self._receiving == 0:
+                self._quiet.set()
+
+    async def receive(self, request: SlackRequest) -> Receipt:
+        """Record ``request``; once recorded, handle it in the background."""
+        try:
+            with self.acking():
+                async with asyncio.timeout(self.record_timeout):  # no task, unlike wait_for
+                    row_id = await self.recorder.record(
+                        NewRequest(request.key, request.body, request.content_type)
+                    )
         except TimeoutError:
             log.warning(
                 "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
@@ -373,10 +387,6 @@ class Intake:
             return Receipt.FAILED
         except Exception:  # logged by the recorder, once per batch
             return Receipt.FAILED
-        finally:
-            self._receiving -= 1
-            if self._receiving == 0:
-                self._quiet.set()
         if row_id is None:
             return Receipt.DUPLICATE
         recorded = InboxRequest(row_id, request.key, request.body, request.content_type, 1)
