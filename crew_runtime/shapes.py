@@ -32,8 +32,9 @@ from crew_runtime.errors import CrewRuntimeError
 _PACKAGES = ("openai.", "anthropic.", "google.genai.", "litellm.")
 # The id CrewAI makes up for a tool call that has none of its own (Gemini's):
 # ``call_{id(part)}``, a memory address, different in every process. A match counts only where a
-# word starts (:func:`made_up_id`): a leading ``\b`` in the pattern would cost re its search
-# for the literal, 200 times slower over a long conversation (44 ms for 600 KB).
+# word starts (:func:`made_up_id`): a leading ``\b`` in the pattern makes re try it at every
+# character instead of searching for the literal, which cost 4x the whole prompt hash of a long
+# conversation (a resume after 300 review rounds took twice the CPU; docs/benchmarks.md).
 MADE_UP_ID = re.compile(r"call_\d{5,}\b")
 
 
