@@ -74,8 +74,9 @@ def test_the_clicks_of_a_burst_are_handled_before_its_commands(db_url: str) -> N
                     *(intake.receive(classify(b, FORM, f"sig:{i}")) for i, b in enumerate(bodies))
                 )
                 assert set(receipts) == {Receipt.RECORDED}
-                while len(handled) < len(bodies):
-                    await asyncio.sleep(0.01)
+                async with asyncio.timeout(30):
+                    while len(handled) < len(bodies):
+                        await asyncio.sleep(0.01)
             finally:
                 await intake.stop()
 
