@@ -277,6 +277,12 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def p99(values: list[float]) -> float:
+    """Nearest-rank 99th percentile (the largest of fewer than 100 values)."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * 99 // 100) - 1)]
+
+
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     """A GitHub-flavoured markdown table (readable as plain text too)."""
     cells = [headers, *[[str(c) for c in row] for row in rows]]

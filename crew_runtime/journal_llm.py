@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crew_runtime import compat
 from crew_runtime.context import RunContext
-from crew_runtime.shapes import MADE_UP_ID, TurnUnreadable, check_readable, class_name, rebuild
+from crew_runtime.shapes import (
+    MADE_UP_ID,
+    TurnUnreadable,
+    check_readable,
+    class_name,
+    made_up_id,
+    rebuild,
+)
 from crew_runtime.signals import PauseRun, RunAborted
 
 compat.install()  # before any crew is built
@@ -34,7 +41,10 @@ def prompt_hash(messages: Any, tools: Any) -> str:
     its place among them."""
     blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
     made_up: dict[str, str] = {}
-    blob = MADE_UP_ID.sub(lambda m: made_up.setdefault(m[0], f"call_{len(made_up)}"), blob)
+    blob = MADE_UP_ID.sub(
+        lambda m: made_up.setdefault(m[0], f"call_{len(made_up)}") if made_up_id(m) else m[0],
+        blob,
+    )
     return hashlib.sha256(_ADDRESS.sub(" at 0x>", blob).encode()).hexdigest()
 
 

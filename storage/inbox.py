@@ -107,12 +107,22 @@ class InboxStore:
 
     def _finish(self, conn: Connection, finished: Sequence[tuple[int, str | None]]) -> None:
         now = self.store.clock()
-        for row_id, error in finished:
+        # The rows done share one statement (a burst's marks ride with the next burst's
+        # acks: one statement each cost that commit a millisecond of CPU per row).
+        done = sorted(row_id for row_id, error in finished if error is None)
+        if done:
             conn.execute(
                 update(inbox)
-                .where(inbox.c.id == row_id, inbox.c.done_at.is_(None))
-                .values(done_at=now, error=None if error is None else error[:2000])
+                .where(inbox.c.id.in_(done), inbox.c.done_at.is_(None))
+                .values(done_at=now, error=None)
             )
+        for row_id, error in finished:
+            if error is not None:
+                conn.execute(
+                    update(inbox)
+                    .where(inbox.c.id == row_id, inbox.c.done_at.is_(None))
+                    .values(done_at=now, error=error[:2000])
+                )
 
     def renew(self, row_ids: Collection[int]) -> None:
         """Hold unfinished requests still in hand for another claim: a handler slower than

@@ -35,6 +35,10 @@ class SlackEndpoint:
         self.verifier = SignatureVerifier(signing_secret)
 
     async def handle(self, request: web.Request) -> web.Response:
+        with self.intake.acking():
+            return await self._ack(request)
+
+    async def _ack(self, request: web.Request) -> web.Response:
         raw = await request.read()
         try:
             body = raw.decode("utf-8")

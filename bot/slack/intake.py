@@ -42,6 +42,7 @@ import logging
 import queue
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -74,6 +75,9 @@ MAX_ATTEMPTS = 5
 # How long handling waits for the acks in progress to go out first (bounded: a steady
 # stream of requests must not starve it).
 _ACKS_FIRST_FOR = 0.2
+# How long other requests wait for the clicks in hand to be handled first (bounded likewise):
+# a click's trigger_id dies 3 s after it, and the modal it opens needs it.
+_CLICKS_FIRST_FOR = 1.0
 
 
 class Kind(enum.Enum):
@@ -326,6 +330,9 @@ class Intake:
         self._quiet.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_hand: set[int] = set()  # rows being handled here, their claims renewed
+        self._clicks = 0  # clicks (trigger-bearing interactions) in hand, handled first
+        self._no_clicks = asyncio.Event()
+        self._no_clicks.set()
         self._sweeper: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -351,15 +358,28 @@ class Intake:
             await renewing
         await asyncio.to_thread(self.recorder.stop)
 
-    async def receive(self, request: SlackRequest) -> Receipt:
-        """Record ``request``; once recorded, handle it in the background."""
+    @contextlib.contextmanager
+    def acking(self) -> Iterator[None]:
+        """A request is on its way to its ack: handling waits for it (bounded). A transport
+        says so from the moment it reads the request, so that a burst's first commit does not
+        let handling take the loop from the requests still being read and checked."""
         self._receiving += 1
         self._quiet.clear()
         try:
-            async with asyncio.timeout(self.record_timeout):  # no task of its own, unlike wait_for
-                row_id = await self.recorder.record(
-                    NewRequest(request.key, request.body, request.content_type)
-                )
+            yield
+        finally:
+            self._receiving -= 1
+            if self._receiving == 0:
+                self._quiet.set()
+
+    async def receive(self, request: SlackRequest) -> Receipt:
+        """Record ``request``; once recorded, handle it in the background."""
+        try:
+            with self.acking():
+                async with asyncio.timeout(self.record_timeout):  # no task, unlike wait_for
+                    row_id = await self.recorder.record(
+                        NewRequest(request.key, request.body, request.content_type)
+                    )
         except TimeoutError:
             log.warning(
                 "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
@@ -367,36 +387,44 @@ class Intake:
             return Receipt.FAILED
         except Exception:  # logged by the recorder, once per batch
             return Receipt.FAILED
-        finally:
-            self._receiving -= 1
-            if self._receiving == 0:
-                self._quiet.set()
         if row_id is None:
             return Receipt.DUPLICATE
-        self._handle_soon(InboxRequest(row_id, request.key, request.body, request.content_type, 1))
+        recorded = InboxRequest(row_id, request.key, request.body, request.content_type, 1)
+        self._handle_soon(recorded, first=request.kind is Kind.INTERACTION)
         return Receipt.RECORDED
 
     async def answer_now(self, request: SlackRequest) -> BoltResponse:
         """Handle a request whose ack carries the answer (modal submissions): not recorded."""
         return await self.app.async_dispatch(bolt_request(request.payload()))
 
-    def _handle_soon(self, request: InboxRequest) -> None:
+    def _handle_soon(self, request: InboxRequest, *, first: bool = False) -> None:
+        """Handle ``request`` in the background; ``first``: a fresh click, whose trigger_id
+        a modal may need within 3 s, so other requests wait for it (bounded)."""
         self._in_hand.add(request.id)
-        task = asyncio.create_task(self._handle(request))
+        if first:
+            self._clicks += 1
+            self._no_clicks.clear()
+        task = asyncio.create_task(self._handle(request, first))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, request: InboxRequest) -> None:
+    async def _handle(self, request: InboxRequest, first: bool) -> None:
         try:
-            await self._dispatch(request)
+            await self._dispatch(request, first)
         finally:
             self._in_hand.discard(request.id)
+            if first:
+                self._clicks -= 1
+                if self._clicks == 0:
+                    self._no_clicks.set()
 
-    async def _dispatch(self, request: InboxRequest) -> None:
+    async def _dispatch(self, request: InboxRequest, first: bool) -> None:
         # Acks first: in a burst, handling the first requests (Bolt's middleware and the
         # listener's own work) would hold the loop while the others wait for their ack.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._quiet.wait(), _ACKS_FIRST_FOR)
+        # Then the clicks, whose modals must open while their trigger lives.
+        await _until(self._quiet, _ACKS_FIRST_FOR)
+        if not first:
+            await _until(self._no_clicks, _CLICKS_FIRST_FOR)
         async with self._slots:
             try:
                 payload = parse_body(request.body, request.content_type)
@@ -454,6 +482,13 @@ class Intake:
     async def forget(self, older_than: timedelta = timedelta(hours=1)) -> int:
         """Drop requests handled long ago (Slack never replays past five minutes)."""
         return await asyncio.to_thread(self.inbox.forget, older_than)
+
+
+async def _until(event: asyncio.Event, timeout: float) -> None:
+    """Wait for ``event``, at most ``timeout`` (no task made when it is set already)."""
+    if not event.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
 
 
 def _brief(exc: BaseException) -> str:

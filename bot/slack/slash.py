@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncBoltContext
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.slack import blocks, text
 from bot.slack.authz import CheckFailed
@@ -43,13 +45,19 @@ class SlashCommands(Handlers):
         self,
         ack: AsyncAck,
         body: dict[str, Any],
-        respond: AsyncRespond,
+        client: AsyncWebClient,
         context: AsyncBoltContext,
     ) -> None:
         # The transport acked once the command was recorded (bot.slack.intake); every answer
         # goes by response_url, as an ephemeral message.
         await ack()
-        await respond(**_ephemeral(await self._answer(body, context.get(REQUEST_KEY))))
+        answer = _ephemeral(await self._answer(body, context.get(REQUEST_KEY)))
+        url = body.get("response_url")
+        if not isinstance(url, str) or not url:
+            log.warning("a /crew command without a response_url: its answer is not sent")
+            return
+        # On the Web API client's pooled session (Bolt's respond() opens a connection each).
+        await AsyncWebhookClient(url, session=client.session).send_dict(answer)
 
     async def _answer(self, body: dict[str, Any], request_key: str | None) -> blocks.Message:
         try:
