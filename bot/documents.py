@@ -35,6 +35,7 @@ def decision_json(decision: Decision | None) -> dict[str, Any] | None:
         "original": decision.original,
         "by": decision.decided_by,
         "at": iso(decision.created_at),
+        "digest": decision.digest,
     }
 
 
@@ -65,6 +66,7 @@ def review_json(review: Review) -> dict[str, Any]:
         "stage": review.stage,
         "claimed_by": review.claimed_by,
         "claimed_at": iso(review.claimed_at),
+        "digest": review.digest,
     }
 
 

@@ -12,7 +12,7 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from crew_runtime import flow_outcomes, metrics, policy, streams
+from crew_runtime import digests, flow_outcomes, metrics, policy, streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
@@ -28,10 +28,12 @@ from crew_runtime.people import BY_NAME
 from crew_runtime.policy import Facts
 from crew_runtime.reviewers import approvals_required, stages_of
 from storage import (
+    DIGEST,
     HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
     Delegation,
+    DigestMismatch,
     FlowFeedbackDetails,
     NewDecision,
     NotWaiting,
@@ -105,8 +107,15 @@ class Countersign:
         standing: bool = False,
         facts: Facts | None = None,
         outcome: str | None = None,
+        expected_digest: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
+
+        ``expected_digest`` is the action digest the decider saw (the whole SHA-256 in hex,
+        or at least its first 8 digits, as the card shows it; ``crew_runtime.digests``): a
+        review whose action has another digest is not decided (``DigestMismatch``). The
+        decision records the digest it covers (an edit's: that of the edited action), which
+        is what the worker runs.
 
         ``by`` is held to the review policy (``crew_runtime.policy``) here, on the review as
         read for this decision, with the ``facts`` the door fetched (the Slack doors' and the
@@ -135,6 +144,7 @@ class Countersign:
                 (``SelfApproval``) who started the run approving its review where the crew
                 forbids it.
             NotYourStage: ``by`` is not asked at the stage the review's approval chain is at.
+            DigestMismatch: ``expected_digest`` is not the review's action's.
             ReviewNotFound, AlreadyDecided, AlreadyApproved, StageMoved, DecisionNotAllowed:
                 from storage.
 
@@ -154,6 +164,8 @@ class Countersign:
         _storable("the decision's text", text or "")
         _person("the reviewer's name (--by)", by)
         review = self.store.get_review(review_id)
+        if expected_digest is not None:
+            _check_digest(review, expected_digest)
         if isinstance(review.details, FlowFeedbackDetails):
             unroutable = flow_outcomes.refusal(review.details, decision, outcome)
             if unroutable is not None:
@@ -181,6 +193,9 @@ class Countersign:
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
         details: dict[str, Any] = {BY_NAME: name} if name else {}
+        digest = digests.approved_digest(review, text if decision == DecisionKind.EDIT else None)
+        if digest is not None:
+            details[DIGEST] = digest
         if outcome is not None:
             details[flow_outcomes.OUTCOME] = outcome
         asked = self.store.clock()
@@ -431,6 +446,21 @@ def _person(what: str, name: str) -> None:
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
         raise TextRefused(what, f"is longer than {PERSON_LENGTH} characters")
+
+
+def _check_digest(review: Review, expected: str) -> None:
+    """Refuse a decision bound to another action than ``review``'s.
+
+    Raises:
+        UsageError: ``expected`` is not 8 to 64 hex digits.
+        DigestMismatch: it does not name the review's digest.
+    """
+    if not digests.DIGEST_RE.fullmatch(expected.strip()):
+        raise UsageError(
+            f"{expected!r} is not an action digest: give its hex digits (at least the first 8)"
+        )
+    if not digests.matches(review.digest, expected):
+        raise DigestMismatch(review.id, expected.strip().lower(), review.digest)
 
 
 def _reviewer_input(spec: CrewSpec, inputs: dict[str, str]) -> None:

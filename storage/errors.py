@@ -23,6 +23,7 @@ CountersignError
 │       ├── AlreadyDecided                 someone decided the review first
 │       ├── AlreadyApproved                 this reviewer approved already
 │       ├── StageMoved                     the approval chain moved on to another stage
+│       ├── DigestMismatch                 a decision for an action no longer the one pending
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
 │       ├── NotWaiting                     the run is not waiting for a review
 │       ├── AlreadyRevoked                 someone revoked the standing approval first
@@ -79,6 +80,7 @@ StorageError
     ├── AlreadyDecided          someone decided the review first
     ├── AlreadyApproved          this reviewer approved already
     ├── StageMoved              the approval chain moved on to another stage
+    ├── DigestMismatch          a decision for an action no longer the one pending
     ├── DecisionNotAllowed      e.g. "approve" on a question
     ├── NotWaiting              the run is not waiting for a review
     ├── AlreadyRevoked          someone revoked the standing approval first
@@ -231,6 +233,22 @@ class AlreadyApproved(TransitionRejected):
         self.by = by
         self.given = given
         self.required = required
+
+
+class DigestMismatch(TransitionRejected):
+    """A decision bound to an action digest (``expected``) reached a review whose action has
+    another (``pending``; None: it has none): a stale card, an old API client, or a call the
+    worker was about to run that is not the approved one."""
+
+    def __init__(self, review_id: str, expected: str, pending: str | None) -> None:
+        now = f"it is {pending[:12]} now" if pending else "it has no digest"
+        super().__init__(
+            f"review {review_id}: the decision was for action {expected[:12]}, but {now}: "
+            "look at the review again and decide what it proposes now"
+        )
+        self.review_id = review_id
+        self.expected = expected
+        self.pending = pending
 
 
 class StageMoved(TransitionRejected):

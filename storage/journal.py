@@ -11,8 +11,9 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from storage.base import StoreBase
 from storage.fencing import fence
 from storage.records import JSON, JournalEntry, Snapshot
-from storage.schema import journal, outbox, reviews, runs, snapshots
-from storage.status import OutboxKind, ReviewStatus, RunNote
+from storage.rows import load_review, load_run
+from storage.schema import PERSON_LENGTH, journal, outbox, review_events, reviews, runs, snapshots
+from storage.status import OutboxKind, ReviewEventKind, ReviewKind, ReviewStatus, RunNote
 from storage.transitions import move_reviews
 
 # The reviews a dropped part of the journal takes with it: those asked and those answered.
@@ -121,6 +122,104 @@ class JournalStore(StoreBase):
             self._enqueue(conn, run_id, OutboxKind.RUN_NOTE, payload={"note": note.value})
             return True
 
+    def record_rule_decision(
+        self, run_id: str, token: str, *, stream: str, seq: int, payload: JSON
+    ) -> tuple[int, bool]:
+        """Journal a rule's decision of the gated call at ``(stream, seq)`` (kind ``rule``)
+        with its audit record (``review_events``, kind ``rule``, under the call's digest)
+        and its line in the run's thread, in one transaction fenced by the claim. A replay
+        reads the journal and makes the same choice whatever the rules say since.
+
+        ``payload`` holds at least ``rule``, ``decide``, ``tool`` and ``digest``.
+
+        Returns:
+            The entry's journal position, and True if recorded now (False: the journal held
+            it already, and nothing was written).
+
+        Raises:
+            LeaseLost: the claim ``token`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            earlier = _entry_pos(conn, run_id, stream, RULE_ENTRY, seq)
+            if earlier is not None:
+                return earlier, False
+            pos = append_entry(conn, run_id, stream, RULE_ENTRY, seq, payload, now=self.clock())
+            run = load_run(conn, run_id)
+            conn.execute(
+                insert(review_events).values(
+                    review_id=str(payload["digest"])[:32],
+                    run_id=run_id,
+                    crew=run.crew,
+                    review_kind=ReviewKind.TOOL_APPROVAL,
+                    kind=ReviewEventKind.RULE,
+                    by=f"rule:{payload['rule']}"[:PERSON_LENGTH],
+                    to=run.started_by or "",
+                    request_key=f"rule:{payload['digest']}",
+                    at=self.clock(),
+                    channel=run.channel,
+                    thread_ts=run.thread_ts,
+                    details=payload,
+                )
+            )
+            self._enqueue(conn, run_id, OutboxKind.RULE_DECIDED, payload=payload)
+            return pos, True
+
+    def void_decision(self, run_id: str, token: str, review_id: str, details: JSON) -> bool:
+        """The worker will not run the call ``review_id`` approved (what it is about to run
+        has another digest, ``details`` say which): the review is superseded, so the call
+        is asked again, and the refusal is recorded for the audit (``review_events``, kind
+        ``digest_mismatch``), in one transaction fenced by the claim.
+
+        Returns:
+            False if the review was no longer decided (voided already: nothing written).
+
+        Raises:
+            LeaseLost: the claim ``token`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            review = load_review(conn, review_id, lock=True)
+            moved = move_reviews(
+                conn, ReviewStatus.DECIDED, ReviewStatus.SUPERSEDED, reviews.c.id == review_id
+            )
+            if moved != 1:
+                return False
+            run = load_run(conn, run_id)
+            conn.execute(
+                insert(review_events).values(
+                    review_id=review_id,
+                    run_id=run_id,
+                    crew=run.crew,
+                    review_kind=review.kind,
+                    kind=ReviewEventKind.DIGEST_MISMATCH,
+                    by="countersign",
+                    to=run.started_by or "",
+                    request_key=f"digest_mismatch:{review_id}",
+                    at=self.clock(),
+                    channel=run.channel,
+                    thread_ts=run.thread_ts,
+                    details=details,
+                )
+            )
+            return True
+
+
+RULE_ENTRY = "rule"
+"""The journal's kind of a rule's decision of a gated call."""
+
+
+def _entry_pos(conn: Connection, run_id: str, stream: str, kind: str, seq: int) -> int | None:
+    pos = conn.execute(
+        select(journal.c.pos).where(
+            journal.c.run_id == run_id,
+            journal.c.stream == stream,
+            journal.c.kind == kind,
+            journal.c.seq == seq,
+        )
+    ).scalar_one_or_none()
+    return None if pos is None else int(pos)
+
 
 def append_entry(
     conn: Connection,
@@ -134,16 +233,9 @@ def append_entry(
     now: datetime,
 ) -> int:
     """The position of the turn ``(stream, kind, seq)``, appended unless it is there."""
-    earlier = conn.execute(
-        select(journal.c.pos).where(
-            journal.c.run_id == run_id,
-            journal.c.stream == stream,
-            journal.c.kind == kind,
-            journal.c.seq == seq,
-        )
-    ).scalar_one_or_none()
+    earlier = _entry_pos(conn, run_id, stream, kind, seq)
     if earlier is not None:
-        return int(earlier)
+        return earlier
     pos = next_pos(conn, run_id)
     conn.execute(
         insert(journal).values(

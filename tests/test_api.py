@@ -251,6 +251,7 @@ def test_a_decision_follows_the_crews_rules(bench: Bench) -> None:
         "original": "the draft",
         "by": BOB,
         "at": None,
+        "digest": None,  # a review the test opened itself, without a digest
     }
     late = bench.decide(review_id, kind="reject", by=ALICE)
     assert late.status == 409

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import ConfigError, load_config
+from crew_runtime.digests import call_digest
 from crew_runtime.errors import UsageError
 from storage import (
     AlreadyRevoked,
@@ -88,7 +89,14 @@ def test_a_standing_approval_approves_later_calls_with_the_same_named_values(
     globex = payroll.pending(run_id)
     assert globex.details.args == {"amount": 1200, "to": "GLOBEX"}
     (entry,) = [e for e in payroll.store.load_journal(run_id) if e.kind == "standing"]
-    assert entry.payload == {"tool": "pay", "standing": standing.id, "granted_by": "U_ANA"}
+    digest = call_digest(run_id, entry.stream, entry.seq, "pay", {"amount": 2000, "to": "ACME"})
+    assert entry.payload == {
+        "tool": "pay",
+        "standing": standing.id,
+        "granted_by": "U_ANA",
+        "match": {"to": "ACME"},
+        "digest": digest,
+    }
 
     payroll.decide(run_id, "approve")
     payroll.work_here()

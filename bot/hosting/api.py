@@ -41,6 +41,7 @@ from bot.slack.handlers import Handlers, asked_for, sync
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError
+from crew_runtime.digests import DIGEST_RE
 from storage import (
     HUMAN_DECISIONS,
     ApiToken,
@@ -186,7 +187,7 @@ class Api(Handlers):
 
     async def decide(self, request: web.Request, token: ApiToken) -> web.Response:
         review_id = _path_id(request, "review_id", "review")
-        body = await _body(request, {"kind", "text", "by", "standing"})
+        body = await _body(request, {"kind", "text", "by", "standing", "digest"})
         word = _text(body, "kind", required=True)
         try:
             kind = DecisionKind(word)
@@ -202,6 +203,9 @@ class Api(Handlers):
         standing = body.get("standing", False)
         if not isinstance(standing, bool):
             raise ApiError(400, "invalid", "standing must be true or false", "standing")
+        digest = _text(body, "digest")
+        if digest is not None and not DIGEST_RE.fullmatch(digest):
+            raise ApiError(400, "invalid", "digest must be 8 to 64 hex digits", "digest")
         found = await self._review_and_run(review_id)
         if found is None:
             raise ApiError(404, "not_found", f"no review with id {review_id!r}")
@@ -225,6 +229,7 @@ class Api(Handlers):
                 request_key=request_key,
                 standing=standing,
                 facts=facts,
+                expected_digest=digest,
             )
         except CountersignError as exc:
             raise refusal(exc) from None

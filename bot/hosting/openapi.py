@@ -15,6 +15,12 @@ from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, Run
 Json = dict[str, Any]
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
+# An action digest (crew_runtime.digests): SHA-256 in hex; a decision may name its first 8+.
+_DIGEST = {
+    "type": ["string", "null"],
+    "pattern": "^[0-9a-f]{64}$",
+    "description": "the action digest: SHA-256 over the RFC 8785 JSON of what would be done",
+}
 # A person as ``by`` names them (a Slack user id, say): some text, of at most the column's
 # length, no NUL (PostgreSQL's text holds none).
 _PERSON = {
@@ -61,6 +67,8 @@ _SCHEMAS: Json = {
                     "decided_by": _NULLABLE_TEXT,
                     "decision": _NULLABLE_TEXT,
                     "decided_at": _NULLABLE_TIME,
+                    "expected": _NULLABLE_TEXT,
+                    "digest": _NULLABLE_TEXT,
                 },
                 "required": ["code", "message", "field"],
                 "additionalProperties": False,
@@ -74,6 +82,7 @@ _SCHEMAS: Json = {
             "original": _NULLABLE_TEXT,
             "by": {"type": "string"},
             "at": _TIME,
+            "digest": {**_DIGEST, "description": "the action digest it covers (an edit's own)"},
         }
     ),
     "Review": _object(
@@ -107,6 +116,7 @@ _SCHEMAS: Json = {
             },
             "claimed_by": _NULLABLE_TEXT,
             "claimed_at": _NULLABLE_TIME,
+            "digest": {**_DIGEST, "description": "the action digest of what it proposes"},
         }
     ),
     "Run": _object(
@@ -172,6 +182,13 @@ _SCHEMAS: Json = {
             "standing": {
                 "type": "boolean",
                 "description": "also approve the tool's later calls (the gate's allow_standing)",
+            },
+            "digest": {
+                "type": ["string", "null"],
+                "pattern": "^[0-9a-fA-F]{8,64}$",
+                "description": "the action digest the decider saw (at least its first 8 hex "
+                "digits): a review whose action has another is not decided (409 "
+                "digest_mismatch)",
             },
         },
         required=["kind", "by"],
@@ -309,8 +326,9 @@ _PATHS: Json = {
                     ),
                     "404": _error("no review with that id"),
                     "409": _error(
-                        "decided already (saying by whom), by approved already, or the "
-                        "approval chain moved on to another stage meanwhile (stage_moved)"
+                        "decided already (saying by whom), by approved already, the "
+                        "approval chain moved on to another stage meanwhile (stage_moved), or "
+                        "digest names another action than the review's (digest_mismatch)"
                     ),
                     "413": _error("a body larger than 1 MiB"),
                     "422": _error(

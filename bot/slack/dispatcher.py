@@ -265,6 +265,9 @@ class Dispatcher(Waking):
             note = str(message.payload.get("note", ""))
             await steps.post_all(thread, [blocks.divergence_message(note)])
             await steps.sent()
+        elif kind == OutboxKind.RULE_DECIDED:
+            await steps.post_all(thread, [blocks.rule_message(message.payload)])
+            await steps.sent()
         elif kind == OutboxKind.RUN_NOTE:
             asked = _note(message)
             if asked is not None:

@@ -49,6 +49,7 @@ from storage.errors import (
     CountersignError,
     DecisionNotAllowed,
     DelegationRefused,
+    DigestMismatch,
     NotFound,
     NotWaiting,
     ReviewNotFound,
@@ -469,6 +470,13 @@ def refusal(exc: CountersignError) -> str:
             )
         case NotYourStage():
             return not_your_stage(exc.stage, exc.number, exc.count, exc.reviewers, exc.later)
+        case DigestMismatch():
+            now = f"`{exc.pending[:12]}`" if exc.pending else "none"
+            return (
+                f"This card was for action `{escape(exc.expected[:12])}`, but the review's "
+                f"action is {now} now: look at it again before you decide. "
+                "Nothing was recorded."
+            )
         case StageMoved():
             return (
                 f"The {escape(exc.at)} stage was passed already: this review is at its "
