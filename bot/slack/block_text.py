@@ -257,10 +257,10 @@ def rule_decided(payload: Mapping[str, Any]) -> str:
     amount 42 < 100``; the rule's name and what matched come from the file and the call."""
     verb = "approved" if payload.get("decide") == "approve" else "rejected"
     tool = escape(str(payload.get("tool", "")))
-    why = escape(truncate(str(payload.get("why", "")), 300))
+    why = truncate(str(payload.get("why", "")), 300)
     line = f"{tool} {verb} by rule `{escape(str(payload.get('rule', '')))}`: {why}"
     if payload.get("decide") != "approve" and payload.get("reason"):
-        line += f" ({escape(truncate(str(payload['reason']), 300))})"
+        line += f" ({truncate(str(payload['reason']), 300)})"
     return line + f" · {action_digest(str(payload.get('digest', '')))}"
 
 
