@@ -1,5 +1,6 @@
-"""Rules that decide the easy reviews of gated tool calls, in CEL (``cel-python``: a
-sandboxed expression language; nothing is ``eval``'d).
+"""Rules that decide the easy reviews of gated tool calls, in CEL (the Common Expression
+Language, through ``common-expression-language``, bindings of the Rust ``cel`` crate: a
+sandboxed language with no access to Python; nothing is ``eval``'d).
 
 A crew's ``rules = [...]`` and a gate's (``[crews.NAME.gates.TOOL] rules = [...]``) are
 tables::
@@ -39,17 +40,13 @@ to every call of its tool (it can never be reached), or a key it does not take i
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-import celpy
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
-from lark import Token, Tree
+import cel
 
 Decide = Literal["approve", "reject"]
 NAMES = ("args", "inputs", "tool", "run")
@@ -58,12 +55,8 @@ KEYS = ("name", "tool", "when", "decide", "reason", "approvals", "expire_after")
 """The keys a rule's table takes."""
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _FIELD_RE = re.compile(r"\b(args|inputs)\.([A-Za-z_][A-Za-z0-9_]*)")
-# cel-python's compiled runner: the parsed CEL tree is translated into calls of its CEL
-# runtime once, at load (about 3 times faster per call than walking the tree each time).
-_ENV = celpy.Environment(runner_class=celpy.CompiledRunner)
-# cel-python logs every evaluation that fails as an error; here that is a rule that does not
-# apply (a field the call lacks), which the worker's log should not shout about.
-logging.getLogger("celpy").setLevel(logging.CRITICAL)
+# The variables a comprehension binds (``args.items.all(i, i > 0)``): not names of the call.
+_BOUND_RE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
 
 
 @dataclass(frozen=True)
@@ -85,14 +78,13 @@ class Rule:
         """How an error line names it: ``crews.pay.rules[1] (rule 'big')``."""
         return f"{self.key} (rule {self.name!r})"
 
-    def applies(self, activation: Mapping[str, Any]) -> bool:
-        """Whether the rule applies to the call ``activation`` describes (CEL values)."""
+    def applies(self, context: cel.Context) -> bool:
+        """Whether the rule applies to the call ``context`` describes."""
         if self.program is None:
             return True
         try:
-            result = self.program.evaluate(activation)
-            return isinstance(result, celpy.celtypes.BoolType) and bool(result)
-        except Exception:  # CELEvalError, or a type the expression cannot take: not met
+            return self.program.execute(context) is True
+        except Exception:  # a field the call lacks, a type the expression cannot take: not met
             return False
 
     def said(self, args: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
@@ -150,14 +142,11 @@ class RuleSet:
         candidates = self.candidates(tool)
         if not candidates:
             return None
-        activation = {
-            "args": json_to_cel(dict(args)),
-            "inputs": json_to_cel(dict(inputs)),
-            "tool": celpy.celtypes.StringType(tool),
-            "run": json_to_cel(dict(run)),
-        }
+        context = cel.Context(
+            variables={"args": dict(args), "inputs": dict(inputs), "tool": tool, "run": dict(run)}
+        )
         for rule in candidates:
-            if rule.applies(activation):
+            if rule.applies(context):
                 return Match(rule, rule.said(args, inputs))
         return None
 
@@ -246,7 +235,7 @@ def parse_rule(
     )
 
 
-def compile_when(when: str, key: str, fail: Fail) -> Any:
+def compile_when(when: str, key: str, fail: Fail) -> cel.Program:
     """The CEL program of ``when``.
 
     Raises:
@@ -254,29 +243,22 @@ def compile_when(when: str, key: str, fail: Fail) -> Any:
         :data:`NAMES`.
     """
     try:
-        tree = _ENV.compile(when)
-    except CELParseError as exc:
-        where = f"at column {exc.column}" if exc.column else "here"
+        program = cel.compile(when)
+    except ValueError as exc:
+        found = _SYNTAX_AT.search(str(exc))
+        where = f"at column {int(found.group(1)) + 1}" if found else "somewhere"
         raise fail(
             key, f"{when!r} does not compile as CEL: it stops making sense {where}"
         ) from None
-    unknown = sorted(set(_names(tree)) - set(NAMES))
+    bound = set(_BOUND_RE.findall(when))
+    unknown = sorted(set(program.variables()) - set(NAMES) - bound)
     if unknown:
         raise fail(key, f"names {unknown[0]!r}: an expression may use only {', '.join(NAMES)}")
-    return _ENV.program(tree)
+    return program
 
 
-def _names(tree: Any) -> list[str]:
-    """The names an expression reads (its top-level identifiers, not fields or functions)."""
-    found = []
-    for node in tree.iter_subtrees():
-        if node.data == "primary":
-            for child in node.children:
-                if isinstance(child, Tree) and child.data == "ident":
-                    token = child.children[0]
-                    if isinstance(token, Token):
-                        found.append(str(token))
-    return found
+# Where the parser's complaint says it stopped: ``<input>:1:14: Syntax error``.
+_SYNTAX_AT = re.compile(r"<input>:\d+:(\d+):")
 
 
 def check_reachable(rules: list[Rule], fail: Fail) -> None:

@@ -43,6 +43,7 @@ SMALL = {
     "bench/demo_start.py": (["--reps", "1"], "| first review |"),
     "bench/outbox.py": (["--runs", "5"], "commits/row"),
     "bench/wakeup.py": (["--samples", "3"], "goal p99"),
+    "bench/rules.py": (["--runs", "2", "--calls", "3"], "goal p99 < 1 ms"),
     "bench/concurrency.py": (
         ["--n", "3", "--backends", "sqlite", "--delay", "0.2", "--lookups", "1"],
         "| 3/3     |",
