@@ -10,7 +10,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from storage.base import StoreBase
 from storage.fencing import fence
-from storage.records import JSON, JournalEntry, Snapshot
+from storage.records import JSON, JournalEntry, Run, Snapshot
 from storage.rows import load_review, load_run
 from storage.schema import PERSON_LENGTH, journal, outbox, review_events, reviews, runs, snapshots
 from storage.status import OutboxKind, ReviewEventKind, ReviewKind, ReviewStatus, RunNote
@@ -145,22 +145,16 @@ class JournalStore(StoreBase):
             if earlier is not None:
                 return earlier, False
             pos = append_entry(conn, run_id, stream, RULE_ENTRY, seq, payload, now=self.clock())
-            run = load_run(conn, run_id)
-            conn.execute(
-                insert(review_events).values(
-                    review_id=str(payload["digest"])[:32],
-                    run_id=run_id,
-                    crew=run.crew,
-                    review_kind=ReviewKind.TOOL_APPROVAL,
-                    kind=ReviewEventKind.RULE,
-                    by=f"rule:{payload['rule']}"[:PERSON_LENGTH],
-                    to=run.started_by or "",
-                    request_key=f"rule:{payload['digest']}",
-                    at=self.clock(),
-                    channel=run.channel,
-                    thread_ts=run.thread_ts,
-                    details=payload,
-                )
+            _audit_event(
+                conn,
+                load_run(conn, run_id),
+                str(payload["digest"])[:32],
+                ReviewKind.TOOL_APPROVAL,
+                ReviewEventKind.RULE,
+                by=f"rule:{payload['rule']}"[:PERSON_LENGTH],
+                request_key=f"rule:{payload['digest']}",
+                at=self.clock(),
+                details=payload,
             )
             self._enqueue(conn, run_id, OutboxKind.RULE_DECIDED, payload=payload)
             return pos, True
@@ -185,28 +179,54 @@ class JournalStore(StoreBase):
             )
             if moved != 1:
                 return False
-            run = load_run(conn, run_id)
-            conn.execute(
-                insert(review_events).values(
-                    review_id=review_id,
-                    run_id=run_id,
-                    crew=run.crew,
-                    review_kind=review.kind,
-                    kind=ReviewEventKind.DIGEST_MISMATCH,
-                    by="countersign",
-                    to=run.started_by or "",
-                    request_key=f"digest_mismatch:{review_id}",
-                    at=self.clock(),
-                    channel=run.channel,
-                    thread_ts=run.thread_ts,
-                    details=details,
-                )
+            _audit_event(
+                conn,
+                load_run(conn, run_id),
+                review_id,
+                review.kind,
+                ReviewEventKind.DIGEST_MISMATCH,
+                by="countersign",
+                request_key=f"digest_mismatch:{review_id}",
+                at=self.clock(),
+                details=details,
             )
             return True
 
 
 RULE_ENTRY = "rule"
 """The journal's kind of a rule's decision of a gated call."""
+
+
+def _audit_event(
+    conn: Connection,
+    run: Run,
+    review_id: str,
+    review_kind: str,
+    kind: ReviewEventKind,
+    *,
+    by: str,
+    request_key: str,
+    at: datetime,
+    details: JSON,
+) -> None:
+    """The audit record (``review_events``) of something the runtime did to a call of
+    ``run``: decided it by rule, or refused to run what a person had not approved."""
+    conn.execute(
+        insert(review_events).values(
+            review_id=review_id,
+            run_id=run.id,
+            crew=run.crew,
+            review_kind=review_kind,
+            kind=kind,
+            by=by,
+            to=run.started_by or "",
+            request_key=request_key,
+            at=at,
+            channel=run.channel,
+            thread_ts=run.thread_ts,
+            details=details,
+        )
+    )
 
 
 def _entry_pos(conn: Connection, run_id: str, stream: str, kind: str, seq: int) -> int | None:
