@@ -369,21 +369,30 @@ class RunContext(LeaseHolder):
                 pos, stream, kind, seq, payload, prompt_hash
             )
 
-    def record_rule(self, stream: str, seq: int, payload: dict[str, Any]) -> None:
-        """Journal a rule's decision of the gated call at ``(stream, seq)``, with its audit
-        record and its line in the thread (``Store.record_rule_decision``); counted once."""
+    def record_auto(
+        self, stream: str, kind: str, seq: int, payload: dict[str, Any], *, by: str
+    ) -> None:
+        """Journal that the gated call at ``(stream, seq)`` was decided by a rule (``kind``
+        ``rule``: counted once) or a standing approval (``standing``), with its audit record
+        (``Store.record_auto_decision``)."""
         self.check_alive()
         pos, recorded = self._until_stored(
-            f"the rule's decision of {stream}",
-            lambda: self.store.record_rule_decision(
-                self.run.id, self.lease_token, stream=stream, seq=seq, payload=payload
+            f"the decision of {stream} without a person",
+            lambda: self.store.record_auto_decision(
+                self.run.id,
+                self.lease_token,
+                stream=stream,
+                kind=kind,
+                seq=seq,
+                payload=payload,
+                by=by,
             ),
         )
-        if recorded:
+        if recorded and kind == RULE_ENTRY:
             metrics.count_rule(self.run.crew, str(payload["rule"]), str(payload["decide"]))
         with self._lock:
-            self._recorded[(stream, RULE_ENTRY, seq)] = JournalEntry(
-                pos, stream, RULE_ENTRY, seq, payload, None
+            self._recorded[(stream, kind, seq)] = JournalEntry(
+                pos, stream, kind, seq, payload, None
             )
 
     def void(self, review: Review, details: dict[str, Any]) -> None:

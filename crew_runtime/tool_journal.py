@@ -49,11 +49,9 @@ from storage import (
     ReviewStatus,
     ToolApprovalDetails,
 )
-from storage.journal import RULE_ENTRY
+from storage.journal import RULE_ENTRY, STANDING_ENTRY
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
-# The journal's record that a standing approval approved a gated call (and which one).
-STANDING = "standing"
 
 
 def register_tool_journal(ctx: RunContext) -> None:
@@ -226,7 +224,7 @@ def _standing(
     which digest); a replay reads the journal, so it makes the same choice whatever was
     revoked since."""
     key = slot.key
-    entry = ctx.recorded(key.stream, STANDING, key.seq)
+    entry = ctx.recorded(key.stream, STANDING_ENTRY, key.seq)
     if entry is not None:
         return True
     found = ctx.standing_for(tool, args)
@@ -234,12 +232,13 @@ def _standing(
         return False
     payload = {
         "tool": tool,
+        "args": args,
         "standing": found.id,
         "granted_by": found.granted_by,
         "match": found.match,
         "digest": digest,
     }
-    ctx.record(key.stream, STANDING, key.seq, payload)
+    ctx.record_auto(key.stream, STANDING_ENTRY, key.seq, payload, by=found.granted_by)
     return True
 
 
@@ -279,7 +278,9 @@ def _ruling(
             "digest": digest,
             "reason": match.rule.reason,
         }
-        ctx.record_rule(slot.key.stream, slot.key.seq, payload)
+        ctx.record_auto(
+            slot.key.stream, RULE_ENTRY, slot.key.seq, payload, by=f"rule:{match.rule.name}"
+        )
     elif payload.get("digest") != digest:
         return None, None  # a rule decided another call here: a person is asked
     if payload["decide"] == "approve":

@@ -61,7 +61,9 @@ class AuditRecord:
         by word (``edit_diff``, as :func:`storage.word_diff.plain` writes it). ``digest`` is the
     action digest the decision covered (an edit's: the edited action's); a gated call a rule
     decided (``decision`` "rule", by ``rule:NAME``) names its ``rule``, and says approve or reject
-    and what matched in ``details``; a call the worker refused to run because what it was about
+    and what matched in ``details``; one a standing approval approved is ``decision``
+    "standing_used", by who granted it, the standing approval and its values in ``details``;
+    a call the worker refused to run because what it was about
     to run was not what was approved is ``decision`` "digest_mismatch" (both digests in
     ``details``)."""
 
@@ -171,8 +173,9 @@ def _event_record(row: Any) -> AuditRecord:
     handed = row.kind in (ReviewEventKind.CLAIM, ReviewEventKind.REASSIGN)
     details = row.details or {}
     ruled = row.kind == ReviewEventKind.RULE
-    args = details.get("args") if ruled and isinstance(details.get("args"), dict) else None
-    digest = details.get("digest" if ruled else "approved")
+    auto = ruled or row.kind == ReviewEventKind.STANDING_APPLIED
+    args = details.get("args") if auto and isinstance(details.get("args"), dict) else None
+    digest = details.get("digest" if auto else "approved")
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -186,7 +189,7 @@ def _event_record(row: Any) -> AuditRecord:
         assigned_to=row.to if handed else None,
         details=row.details,
         proposed_args=args,
-        approved_args=args if details.get("decide") == "approve" else None,
+        approved_args=args if details.get("decide", "approve") == "approve" else None,
         digest=digest if isinstance(digest, str) else None,
         rule=str(details["rule"]) if ruled and "rule" in details else None,
     )

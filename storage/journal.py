@@ -122,15 +122,17 @@ class JournalStore(StoreBase):
             self._enqueue(conn, run_id, OutboxKind.RUN_NOTE, payload={"note": note.value})
             return True
 
-    def record_rule_decision(
-        self, run_id: str, token: str, *, stream: str, seq: int, payload: JSON
+    def record_auto_decision(
+        self, run_id: str, token: str, *, stream: str, kind: str, seq: int, payload: JSON, by: str
     ) -> tuple[int, bool]:
-        """Journal a rule's decision of the gated call at ``(stream, seq)`` (kind ``rule``)
-        with its audit record (``review_events``, kind ``rule``, under the call's digest)
-        and its line in the run's thread, in one transaction fenced by the claim. A replay
-        reads the journal and makes the same choice whatever the rules say since.
-
-        ``payload`` holds at least ``rule``, ``decide``, ``tool`` and ``digest``.
+        """Journal that a gated call at ``(stream, seq)`` was decided without a person, with
+        its audit record (``review_events``, under the call's digest), in one transaction
+        fenced by the claim: ``kind`` :data:`RULE_ENTRY`, a rule decided it (``payload``:
+        ``rule``, ``decide``, ``tool``, ``args``, ``digest``; its line in the thread too), or
+        :data:`STANDING_ENTRY`, a standing approval approved it (``standing``, ``match``,
+        ``tool``, ``args``, ``digest``). ``by`` is who the audit says decided
+        (``rule:NAME``, or who granted the standing approval). A replay reads the journal and
+        makes the same choice whatever the rules or the standing approvals say since.
 
         Returns:
             The entry's journal position, and True if recorded now (False: the journal held
@@ -141,22 +143,24 @@ class JournalStore(StoreBase):
         """
         with self._tx() as conn:
             fence(conn, run_id, token)
-            earlier = _entry_pos(conn, run_id, stream, RULE_ENTRY, seq)
+            earlier = _entry_pos(conn, run_id, stream, kind, seq)
             if earlier is not None:
                 return earlier, False
-            pos = append_entry(conn, run_id, stream, RULE_ENTRY, seq, payload, now=self.clock())
+            pos = append_entry(conn, run_id, stream, kind, seq, payload, now=self.clock())
+            ruled = kind == RULE_ENTRY
             _audit_event(
                 conn,
                 load_run(conn, run_id),
                 str(payload["digest"])[:32],
                 ReviewKind.TOOL_APPROVAL,
-                ReviewEventKind.RULE,
-                by=f"rule:{payload['rule']}"[:PERSON_LENGTH],
-                request_key=f"rule:{payload['digest']}",
+                ReviewEventKind.RULE if ruled else ReviewEventKind.STANDING_APPLIED,
+                by=by[:PERSON_LENGTH],
+                request_key=f"{kind}:{payload['digest']}",
                 at=self.clock(),
                 details=payload,
             )
-            self._enqueue(conn, run_id, OutboxKind.RULE_DECIDED, payload=payload)
+            if ruled:
+                self._enqueue(conn, run_id, OutboxKind.RULE_DECIDED, payload=payload)
             return pos, True
 
     def void_decision(self, run_id: str, token: str, review_id: str, details: JSON) -> bool:
@@ -195,6 +199,8 @@ class JournalStore(StoreBase):
 
 RULE_ENTRY = "rule"
 """The journal's kind of a rule's decision of a gated call."""
+STANDING_ENTRY = "standing"
+"""The journal's kind of a standing approval's approval of a gated call (and which one)."""
 
 
 def _audit_event(

@@ -142,6 +142,7 @@ class ReviewEventKind(StrEnum):
     STANDING_REVOKED = "standing_revoked"  # someone revoked that standing approval
     SLACK_REFUSED = "slack_refused"  # an outbox row given up on: details say which and why
     RULE = "rule"  # a configured rule decided a gated call: details say which rule, and why
+    STANDING_APPLIED = "standing_used"  # a standing approval approved a call: details say which
     # The worker did not run an approved call: what it was about to run has another digest.
     DIGEST_MISMATCH = "digest_mismatch"
 
