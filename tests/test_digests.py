@@ -13,8 +13,10 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.cli.main import main
+from bot.hosting.api_errors import refusal as api_refusal
+from bot.slack.text import refusal as slack_refusal
 from crew_runtime.digests import call_digest
-from storage import DecisionKind, ReviewStatus, RunStatus
+from storage import DecisionKind, DigestMismatch, ReviewStatus, RunStatus
 from storage.audit import AuditRecord
 from storage.schema import journal
 from tests.harness import Bench
@@ -128,3 +130,13 @@ def test_the_cli_refuses_a_decision_for_another_digest(bench: Bench) -> None:
     assert main([*argv, "decide", review_id, "approve", "--by", "U1", "--digest", short]) == 0
     decided = bench.store.get_review(review_id)
     assert decided.decision is not None and decided.decision.digest == review.digest
+
+
+def test_each_door_says_a_digest_mismatch_once_in_its_own_words() -> None:
+    stale = DigestMismatch("rev_1", "ab" * 32, "cd" * 32)
+    words = slack_refusal(stale)
+    assert "`abababababab`" in words and "`cdcdcdcdcdcd`" in words
+    assert words.endswith("Nothing was recorded.")
+    answer = api_refusal(stale)
+    assert (answer.status, answer.code, answer.field) == (409, "digest_mismatch", "digest")
+    assert answer.extra == {"expected": "ab" * 32, "digest": "cd" * 32}
