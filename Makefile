@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/wakeup.py
 	$(BIN)/python bench/batch.py
 	$(BIN)/python bench/concurrency.py
+	$(BIN)/python bench/rules.py
 
 compat:
 	$(PY) .ci/compat.py --tests "$(COMPAT_TESTS)" -k "$(COMPAT_SELECT)" --jobs 2 $(COMPAT_VERSIONS)

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from crew_runtime.service import review_digest
 from storage import Decision, Delegation, Review, Run, details_to_json
 
 __all__ = ["decision_json", "delegation_json", "iso", "review_json", "run_json"]
@@ -36,6 +35,7 @@ def decision_json(decision: Decision | None) -> dict[str, Any] | None:
         "original": decision.original,
         "by": decision.decided_by,
         "at": iso(decision.created_at),
+        "digest": decision.digest,
     }
 
 
@@ -64,9 +64,9 @@ def review_json(review: Review) -> dict[str, Any]:
             for a in review.approvals
         ],
         "stage": review.stage,
-        "digest": review_digest(review),
         "claimed_by": review.claimed_by,
         "claimed_at": iso(review.claimed_at),
+        "digest": review.digest,
     }
 
 

@@ -93,8 +93,14 @@ key                 meaning                                     default
 ``gates``           ``{tool: {approvals_required, stages,      ``{}``
                     remind_after, escalate_after, expire_after,
                     on_expire, remind_by, allow_standing,
-                    standing_match}}``
+                    standing_match, rules}}``
 ``tasks``           ``{task number: {the same keys}}``         ``{}``
+                    (all but ``allow_standing``, ``standing_match``
+                    and ``rules``)
+``rules``           ``[{name, tool, when, decide, reason,      ``[]``
+                    approvals, expire_after}]``: rules that
+                    approve, reject or raise a gated call's
+                    review, in CEL (``crew_runtime.rules``)
 ``webhooks``        ``[{url, events, secret_env}]``: where to   ``[]``
                     POST which of ``run.waiting``,
                     ``run.finished``, ``review.decided``,

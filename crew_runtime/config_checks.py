@@ -20,6 +20,7 @@ from crew_runtime.config_values import (
     show,
     suggest,
 )
+from crew_runtime.rules import Rule, RuleSet, check_reachable, parse_rule, rule_set
 from crew_runtime.specs import (
     FACTORY_RE,
     RETENTION_KEYS,
@@ -70,12 +71,13 @@ _KNOWN_KEYS = (
     "tasks",
     "webhooks",
     "stages",
+    "rules",
 )
 _DEADLINE_KEYS = ("remind_after", "escalate_after", "expire_after", "on_expire", "remind_by")
 # What a [crews.NAME.gates.TOOL] or .tasks.N table sets; a gate's may also allow standing
 # approvals of its tool.
 _RULE_KEYS = ("approvals_required", "stages", *_DEADLINE_KEYS)
-_GATE_KEYS = (*_RULE_KEYS, "allow_standing", "standing_match")
+_GATE_KEYS = (*_RULE_KEYS, "allow_standing", "standing_match", "rules")
 _ARGUMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TASK_NUMBER_RE = re.compile(r"[1-9][0-9]*")
 
@@ -206,6 +208,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: W
     progress = table.get("progress", True)
     if not isinstance(progress, bool):
         raise where.error(f"{key}.progress", f"expected true or false, got {show(progress)}")
+    decision_rules = _decision_rules(table, key, gate_rules, where)
     return CrewSpec(
         name=name,
         kind=kind,
@@ -244,7 +247,40 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: W
         task_stages=MappingProxyType({int(t): c for t, c in task_stages.items() if c}),
         retention=_retention(table, key, where),
         webhooks=parse_webhooks(table.get("webhooks", []), f"{key}.webhooks", where.error),
+        rules=decision_rules,
     )
+
+
+def _decision_rules(
+    table: dict[str, Any], key: str, gate_rules: dict[str, dict[str, Any]], where: Where
+) -> RuleSet:
+    """The crew's rules (``crew_runtime.rules``): each gate's ``rules`` first, then the
+    crew's, each list in its order, checked together."""
+    lists: list[tuple[str, Any, str | None]] = [
+        (f"{key}.gates.{tool}.rules", r.get("rules"), tool) for tool, r in gate_rules.items()
+    ]
+    lists.append((f"{key}.rules", table.get("rules"), None))
+    found: list[Rule] = []
+    for list_key, listed, tool in lists:
+        if listed is None:
+            continue
+        if not isinstance(listed, list):
+            raise where.error(
+                list_key, f"expected a list of rules [{{ name = ... }}], got {show(listed)}"
+            )
+        found.extend(
+            parse_rule(
+                rule,
+                f"{list_key}[{n}]",
+                tool,
+                where.error,
+                parse_duration,
+                lambda value, at: read_count(value, at, where),
+            )
+            for n, rule in enumerate(listed)
+        )
+    check_reachable(found, where.error)
+    return rule_set(found, tuple(dict.fromkeys(r.tool for r in found if r.tool)))
 
 
 def _reviewer_input(

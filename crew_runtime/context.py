@@ -23,13 +23,15 @@ from typing import Any
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 from pydantic import BaseModel
 
-from crew_runtime import streams
+from crew_runtime import metrics, streams
 from crew_runtime.calls import CallKey, ToolBatch, ToolSlot, Turn
 from crew_runtime.config import CrewSpec, rule_of
+from crew_runtime.digests import proposed_digest
 from crew_runtime.gates import Gate
 from crew_runtime.lease import RECHECK_EVERY, LeaseHolder
 from crew_runtime.progress import Progress
 from crew_runtime.signals import PauseRun, RunRejected, RunSignal
+from crew_runtime.specs import Deadlines
 from storage import (
     JournalEntry,
     NewReview,
@@ -41,7 +43,9 @@ from storage import (
     Snapshot,
     StandingApproval,
     Store,
+    ToolApprovalDetails,
 )
+from storage.journal import RULE_ENTRY
 
 _current: ContextVar[RunContext | None] = ContextVar("countersign_run", default=None)
 
@@ -365,6 +369,43 @@ class RunContext(LeaseHolder):
                 pos, stream, kind, seq, payload, prompt_hash
             )
 
+    def record_auto(
+        self, stream: str, kind: str, seq: int, payload: dict[str, Any], *, by: str
+    ) -> None:
+        """Journal that the gated call at ``(stream, seq)`` was decided by a rule (``kind``
+        ``rule``: counted once) or a standing approval (``standing``), with its audit record
+        (``Store.record_auto_decision``)."""
+        self.check_alive()
+        pos, recorded = self._until_stored(
+            f"the decision of {stream} without a person",
+            lambda: self.store.record_auto_decision(
+                self.run.id,
+                self.lease_token,
+                stream=stream,
+                kind=kind,
+                seq=seq,
+                payload=payload,
+                by=by,
+            ),
+        )
+        if recorded and kind == RULE_ENTRY:
+            metrics.count_rule(self.run.crew, str(payload["rule"]), str(payload["decide"]))
+        with self._lock:
+            self._recorded[(stream, kind, seq)] = JournalEntry(
+                pos, stream, kind, seq, payload, None
+            )
+
+    def void(self, review: Review, details: dict[str, Any]) -> None:
+        """The call ``review`` approved will not run (``details``: what was approved, what
+        was found): the review is superseded and the refusal audited; the caller asks again."""
+        self.check_alive()
+        self._until_stored(
+            f"the refusal to run {review.id}",
+            lambda: self.store.void_decision(self.run.id, self.lease_token, review.id, details),
+        )
+        with self._lock:
+            self._reviews.pop((review.kind, review.stream, review.seq), None)
+
     def diverge(self, entry: JournalEntry, note: str) -> None:
         """The crew no longer matches its recording: drop the rest and go on live."""
         self._until_stored(
@@ -412,12 +453,19 @@ class RunContext(LeaseHolder):
         now = self.store.clock()
         tool, task = rule_of(review.kind, review.stream, review.details)
         due = self.spec.deadlines_for(tool=tool, task=task)
+        details = review.details
+        raised = self.spec.rules.named(
+            details.rule if isinstance(details, ToolApprovalDetails) else None
+        )
+        if raised is not None and raised.expire_after is not None:
+            due = Deadlines(expire_after=raised.expire_after).over(due)
         review = replace(
             review,
             remind_at=now + due.remind_after if due.remind_after else None,
             escalate_at=now + due.escalate_after if due.escalate_after else None,
             expires_at=now + due.expire_after if due.expire_after else None,
             on_expire=due.on_expire or OnExpire.REJECT,
+            digest=proposed_digest(self.run.id, review),
         )
         with self._lock:
             if not self._closed:

@@ -11,7 +11,6 @@ tree is drawn in ``storage.errors``; the control signals that stop a crew are in
     │   ├── SelfApproval      who started a run approving its review (forbid_self_approval)
     │   ├── NotYourStage      deciding a staged review at a stage one is not asked at
     │   ├── NotAReviewer      acting on a review or run the policy does not let one act on
-    │   ├── ReviewChanged     deciding a review as shown, after it changed (a stale batch item)
     │   ├── NobodyDecides     starting a run no one could decide (no reviewers, no channel)
     │   └── CouldNotCheck     Slack did not say who is in a group or channel: try again
     ├── CrewBuildError        the crew's factory failed or returned something else
@@ -38,7 +37,6 @@ __all__ = [
     "NotAReviewer",
     "NotYourStage",
     "NothingToReopen",
-    "ReviewChanged",
     "ReviewerInputRefused",
     "SelfApproval",
     "TextRefused",
@@ -185,18 +183,6 @@ class NotAReviewer(UsageError):
         super().__init__(f"{said}{f' ({why})' if why else ''}")
         self.review_id, self.run_id, self.person = review_id, run_id, person
         self.action, self.why = action, why
-
-
-class ReviewChanged(UsageError):
-    """A decision of review ``review_id`` as it was shown (its ``digest`` then: ``shown``)
-    reached it after it changed (``now``): nothing is recorded, the person looks again."""
-
-    def __init__(self, review_id: str, shown: str, now: str) -> None:
-        super().__init__(
-            f"review {review_id} changed since it was shown (digest {shown}, now {now}): "
-            "look at it again"
-        )
-        self.review_id, self.shown, self.now = review_id, shown, now
 
 
 class NobodyDecides(UsageError):

@@ -92,6 +92,13 @@ TOOL_CALLS = Counter(
     ["crew", "source"],
     registry=REGISTRY,
 )
+RULE_DECISIONS = Counter(
+    "countersign_rule_decisions",
+    "Gated tool calls decided by a configured rule, not a person, by crew, rule and decision "
+    "(approve or reject)",
+    ["crew", "rule", "decision"],
+    registry=REGISTRY,
+)
 TIME_TO_DECISION = Histogram(
     "countersign_time_to_decision_seconds",
     "From a review's opening to a person's decision, by crew and review kind",
@@ -173,6 +180,10 @@ def count_sweep(done: Mapping[str, int]) -> None:
 
 def count_slack_error(method: str, error: str) -> None:
     SLACK_API_ERRORS.labels(method, error).inc()
+
+
+def count_rule(crew: str, rule: str, decision: str) -> None:
+    RULE_DECISIONS.labels(crew, rule, decision).inc()
 
 
 def count_given_up(kind: str, error: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from crew_runtime.specs import NOBODY, Chain, CrewSpec, StageSpec, rule_of
-from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run
+from storage import ALLOWED_DECISIONS, DecisionKind, Review, Run, ToolApprovalDetails
 
 
 def stages_of(spec: CrewSpec, review: Review) -> Chain:
@@ -46,9 +46,15 @@ def current(chain: Chain, review: Review) -> StageSpec:
 
 
 def approvals_required(spec: CrewSpec, review: Review) -> int:
-    """How many distinct reviewers must approve ``review``: its gated tool's or its task's
-    rule (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
+    """How many distinct reviewers must approve ``review``: the ``approvals`` of the rule
+    that raised it (``crew_runtime.rules``), else its gated tool's or its task's table
+    (``[crews.NAME.gates.TOOL]``, ``[crews.NAME.tasks.N]``), else the crew's."""
     tool, task = rule_of(review.kind, review.stream, review.details)
+    details = review.details
+    if isinstance(details, ToolApprovalDetails):
+        raised = spec.rules.named(details.rule)
+        if raised is not None and raised.approvals is not None:
+            return raised.approvals
     return spec.approvals_for(tool=tool, task=task)
 
 

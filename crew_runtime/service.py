@@ -12,14 +12,13 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from crew_runtime import flow_outcomes, metrics, policy, streams
+from crew_runtime import digests, flow_outcomes, metrics, policy, streams
 from crew_runtime.arguments import parse_edited_args
 from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import (
     EditRefused,
     InputsRefused,
     NothingToReopen,
-    ReviewChanged,
     ReviewerInputRefused,
     TextRefused,
     UsageError,
@@ -29,10 +28,12 @@ from crew_runtime.people import BY_NAME
 from crew_runtime.policy import Facts
 from crew_runtime.reviewers import approvals_required, stages_of
 from storage import (
+    DIGEST,
     HUMAN_DECISIONS,
     PERSON_LENGTH,
     DecisionKind,
     Delegation,
+    DigestMismatch,
     FlowFeedbackDetails,
     NewDecision,
     NotWaiting,
@@ -106,9 +107,15 @@ class Countersign:
         standing: bool = False,
         facts: Facts | None = None,
         outcome: str | None = None,
-        digest: str | None = None,
+        expected_digest: str | None = None,
     ) -> Review:
         """Record a reviewer's decision; the run resumes once no review of it is pending.
+
+        ``expected_digest`` is the action digest the decider saw (the whole SHA-256 in hex,
+        or at least its first 8 digits, as the card shows it; ``crew_runtime.digests``): a
+        review whose action has another digest is not decided (``DigestMismatch``). The
+        decision records the digest it covers (an edit's: that of the edited action), which
+        is what the worker runs.
 
         ``by`` is held to the review policy (``crew_runtime.policy``) here, on the review as
         read for this decision, with the ``facts`` the door fetched (the Slack doors' and the
@@ -130,11 +137,6 @@ class Countersign:
         ``request_key`` names the request deciding: replayed, it is answered as the first
         time instead of as a second decision.
 
-        ``digest`` is what the decider was shown of the review (:func:`review_digest` then: a
-        batch's item, an API client's read): a pending review that no longer has it is
-        refused (``ReviewChanged``), and its stage is the one storage compares, so a review
-        that moves on between this read and the write is refused too (``StageMoved``).
-
         Raises:
             UsageError: a decision no person makes (``expire``), text missing where it is
                 needed, text that cannot be stored, an edit of a review that needs several
@@ -142,7 +144,7 @@ class Countersign:
                 (``SelfApproval``) who started the run approving its review where the crew
                 forbids it.
             NotYourStage: ``by`` is not asked at the stage the review's approval chain is at.
-            ReviewChanged: ``digest`` is not the pending review's.
+            DigestMismatch: ``expected_digest`` is not the review's action's.
             ReviewNotFound, AlreadyDecided, AlreadyApproved, StageMoved, DecisionNotAllowed:
                 from storage.
 
@@ -162,6 +164,8 @@ class Countersign:
         _storable("the decision's text", text or "")
         _person("the reviewer's name (--by)", by)
         review = self.store.get_review(review_id)
+        if expected_digest is not None:
+            _check_digest(review, expected_digest)
         if isinstance(review.details, FlowFeedbackDetails):
             unroutable = flow_outcomes.refusal(review.details, decision, outcome)
             if unroutable is not None:
@@ -173,8 +177,6 @@ class Countersign:
         required = 1 if spec is None else approvals_required(spec, review)
         chain = () if spec is None else stages_of(spec, review)
         if review.status == ReviewStatus.PENDING and not review.made_by(request_key):
-            if digest is not None and digest != review_digest(review):
-                raise ReviewChanged(review.id, digest, review_digest(review))
             facts = facts or Facts(away=self.store.delegates(), vouched=True)
             refused = policy.decide(spec, run, review, by.strip(), decision, facts)
             if refused is not None:
@@ -191,6 +193,9 @@ class Countersign:
         name = " ".join((by_name or "").split())[:PERSON_LENGTH]
         _storable("the reviewer's name", name)
         details: dict[str, Any] = {BY_NAME: name} if name else {}
+        digest = digests.approved_digest(review, text if decision == DecisionKind.EDIT else None)
+        if digest is not None:
+            details[DIGEST] = digest
         if outcome is not None:
             details[flow_outcomes.OUTCOME] = outcome
         asked = self.store.clock()
@@ -417,13 +422,13 @@ _TEXT_HINTS = {
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
-def review_digest(review: Review) -> str:
-    """What a door shows with a pending review and a decision of it carries back
-    (``digest``: a batch's item, the API's) to decide it only as it was shown: the stage of
-    its approval chain it is at, which is all of a pending review that changes (its draft
-    or call is fixed when it is asked; decided, it is no longer pending). Short, as a Slack
-    modal carries a hundred of them in its 3,000 characters of metadata."""
-    return str(review.stage)
+def review_digest(review: Review) -> str | None:
+    """What a door shows of a pending review for a decision of it to carry back (a batch's
+    item) and be held to (``expected_digest``): the first 16 hex digits of its action digest
+    (``crew_runtime.digests``), None where it has none (a question). Short, as a Slack modal
+    carries a hundred of them in its 3,000 characters of metadata; a changed action is a new
+    review with a new digest, so an item shown before it changed is refused."""
+    return review.digest[:16] if review.digest else None
 
 
 def _storable(what: str, text: str) -> None:
@@ -450,6 +455,21 @@ def _person(what: str, name: str) -> None:
     _storable(what, name)
     if len(name.strip()) > PERSON_LENGTH:
         raise TextRefused(what, f"is longer than {PERSON_LENGTH} characters")
+
+
+def _check_digest(review: Review, expected: str) -> None:
+    """Refuse a decision bound to another action than ``review``'s.
+
+    Raises:
+        UsageError: ``expected`` is not 8 to 64 hex digits.
+        DigestMismatch: it does not name the review's digest.
+    """
+    if not digests.DIGEST_RE.fullmatch(expected.strip()):
+        raise UsageError(
+            f"{expected!r} is not an action digest: give its hex digits (at least the first 8)"
+        )
+    if not digests.matches(review.digest, expected):
+        raise DigestMismatch(review.id, expected.strip().lower(), review.digest)
 
 
 def _reviewer_input(spec: CrewSpec, inputs: dict[str, str]) -> None:

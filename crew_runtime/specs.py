@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from crew_runtime import streams
 from crew_runtime.errors import CrewRuntimeError
+from crew_runtime.rules import RuleSet
 from storage import Stage
 from storage.details import ReviewDetails, ToolApprovalDetails
 from storage.retention import Retention, RetentionPolicy
@@ -138,6 +139,7 @@ class CrewSpec:
     stages: Chain = ()
     gate_stages: Mapping[str, Chain] = field(default_factory=lambda: MappingProxyType({}))
     task_stages: Mapping[int, Chain] = field(default_factory=lambda: MappingProxyType({}))
+    rules: RuleSet = field(default_factory=RuleSet)  # rules that decide gated calls
 
     def standing_match(self, tool: str) -> tuple[str, ...] | None:
         """The arguments whose values a standing approval of ``tool`` keeps to (empty: it

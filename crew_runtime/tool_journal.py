@@ -37,14 +37,21 @@ from crewai.tools.tool_failure import ToolFailure
 
 from crew_runtime.calls import ToolSlot
 from crew_runtime.context import RunContext
+from crew_runtime.digests import call_digest
 from crew_runtime.gates import Gate
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun
-from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, ToolApprovalDetails
+from storage import (
+    DecisionKind,
+    JournalEntry,
+    NewReview,
+    ReviewKind,
+    ReviewStatus,
+    ToolApprovalDetails,
+)
+from storage.journal import RULE_ENTRY, STANDING_ENTRY
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
-# The journal's record that a standing approval approved a gated call (and which one).
-STANDING = "standing"
 
 
 def register_tool_journal(ctx: RunContext) -> None:
@@ -127,24 +134,18 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     key = slot.key
     proposed = json.loads(json.dumps(hook.tool_input, default=str))
     review = ctx.find_review(ReviewKind.TOOL_APPROVAL, key.stream, key.seq)
-    if review is None and _standing(ctx, hook.tool_name, proposed, slot):
-        return None
+    digest = call_digest(ctx.run.id, key.stream, key.seq, hook.tool_name, proposed)
+    raised: str | None = None
+    if review is None:
+        ruled = ctx.recorded(key.stream, RULE_ENTRY, key.seq)
+        if ruled is None and _standing(ctx, hook.tool_name, proposed, slot, digest):
+            return None
+        runs, raised = _ruling(ctx, hook.tool_name, proposed, slot, digest, ruled)
+        if runs is not None:
+            return None if runs else False
     if review is None or review.status == ReviewStatus.PENDING:
         if review is None:
-            ctx.ask(
-                NewReview(
-                    kind=ReviewKind.TOOL_APPROVAL,
-                    stream=key.stream,
-                    seq=key.seq,
-                    prompt=f"{hook.tool_name}({json.dumps(proposed, ensure_ascii=False)})",
-                    details=ToolApprovalDetails(
-                        tool=hook.tool_name,
-                        description=gate.description,
-                        args=proposed,
-                        schema=gate.schema,
-                    ),
-                )
-            )
+            _ask(ctx, gate, hook.tool_name, proposed, slot, raised)
         slot.awaiting_approval = True
         return False
     decision = review.decision
@@ -154,6 +155,27 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
         if decision is not None and decision.kind == DecisionKind.EXPIRE:
             reason = "nobody approved it in time"
         slot.override = f"{hook.tool_name} was denied by {who}: {reason}. It was not run."
+        return False
+    about_to_run = (
+        json.loads(decision.text)
+        if decision.kind == DecisionKind.EDIT and decision.text
+        else proposed
+    )
+    running = call_digest(ctx.run.id, key.stream, key.seq, hook.tool_name, about_to_run)
+    if decision.digest is not None and decision.digest != running:
+        # Not what was approved (a changed replay, code changed since the pause): not run,
+        # the refusal recorded, the call asked again.
+        ctx.void(
+            review,
+            {
+                "tool": hook.tool_name,
+                "approved": decision.digest,
+                "found": running,
+                "args": about_to_run,
+            },
+        )
+        _ask(ctx, gate, hook.tool_name, proposed, slot, None)
+        slot.awaiting_approval = True
         return False
     if decision.kind == DecisionKind.EDIT and decision.text:
         edited = json.loads(decision.text)
@@ -168,20 +190,105 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     return None
 
 
-def _standing(ctx: RunContext, tool: str, args: dict[str, Any], slot: ToolSlot) -> bool:
+def _ask(
+    ctx: RunContext,
+    gate: Gate,
+    tool: str,
+    proposed: dict[str, Any],
+    slot: ToolSlot,
+    rule: str | None,
+) -> None:
+    """Open the review of the call (``rule``: the rule that raised what it needs)."""
+    ctx.ask(
+        NewReview(
+            kind=ReviewKind.TOOL_APPROVAL,
+            stream=slot.key.stream,
+            seq=slot.key.seq,
+            prompt=f"{tool}({json.dumps(proposed, ensure_ascii=False)})",
+            details=ToolApprovalDetails(
+                tool=tool,
+                description=gate.description,
+                args=proposed,
+                schema=gate.schema,
+                rule=rule,
+            ),
+        )
+    )
+
+
+def _standing(
+    ctx: RunContext, tool: str, args: dict[str, Any], slot: ToolSlot, digest: str
+) -> bool:
     """Whether a standing approval approves this call. The first execution to meet the call
-    asks the database and journals the answer (which standing approval, granted by whom);
-    a replay reads the journal, so it makes the same choice whatever was revoked since."""
+    asks the database and journals the answer (which standing approval, granted by whom, for
+    which digest); a replay reads the journal, so it makes the same choice whatever was
+    revoked since."""
     key = slot.key
-    entry = ctx.recorded(key.stream, STANDING, key.seq)
+    entry = ctx.recorded(key.stream, STANDING_ENTRY, key.seq)
     if entry is not None:
         return True
     found = ctx.standing_for(tool, args)
     if found is None:
         return False
-    payload = {"tool": tool, "standing": found.id, "granted_by": found.granted_by}
-    ctx.record(key.stream, STANDING, key.seq, payload)
+    payload = {
+        "tool": tool,
+        "args": args,
+        "standing": found.id,
+        "granted_by": found.granted_by,
+        "match": found.match,
+        "digest": digest,
+    }
+    ctx.record_auto(key.stream, STANDING_ENTRY, key.seq, payload, by=found.granted_by)
     return True
+
+
+def _ruling(
+    ctx: RunContext,
+    tool: str,
+    args: dict[str, Any],
+    slot: ToolSlot,
+    digest: str,
+    ruled: JournalEntry | None,
+) -> tuple[bool | None, str | None]:
+    """What the crew's rules (``crew_runtime.rules``) say of the call: ``(True, None)`` run
+    it (approved), ``(False, None)`` block it (rejected: the reason is the model's),
+    ``(None, rule)`` a person reviews it, as ``rule`` (None: no rule applies) raises it.
+
+    The first execution to meet the call evaluates the rules and journals a decision with
+    its digest; a replay reads the journal and makes the same choice whatever the rules say
+    now, for the same call (another digest: a person is asked)."""
+    payload = None if ruled is None else ruled.payload
+    if payload is None:
+        match = ctx.spec.rules.match(
+            tool,
+            args,
+            inputs=ctx.run.inputs,
+            run={"id": ctx.run.id, "crew": ctx.run.crew, "started_by": ctx.run.started_by or ""},
+        )
+        if match is None:
+            return None, None
+        if match.rule.decide is None:
+            return None, match.rule.name
+        payload = {
+            "rule": match.rule.name,
+            "decide": match.rule.decide,
+            "tool": tool,
+            "args": args,
+            "why": match.why,
+            "digest": digest,
+            "reason": match.rule.reason,
+        }
+        ctx.record_auto(
+            slot.key.stream, RULE_ENTRY, slot.key.seq, payload, by=f"rule:{match.rule.name}"
+        )
+    elif payload.get("digest") != digest:
+        return None, None  # a rule decided another call here: a person is asked
+    if payload["decide"] == "approve":
+        return True, None
+    slot.override = (
+        f"{tool} was rejected by rule {payload['rule']}: {payload['reason']}. It was not run."
+    )
+    return False, None
 
 
 def _changes(proposed: dict[str, Any], edited: dict[str, Any]) -> str:

@@ -29,7 +29,14 @@ from sqlalchemy import Connection, Select, and_, insert, literal, select, union_
 
 from storage.base import StoreBase
 from storage.schema import audit, decisions, delegations, journal, review_events, reviews, runs
-from storage.status import APPROVAL_STAGES, APPROVED_BY, DecisionKind, ReviewEventKind, ReviewKind
+from storage.status import (
+    APPROVAL_STAGES,
+    APPROVED_BY,
+    DIGEST,
+    DecisionKind,
+    ReviewEventKind,
+    ReviewKind,
+)
 from storage.word_diff import plain, word_diff
 
 # Rows fetched at a time from a server-side cursor: an export holds this many, not all.
@@ -42,16 +49,23 @@ _BACK = "back"
 @dataclass(frozen=True)
 class AuditRecord:
     """Who decided what, when, on which run; for a gated tool call, its arguments as the
-    model proposed them, as the reviewer approved them, and as the tool was called; for a
-    review that needed several approvals, who had approved it (``approved_by``), and where it
-    had an approval chain, at which stage each did (``approval_stages``: ``{"by", "stage"}``
-    in order); for a claim
-    or a reassignment (``decision`` "claim" or "reassign"), who has the review since
-    (``assigned_to``); for a standing approval granted or revoked (``decision`` "standing" or
-    "standing_revoked"), its id, tool and argument values (``details``); for a delegation
-    (``decision`` "away" or "back", no run), the delegate (``assigned_to``) and who is away
-    and until when (``details``); for a draft edited and approved, what the edit changed, word
-    by word (``edit_diff``, as :func:`storage.word_diff.plain` writes it)."""
+        model proposed them, as the reviewer approved them, and as the tool was called; for a
+        review that needed several approvals, who had approved it (``approved_by``), and where it
+        had an approval chain, at which stage each did (``approval_stages``: ``{"by", "stage"}``
+        in order); for a claim
+        or a reassignment (``decision`` "claim" or "reassign"), who has the review since
+        (``assigned_to``); for a standing approval granted or revoked (``decision`` "standing" or
+        "standing_revoked"), its id, tool and argument values (``details``); for a delegation
+        (``decision`` "away" or "back", no run), the delegate (``assigned_to``) and who is away
+        and until when (``details``); for a draft edited and approved, what the edit changed, word
+        by word (``edit_diff``, as :func:`storage.word_diff.plain` writes it). ``digest`` is the
+    action digest the decision covered (an edit's: the edited action's); a gated call a rule
+    decided (``decision`` "rule", by ``rule:NAME``) names its ``rule``, and says approve or reject
+    and what matched in ``details``; one a standing approval approved is ``decision``
+    "standing_used", by who granted it, the standing approval and its values in ``details``;
+    a call the worker refused to run because what it was about
+    to run was not what was approved is ``decision`` "digest_mismatch" (both digests in
+    ``details``)."""
 
     run_id: str
     crew: str
@@ -71,6 +85,8 @@ class AuditRecord:
     details: dict[str, Any] | None = None
     approval_stages: list[dict[str, Any]] | None = None
     edit_diff: str | None = None
+    digest: str | None = None
+    rule: str | None = None
 
 
 def _live_query() -> Select[Any]:
@@ -123,6 +139,7 @@ def _live_record(row: Any) -> AuditRecord:
         payload = row.executed or {}
         executed = payload.get("args") if isinstance(payload.get("args"), dict) else None
     approvers = (row.decision_details or {}).get(APPROVED_BY)
+    digest = (row.decision_details or {}).get(DIGEST)
     stages = (row.decision_details or {}).get(APPROVAL_STAGES)
     edit_diff = None
     if row.decision == DecisionKind.EDIT and row.original is not None and feedback is not None:
@@ -144,6 +161,7 @@ def _live_record(row: Any) -> AuditRecord:
         thread_ts=row.thread_ts,
         approval_stages=list(stages) if isinstance(stages, list) else None,
         edit_diff=edit_diff,
+        digest=digest if isinstance(digest, str) else None,
     )
 
 
@@ -153,6 +171,11 @@ def _kept_record(row: Any) -> AuditRecord:
 
 def _event_record(row: Any) -> AuditRecord:
     handed = row.kind in (ReviewEventKind.CLAIM, ReviewEventKind.REASSIGN)
+    details = row.details or {}
+    ruled = row.kind == ReviewEventKind.RULE
+    auto = ruled or row.kind == ReviewEventKind.STANDING_APPLIED
+    args = details.get("args") if auto and isinstance(details.get("args"), dict) else None
+    digest = details.get("digest" if auto else "approved")
     return AuditRecord(
         run_id=row.run_id,
         crew=row.crew,
@@ -165,6 +188,10 @@ def _event_record(row: Any) -> AuditRecord:
         thread_ts=row.thread_ts,
         assigned_to=row.to if handed else None,
         details=row.details,
+        proposed_args=args,
+        approved_args=args if details.get("decide", "approve") == "approve" else None,
+        digest=digest if isinstance(digest, str) else None,
+        rule=str(details["rule"]) if ruled and "rule" in details else None,
     )
 
 

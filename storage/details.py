@@ -76,6 +76,7 @@ class ToolApprovalDetails:
     description: str = ""  # the tool's
     args: dict[str, Any] | None = None  # the proposed arguments (None in rows from before)
     schema: dict[str, Any] = field(default_factory=dict)  # the tool's argument JSON schema
+    rule: str | None = None  # the rule that raised the review (crew_runtime.rules), if any
 
 
 ReviewDetails = QuestionDetails | TaskReviewDetails | FlowFeedbackDetails | ToolApprovalDetails
@@ -101,6 +102,7 @@ def details_from_json(kind: ReviewKind, data: Mapping[str, Any]) -> ReviewDetail
             description=_str(data, "description"),
             args=_dict(data, "args"),
             schema=_dict(data, "schema") or {},
+            rule=_optional_str(data, "rule"),
         )
     task, description, agent = (_str(data, key) for key in ("task", "description", "agent"))
     if "flow_id" in data:

@@ -23,6 +23,7 @@ CountersignError
 │       ├── AlreadyDecided                 someone decided the review first
 │       ├── AlreadyApproved                 this reviewer approved already
 │       ├── StageMoved                     the approval chain moved on to another stage
+│       ├── DigestMismatch                 a decision for an action no longer the one pending
 │       ├── DecisionNotAllowed             e.g. "approve" on a question
 │       ├── NotWaiting                     the run is not waiting for a review
 │       ├── AlreadyRevoked                 someone revoked the standing approval first
@@ -37,7 +38,6 @@ CountersignError
 │   │   ├── SelfApproval                   approving a run one started (forbid_self_approval)
 │   │   ├── NotYourStage                   deciding at a stage of a chain one is not asked at
 │   │   ├── NotAReviewer                   acting where the review policy says one may not
-│   │   ├── ReviewChanged                  deciding a review as shown, after it changed
 │   │   ├── NobodyDecides                  starting a run no one could decide
 │   │   └── CouldNotCheck                  Slack did not say who is in a group or channel
 │   ├── CrewBuildError                     the crew's factory failed or returned another thing
@@ -80,6 +80,7 @@ StorageError
     ├── AlreadyDecided          someone decided the review first
     ├── AlreadyApproved          this reviewer approved already
     ├── StageMoved              the approval chain moved on to another stage
+    ├── DigestMismatch          a decision for an action no longer the one pending
     ├── DecisionNotAllowed      e.g. "approve" on a question
     ├── NotWaiting              the run is not waiting for a review
     ├── AlreadyRevoked          someone revoked the standing approval first
@@ -232,6 +233,22 @@ class AlreadyApproved(TransitionRejected):
         self.by = by
         self.given = given
         self.required = required
+
+
+class DigestMismatch(TransitionRejected):
+    """A decision bound to an action digest (``expected``) reached a review whose action has
+    another (``pending``; None: it has none): a stale card, an old API client, or a call the
+    worker was about to run that is not the approved one."""
+
+    def __init__(self, review_id: str, expected: str, pending: str | None) -> None:
+        now = f"it is {pending[:12]} now" if pending else "it has no digest"
+        super().__init__(
+            f"review {review_id}: the decision was for action {expected[:12]}, but {now}: "
+            "look at the review again and decide what it proposes now"
+        )
+        self.review_id = review_id
+        self.expected = expected
+        self.pending = pending
 
 
 class StageMoved(TransitionRejected):

@@ -10,9 +10,10 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from storage.base import StoreBase
 from storage.fencing import fence
-from storage.records import JSON, JournalEntry, Snapshot
-from storage.schema import journal, outbox, reviews, runs, snapshots
-from storage.status import OutboxKind, ReviewStatus, RunNote
+from storage.records import JSON, JournalEntry, Run, Snapshot
+from storage.rows import load_review, load_run
+from storage.schema import PERSON_LENGTH, journal, outbox, review_events, reviews, runs, snapshots
+from storage.status import OutboxKind, ReviewEventKind, ReviewKind, ReviewStatus, RunNote
 from storage.transitions import move_reviews
 
 # The reviews a dropped part of the journal takes with it: those asked and those answered.
@@ -121,6 +122,130 @@ class JournalStore(StoreBase):
             self._enqueue(conn, run_id, OutboxKind.RUN_NOTE, payload={"note": note.value})
             return True
 
+    def record_auto_decision(
+        self, run_id: str, token: str, *, stream: str, kind: str, seq: int, payload: JSON, by: str
+    ) -> tuple[int, bool]:
+        """Journal that a gated call at ``(stream, seq)`` was decided without a person, with
+        its audit record (``review_events``, under the call's digest), in one transaction
+        fenced by the claim: ``kind`` :data:`RULE_ENTRY`, a rule decided it (``payload``:
+        ``rule``, ``decide``, ``tool``, ``args``, ``digest``; its line in the thread too), or
+        :data:`STANDING_ENTRY`, a standing approval approved it (``standing``, ``match``,
+        ``tool``, ``args``, ``digest``). ``by`` is who the audit says decided
+        (``rule:NAME``, or who granted the standing approval). A replay reads the journal and
+        makes the same choice whatever the rules or the standing approvals say since.
+
+        Returns:
+            The entry's journal position, and True if recorded now (False: the journal held
+            it already, and nothing was written).
+
+        Raises:
+            LeaseLost: the claim ``token`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            earlier = _entry_pos(conn, run_id, stream, kind, seq)
+            if earlier is not None:
+                return earlier, False
+            pos = append_entry(conn, run_id, stream, kind, seq, payload, now=self.clock())
+            ruled = kind == RULE_ENTRY
+            _audit_event(
+                conn,
+                load_run(conn, run_id),
+                str(payload["digest"])[:32],
+                ReviewKind.TOOL_APPROVAL,
+                ReviewEventKind.RULE if ruled else ReviewEventKind.STANDING_APPLIED,
+                by=by[:PERSON_LENGTH],
+                request_key=f"{kind}:{payload['digest']}",
+                at=self.clock(),
+                details=payload,
+            )
+            if ruled:
+                self._enqueue(conn, run_id, OutboxKind.RULE_DECIDED, payload=payload)
+            return pos, True
+
+    def void_decision(self, run_id: str, token: str, review_id: str, details: JSON) -> bool:
+        """The worker will not run the call ``review_id`` approved (what it is about to run
+        has another digest, ``details`` say which): the review is superseded, so the call
+        is asked again, and the refusal is recorded for the audit (``review_events``, kind
+        ``digest_mismatch``), in one transaction fenced by the claim.
+
+        Returns:
+            False if the review was no longer decided (voided already: nothing written).
+
+        Raises:
+            LeaseLost: the claim ``token`` no longer holds the run.
+        """
+        with self._tx() as conn:
+            fence(conn, run_id, token)
+            review = load_review(conn, review_id, lock=True)
+            moved = move_reviews(
+                conn, ReviewStatus.DECIDED, ReviewStatus.SUPERSEDED, reviews.c.id == review_id
+            )
+            if moved != 1:
+                return False
+            _audit_event(
+                conn,
+                load_run(conn, run_id),
+                review_id,
+                review.kind,
+                ReviewEventKind.DIGEST_MISMATCH,
+                by="countersign",
+                request_key=f"digest_mismatch:{review_id}",
+                at=self.clock(),
+                details=details,
+            )
+            return True
+
+
+RULE_ENTRY = "rule"
+"""The journal's kind of a rule's decision of a gated call."""
+STANDING_ENTRY = "standing"
+"""The journal's kind of a standing approval's approval of a gated call (and which one)."""
+
+
+def _audit_event(
+    conn: Connection,
+    run: Run,
+    review_id: str,
+    review_kind: str,
+    kind: ReviewEventKind,
+    *,
+    by: str,
+    request_key: str,
+    at: datetime,
+    details: JSON,
+) -> None:
+    """The audit record (``review_events``) of something the runtime did to a call of
+    ``run``: decided it by rule, or refused to run what a person had not approved."""
+    conn.execute(
+        insert(review_events).values(
+            review_id=review_id,
+            run_id=run.id,
+            crew=run.crew,
+            review_kind=review_kind,
+            kind=kind,
+            by=by,
+            to=run.started_by or "",
+            request_key=request_key,
+            at=at,
+            channel=run.channel,
+            thread_ts=run.thread_ts,
+            details=details,
+        )
+    )
+
+
+def _entry_pos(conn: Connection, run_id: str, stream: str, kind: str, seq: int) -> int | None:
+    pos = conn.execute(
+        select(journal.c.pos).where(
+            journal.c.run_id == run_id,
+            journal.c.stream == stream,
+            journal.c.kind == kind,
+            journal.c.seq == seq,
+        )
+    ).scalar_one_or_none()
+    return None if pos is None else int(pos)
+
 
 def append_entry(
     conn: Connection,
@@ -134,16 +259,9 @@ def append_entry(
     now: datetime,
 ) -> int:
     """The position of the turn ``(stream, kind, seq)``, appended unless it is there."""
-    earlier = conn.execute(
-        select(journal.c.pos).where(
-            journal.c.run_id == run_id,
-            journal.c.stream == stream,
-            journal.c.kind == kind,
-            journal.c.seq == seq,
-        )
-    ).scalar_one_or_none()
+    earlier = _entry_pos(conn, run_id, stream, kind, seq)
     if earlier is not None:
-        return int(earlier)
+        return earlier
     pos = next_pos(conn, run_id)
     conn.execute(
         insert(journal).values(

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.details import ReviewDetails
-from storage.status import DecisionKind, OnExpire, ReviewKind, ReviewStatus, RunStatus
+from storage.status import DIGEST, DecisionKind, OnExpire, ReviewKind, ReviewStatus, RunStatus
 
 JSON = dict[str, Any]
 
@@ -44,6 +44,13 @@ class Decision:
     decided_by: str
     created_at: datetime
     request_key: str | None = None
+
+    @property
+    def digest(self) -> str | None:
+        """The action digest the decision covers (None: a question, or a decision from
+        before digests)."""
+        value = self.details.get(DIGEST)
+        return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ class Review:
     claimed_by: str | None = None  # who is handling it (claimed, or reassigned to them)
     claimed_at: datetime | None = None
     stage: int = 0  # where an approval chain stands: the stage asked now, from 0
+    digest: str | None = None  # the action digest of what it proposes (None: a question)
 
     def made_by(self, request_key: str | None) -> bool:
         """Whether it was decided, or approved, by the request ``request_key`` (None: no
@@ -183,6 +191,7 @@ class NewReview:
     escalate_at: datetime | None = None
     expires_at: datetime | None = None
     on_expire: OnExpire = OnExpire.REJECT  # what expires_at does
+    digest: str | None = None  # the action digest of what it proposes (crew_runtime.digests)
 
     def __post_init__(self) -> None:
         if self.details is not None and self.details.kind is not self.kind:

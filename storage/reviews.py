@@ -360,6 +360,7 @@ class ReviewStore(ApprovalCounting):
                     channel=old.channel,
                     created_at=now,
                     decided_at=now,
+                    digest=old.digest,
                 )
             )
             conn.execute(

@@ -148,6 +148,7 @@ def to_review(
         claimed_by=row.claimed_by,
         claimed_at=row.claimed_at,
         stage=row.stage,
+        digest=row.digest,
     )
 
 

@@ -349,6 +349,7 @@ class RunStore(StoreBase):
                         escalate_at=ask.escalate_at,
                         expires_at=ask.expires_at,
                         on_expire=ask.on_expire if ask.expires_at else None,
+                        digest=ask.digest,
                     )
                 )
                 self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)

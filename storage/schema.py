@@ -90,6 +90,9 @@ reviews = Table(
     # Where an approval chain (a rule's ``stages``) stands: the stage, from 0, whose
     # reviewers are asked now; 0 for a review without stages.
     Column("stage", Integer, nullable=False, server_default="0"),
+    # The action digest of what it proposes (crew_runtime.digests); NULL for a question and
+    # for rows from before digests.
+    Column("digest", String(64)),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
     # The pending reviews, oldest first, without sorting every review that waits (with their
@@ -182,6 +185,9 @@ audit = Table(
     Column("channel", String(64)),
     Column("thread_ts", String(32)),
     Column("edit_diff", Text),
+    # The action digest the decision covered, and the rule that made it (None: a person).
+    Column("digest", String(64)),
+    Column("rule", String(100)),
     Index("ix_audit_decided", "decided_at"),
 )
 

@@ -141,6 +141,10 @@ class ReviewEventKind(StrEnum):
     STANDING = "standing"  # someone approved the call and the tool's later matching calls
     STANDING_REVOKED = "standing_revoked"  # someone revoked that standing approval
     SLACK_REFUSED = "slack_refused"  # an outbox row given up on: details say which and why
+    RULE = "rule"  # a configured rule decided a gated call: details say which rule, and why
+    STANDING_APPLIED = "standing_used"  # a standing approval approved a call: details say which
+    # The worker did not run an approved call: what it was about to run has another digest.
+    DIGEST_MISMATCH = "digest_mismatch"
 
 
 class OnExpire(StrEnum):
@@ -157,6 +161,9 @@ DEADLINE = "deadline"
 APPROVED_BY = "approved_by"
 """A decision's details key: who approved a review that needed several approvals, in order
 (the last of them made the decision)."""
+
+DIGEST = "digest"
+"""A decision's details key: the action digest it covers (an edit's: the edited action's)."""
 
 APPROVAL_STAGES = "approval_stages"
 """A decision's details key, beside :data:`APPROVED_BY` where the review had an approval chain
@@ -177,6 +184,7 @@ class OutboxKind(StrEnum):
     REVIEW_CLAIMED = "review_claimed"  # claimed or reassigned: payload by, to, before
     STANDING_GRANTED = "standing_granted"  # payload standing: its id; a thread message
     STANDING_REVOKED = "standing_revoked"  # payload standing: its id; that message edited
+    RULE_DECIDED = "rule_decided"  # payload: the rule's decision of a call; one thread line
     RUN_DIVERGED = "run_diverged"
     TASK_REOPENED = "task_reopened"
     RUN_NOTE = "run_note"

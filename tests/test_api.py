@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from openapi_spec_validator import validate
 
 from bot.hosting.openapi import document
 from bot.tokens import Scope, Tokens
+from crew_runtime.digests import draft_digest, proposed_digest
 from storage import NewReview, ReviewKind, ReviewStatus, RunStatus, Store
 from tests.api_harness import Answer, ApiClient
 from tests.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
@@ -251,6 +252,7 @@ def test_a_decision_follows_the_crews_rules(bench: Bench) -> None:
         "original": "the draft",
         "by": BOB,
         "at": None,
+        "digest": None,  # a review the test opened itself, without a digest
     }
     late = bench.decide(review_id, kind="reject", by=ALICE)
     assert late.status == 409
@@ -330,3 +332,32 @@ def test_in_socket_mode_the_api_is_on_the_metrics_port(tmp_path: Path, db_url: s
             assert store.get_review(review_id).status == ReviewStatus.DECIDED
             metrics = urllib.request.urlopen(f"http://127.0.0.1:{bot.port}/metrics", timeout=30)
             assert b"countersign_" in metrics.read()
+
+
+def test_a_decision_for_another_action_digest_is_refused_with_409(bench: Bench) -> None:
+    bench.store.create_run("writer", {"topic": "otters"}, started_by=ALICE, channel=CHANNEL)
+    run = bench.store.claim_run("w1", timedelta(seconds=30))
+    assert run is not None and run.lease_token is not None
+    ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="the draft")
+    ask = replace(ask, digest=proposed_digest(run.id, ask))
+    (review,) = bench.store.suspend_run(run.id, run.lease_token, [ask])
+    assert review.digest is not None and len(review.digest) == 64
+    (shown,) = bench.api.get("/reviews").body["reviews"]
+    assert shown["digest"] == review.digest
+
+    stale = bench.decide(review.id, kind="approve", by=ALICE, digest="0123abcd" * 2)
+    assert (stale.status, stale.error["code"], stale.error["field"]) == (
+        409,
+        "digest_mismatch",
+        "digest",
+    )
+    assert stale.error["digest"] == review.digest and "0123abcd0123" in stale.error["message"]
+    bad = bench.decide(review.id, kind="approve", by=ALICE, digest="not hex")
+    assert (bad.status, bad.error["field"]) == (400, "digest")
+    assert bench.store.get_review(review.id).status == ReviewStatus.PENDING
+
+    # The short form a card shows is enough; an edit covers the edited draft's digest.
+    edited = bench.decide(review.id, kind="edit", text="better", by=BOB, digest=review.digest[:12])
+    assert edited.status == 200
+    covers = draft_digest(run.id, "task0:Writer", 0, "better", typed=False)
+    assert edited.body["decision"]["digest"] == covers != review.digest

@@ -44,6 +44,7 @@ SMALL = {
     "bench/outbox.py": (["--runs", "5"], "commits/row"),
     "bench/wakeup.py": (["--samples", "3"], "goal p99"),
     "bench/batch.py": (["--reviews", "5"], "goal: last run claimed"),
+    "bench/rules.py": (["--runs", "2", "--calls", "3"], "goal p99 < 1 ms"),
     "bench/concurrency.py": (
         ["--n", "3", "--backends", "sqlite", "--delay", "0.2", "--lookups", "1"],
         "| 3/3     |",

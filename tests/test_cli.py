@@ -30,6 +30,7 @@ from bot.cli.admin import parse_inputs
 from bot.cli.context import CliError
 from bot.cli.main import main
 from bot.settings import Settings, SettingsError, mask_url
+from crew_runtime.digests import draft_digest
 from storage import (
     DEFAULT_URL,
     DecisionKind,
@@ -293,7 +294,10 @@ def test_a_task_review_flow_from_pause_to_success(cli: Cli) -> None:
         "original": article["prompt"],
         "by": "bob",
         "at": second["decision"]["at"],
+        # The edit covers the edited draft's own digest, not the one reviewed.
+        "digest": draft_digest(second["run_id"], "task1:Editor", 0, edited, typed=False),
     }
+    assert second["digest"] != second["decision"]["digest"]
     assert cli.ok("reviews", "show", second["id"], "--json").json() == second
 
     block = cli.ok("runs", "show", run_id).out

@@ -163,7 +163,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "on_expire, remind_by, escalate_to, approval_tools, inputs, optional_inputs, "
             "keep_journal, keep_runs, keep_audit, approvals_required, forbid_self_approval, "
             "progress, reviewers_from_input, "
-            "gates, tasks, webhooks, stages",
+            "gates, tasks, webhooks, stages, rules",
         ),
         (
             "[crews.blog]\nfactory = 'a:b'\ndescription = ['x']",
@@ -220,7 +220,7 @@ def test_get_an_unknown_name_lists_the_known_ones(tmp_path: Path) -> None:
             "escalate_to, "
             "approval_tools, inputs, optional_inputs, keep_journal, keep_runs, keep_audit, "
             "approvals_required, forbid_self_approval, progress, reviewers_from_input, gates, "
-            "tasks, webhooks, stages",
+            "tasks, webhooks, stages, rules",
         ),
     ],
 )

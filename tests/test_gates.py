@@ -82,7 +82,8 @@ def test_the_model_is_told_the_reviewers_name_kept_with_the_decision(bench: Benc
     (note,) = parse_draft(done.output or "").notes
     assert "pay was denied by reviewer Priya Raman: over budget" in note
     (review,) = bench.store.list_reviews(run_id=run_id, status=None)
-    assert review.decision is not None and review.decision.details == {"by_name": "Priya Raman"}
+    assert review.decision is not None
+    assert review.decision.details == {"by_name": "Priya Raman", "digest": review.digest}
 
 
 def test_a_call_outside_the_condition_runs_without_review(bench: Bench) -> None:

@@ -302,7 +302,8 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             "[crews.deal.gates.pay]\napproval_required = 2",
             "crews.deal.gates.pay.approval_required: unknown key (did you mean "
             '"approvals_required"?); known keys: approvals_required, stages, remind_after, '
-            "escalate_after, expire_after, on_expire, remind_by, allow_standing, standing_match",
+            "escalate_after, expire_after, on_expire, remind_by, allow_standing, "
+            "standing_match, rules",
         ),
         (
             "[crews.deal.tasks.first]\napprovals_required = 2",
@@ -358,13 +359,13 @@ def test_a_gate_or_a_task_has_its_own_quorum_else_the_crews(tmp_path: Path) -> N
             "[crews.deal.gates.pay]\nescalate_to = []",
             'crews.deal.gates.pay.escalate_to: unknown key (did you mean "escalate_after"?); '
             "known keys: approvals_required, stages, remind_after, escalate_after, "
-            "expire_after, on_expire, remind_by, allow_standing, standing_match",
+            "expire_after, on_expire, remind_by, allow_standing, standing_match, rules",
         ),
         (
             "[crews.deal.gates.pay]",
             "crews.deal.gates.pay: empty; set one of approvals_required, stages, "
             "remind_after, escalate_after, expire_after, on_expire, remind_by, "
-            "allow_standing, standing_match",
+            "allow_standing, standing_match, rules",
         ),
     ],
 )

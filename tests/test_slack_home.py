@@ -6,6 +6,7 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -103,6 +104,11 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
         ]
         assert links[0] in shown and links[1] in shown
         assert shown.index(links[0]) < shown.index(links[1])  # oldest first
+        # Each review's action digest, short, on Home and on its card alike.
+        for review, card in zip(store.list_reviews(), (first, second), strict=True):
+            assert review.digest is not None
+            assert f"action `{review.digest[:12]}`" in shown
+            assert f"action `{review.digest[:12]}`" in json.dumps(card["blocks"])
 
         slack.click_button(BOB, CHANNEL, first["ts"], "countersign:approve")
         decided = _home(slack, BOB, f"Approved by <@{BOB}>")

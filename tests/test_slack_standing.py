@@ -173,13 +173,16 @@ def test_approve_all_then_revoke_from_the_thread(
         # The rest of the run, and the audit trail: the grant and the revocation are records.
         slack.click_button(ALICE, CHANNEL, globex["ts"], "countersign:approve")
         wait_until(lambda: store.get_run(run.id).status == RunStatus.SUCCEEDED, what="the end")
-        records = store.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1))
+        records = list(store.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1)))
         trail = [(r.decision, r.decided_by, r.review_id) for r in records]
-        assert trail[:3] == [
+        assert [t for t in trail if t[0] != "standing_used"][:3] == [
             ("approve", ALICE, review.id),
             ("standing", ALICE, review.id),
             ("standing_revoked", BOB, review.id),
         ]
+        # The call the standing approval approved before the revocation, on its own record.
+        (used,) = [r for r in records if r.decision == "standing_used"]
+        assert (used.decided_by, used.approved_args) == (ALICE, {"amount": 2000, "to": "ACME"})
         thread = [text_of(m) for m in slack.thread(CHANNEL, root["ts"])]
         assert sum("Standing approval of" in words for words in thread) == 1
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import ConfigError, load_config
+from crew_runtime.digests import call_digest
 from crew_runtime.errors import UsageError
 from storage import (
     AlreadyRevoked,
@@ -88,7 +89,28 @@ def test_a_standing_approval_approves_later_calls_with_the_same_named_values(
     globex = payroll.pending(run_id)
     assert globex.details.args == {"amount": 1200, "to": "GLOBEX"}
     (entry,) = [e for e in payroll.store.load_journal(run_id) if e.kind == "standing"]
-    assert entry.payload == {"tool": "pay", "standing": standing.id, "granted_by": "U_ANA"}
+    digest = call_digest(run_id, entry.stream, entry.seq, "pay", {"amount": 2000, "to": "ACME"})
+    assert entry.payload == {
+        "tool": "pay",
+        "args": {"amount": 2000, "to": "ACME"},
+        "standing": standing.id,
+        "granted_by": "U_ANA",
+        "match": {"to": "ACME"},
+        "digest": digest,
+    }
+    # The audit says why the call ran without a person: whose standing approval, which one.
+    now = datetime.now()
+    (used,) = [
+        r
+        for r in payroll.store.audit_records(since=now - timedelta(1), until=now + timedelta(1))
+        if r.decision == "standing_used"
+    ]
+    assert (used.decided_by, used.digest, used.details["standing"]) == (
+        "U_ANA",
+        digest,
+        standing.id,
+    )
+    assert used.approved_args == {"amount": 2000, "to": "ACME"}
 
     payroll.decide(run_id, "approve")
     payroll.work_here()
@@ -217,9 +239,15 @@ def test_standing_approvals_are_audit_records_that_outlive_their_run(
     exported = cli.ok("audit", "export", "--since", "2000-01-01", "--until", "2100-01-01")
     records = [json.loads(line) for line in exported.out.splitlines()]
     said = {"standing": standing.id, "tool": "pay", "match": {}}
+    used = [r for r in records if r["decision"] == "standing_used"]
+    assert [(r["decided_by"], r["approved_args"], r["details"]["standing"]) for r in used] == [
+        ("U_ANA", {"amount": 2000, "to": "ACME"}, standing.id),
+        ("U_ANA", {"amount": 1200, "to": "GLOBEX"}, standing.id),
+    ]
     assert [
         (r["decision"], r["decided_by"], r["review_id"], r["assigned_to"], r["details"])
         for r in records
+        if r not in used
     ] == [
         ("approve", "U_ANA", review_id, None, None),
         ("standing", "U_ANA", review_id, None, said),
@@ -233,7 +261,7 @@ def test_standing_approvals_are_audit_records_that_outlive_their_run(
         deliver(later)
         assert later.prune(RetentionPolicy(Retention(keep_runs=timedelta(days=365))))
         kept = later.audit_records(since=datetime(2000, 1, 1), until=datetime(2100, 1, 1))
-        assert [(r.decision, r.details) for r in kept] == [
+        assert [(r.decision, r.details) for r in kept if r.decision != "standing_used"] == [
             ("approve", None),
             ("standing", said),
             ("standing_revoked", said),
@@ -241,7 +269,7 @@ def test_standing_approvals_are_audit_records_that_outlive_their_run(
         gone = Retention(keep_runs=timedelta(days=365), keep_audit=timedelta(days=365))
         assert later.prune(RetentionPolicy(gone))["payroll_any"] == {
             "audit": 1,
-            "review_events": 2,
+            "review_events": 4,  # granted, revoked, and the two calls it approved
         }
         assert list(later.audit_records(since=datetime(2000, 1, 1), until=utc_now())) == []
     finally:

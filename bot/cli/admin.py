@@ -177,7 +177,13 @@ def reviews_decide(ctx: Context) -> int:
     if kind is DecisionKind.EDIT and text is not None:
         text = _over_proposed(service.store.get_review(args.review_id), text)
     review = service.decide(
-        args.review_id, kind, text, by=args.by, standing=args.standing, outcome=args.outcome
+        args.review_id,
+        kind,
+        text,
+        by=args.by,
+        standing=args.standing,
+        outcome=args.outcome,
+        expected_digest=args.digest,
     )
     run = service.store.get_run(review.run_id)
     decision = review.decision
@@ -310,3 +316,27 @@ def crews_list(ctx: Context) -> int:
     specs = sorted(ctx.config().crews.values(), key=lambda spec: spec.name)
     print(render.crews_table(specs) if specs else "no crews configured")
     return 0
+
+
+def rules_test(ctx: Context) -> int:
+    """``countersign rules test CREW --tool pay --args '{"amount": 250}'``: the rule that
+    would decide the call, what it would do and what matched; or that a person reviews it."""
+    spec = ctx.config().get(ctx.args.crew)
+    args = _json_object(ctx.args.args, "--args")
+    inputs = _json_object(ctx.args.inputs, "--inputs")
+    if not all(isinstance(value, str) for value in inputs.values()):
+        raise CliError("--inputs: a run's inputs are strings")
+    run = {"id": "", "crew": spec.name, "started_by": ctx.args.by}
+    match = spec.rules.match(ctx.args.tool, args, inputs=inputs, run=run)
+    print(render.rule_match(ctx.args.tool, match))
+    return 0
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{flag}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{flag}: expected a JSON object like '{{\"amount\": 250}}'")
+    return value

@@ -257,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="approve this call and the tool's later calls in the run (the gate's allow_standing)",
     )
     decide.add_argument(
+        "--digest",
+        metavar="HEX",
+        help="the action digest you reviewed (8+ hex digits): refused if the review's is another",
+    )
+    decide.add_argument(
         "--outcome",
         metavar="OUTCOME",
         help="the outcome a flow's @human_feedback(emit=[...]) takes (one of the review's)",
@@ -507,6 +512,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     crews = group("crews", "the configured crews")
     command(crews, "list", c.crews_list, "crews and flows in the configuration")
+
+    rules = group("rules", "the rules that decide gated tool calls (crew_runtime.rules)")
+    rtest = command(rules, "test", c.rules_test, "which rule a call would match, and what it does")
+    rtest.add_argument("crew", metavar="CREW")
+    rtest.add_argument("--tool", metavar="TOOL", required=True, help="the gated tool called")
+    rtest.add_argument("--args", metavar="JSON", default="{}", help="its arguments, a JSON object")
+    rtest.add_argument(
+        "--inputs", metavar="JSON", default="{}", help="the run's inputs, a JSON object of strings"
+    )
+    rtest.add_argument("--by", metavar="USER", default="", help="who would start the run")
     return parser
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from bot.documents import delegation_json, iso, review_json, run_json
 from crew_runtime.config import CrewSpec
 from crew_runtime.reviewers import stage_at
+from crew_runtime.rules import Match
 from crew_runtime.specs import Chain
 from storage import Review, ReviewStatus, Run, StandingApproval
 
@@ -202,3 +203,23 @@ def _excerpt(text: str) -> str:
     first = text.strip().splitlines()[0] if text.strip() else ""
     more = len(first) > _CELL_WIDTH or "\n" in text.strip()
     return first[: _CELL_WIDTH - 1] + "…" if more else first
+
+
+def rule_match(tool: str, match: Match | None) -> str:
+    """What ``rules test`` says: ``rule small-payments: approve (amount 42 < 100)``; where no
+    rule applies, that a person reviews the call as its gate says."""
+    if match is None:
+        return f"no rule matches: a person reviews this {tool} call as its gate says"
+    rule = match.rule
+    if rule.decide == "approve":
+        does = "approve: the call runs, nobody is asked"
+    elif rule.decide == "reject":
+        does = f"reject: the call does not run; the model is told {rule.reason!r}"
+    else:
+        raised = []
+        if rule.approvals is not None:
+            raised.append(f"{rule.approvals} approvals")
+        if rule.expire_after is not None:
+            raised.append(f"expires after {rule.expire_after}")
+        does = "a person reviews it, with " + ", ".join(raised)
+    return f"rule {rule.name} ({rule.key}) matches: {match.why}\n{does}"

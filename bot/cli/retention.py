@@ -44,6 +44,8 @@ FIELDS = (
     "executed_args",
     "assigned_to",
     "edit_diff",
+    "digest",
+    "rule",
     "permalink",
     "details",
 )
@@ -166,6 +168,8 @@ def _row(record: AuditRecord, workspace: str | None) -> dict[str, Any]:
         "executed_args": record.executed_args,
         "assigned_to": record.assigned_to,
         "edit_diff": record.edit_diff,
+        "digest": record.digest,
+        "rule": record.rule,
         "permalink": permalink(workspace, record.channel, record.thread_ts),
         "details": record.details,
     }

@@ -43,6 +43,7 @@ from bot.slack.handlers import Handlers, sync
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import UnknownCrewError
+from crew_runtime.digests import DIGEST_RE
 from storage import (
     HUMAN_DECISIONS,
     ApiToken,
@@ -443,6 +444,8 @@ def _item(body: Json, review_id: str, where: str = "") -> BatchItem:
     if not isinstance(standing, bool):
         raise ApiError(400, "invalid", "standing must be true or false", f"{at}standing")
     digest = _text(body, "digest", where=where)
+    if digest is not None and not DIGEST_RE.fullmatch(digest):
+        raise ApiError(400, "invalid", "digest must be 8 to 64 hex digits", f"{at}digest")
     return BatchItem(review_id, kind, text, digest, standing)
 
 

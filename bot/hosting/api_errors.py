@@ -9,8 +9,8 @@ decided it, and how, and when.
 status or decision, missing inputs or text). 401/403: no valid token, or a scope it lacks;
 403 too for a ``by`` the review policy refuses (``not_a_reviewer``, ``not_your_stage``,
 ``self_approval``). 404: an unknown id. 409: the review was decided already, ``by`` approved
-it already, its approval chain moved on meanwhile (``stage_moved``), or it is not as its
-``digest`` says it was shown (``review_changed``). 422: a run nobody
+it already, its approval chain moved on meanwhile (``stage_moved``), or the decision names
+an action digest that is not the review's (``digest_mismatch``: a stale client). 422: a run nobody
 could decide (``nobody_decides``), or a
 well-formed decision this review cannot take (``approve`` on a question, an edit that does
 not fit the arguments' schema, an edit where several approvals are needed, a standing
@@ -32,7 +32,6 @@ from crew_runtime.errors import (
     NobodyDecides,
     NotAReviewer,
     NotYourStage,
-    ReviewChanged,
     ReviewerInputRefused,
     SelfApproval,
     TextRefused,
@@ -44,6 +43,7 @@ from storage import (
     AlreadyFinal,
     CountersignError,
     DecisionNotAllowed,
+    DigestMismatch,
     NotFound,
     NotWaiting,
     StageMoved,
@@ -92,8 +92,9 @@ def refusal(exc: CountersignError) -> ApiError:
         return ApiError(409, "already_approved", message, "by")
     if isinstance(exc, StageMoved):
         return ApiError(409, "stage_moved", message)
-    if isinstance(exc, ReviewChanged):
-        return ApiError(409, "review_changed", message, "digest")
+    if isinstance(exc, DigestMismatch):
+        extra = {"expected": exc.expected, "digest": exc.pending}
+        return ApiError(409, "digest_mismatch", message, "digest", extra=extra)
     if isinstance(exc, AlreadyFinal | NotWaiting):
         return ApiError(409, "conflict", message)
     if isinstance(exc, NotFound):

@@ -16,6 +16,12 @@ from storage import HUMAN_DECISIONS, DecisionKind, ReviewKind, ReviewStatus, Run
 Json = dict[str, Any]
 
 _NULLABLE_TEXT = {"type": ["string", "null"]}
+# An action digest (crew_runtime.digests): SHA-256 in hex; a decision may name its first 8+.
+_DIGEST = {
+    "type": ["string", "null"],
+    "pattern": "^[0-9a-f]{64}$",
+    "description": "the action digest: SHA-256 over the RFC 8785 JSON of what would be done",
+}
 # A person as ``by`` names them (a Slack user id, say): some text, of at most the column's
 # length, no NUL (PostgreSQL's text holds none).
 _PERSON = {
@@ -59,6 +65,8 @@ _ERROR_BODY: Json = {
         "decided_by": _NULLABLE_TEXT,
         "decision": _NULLABLE_TEXT,
         "decided_at": _NULLABLE_TIME,
+        "expected": _NULLABLE_TEXT,
+        "digest": _NULLABLE_TEXT,
     },
     "required": ["code", "message", "field"],
     "additionalProperties": False,
@@ -75,10 +83,11 @@ _DECISION: Json = {
         "description": "also approve the tool's later calls (the gate's allow_standing)",
     },
     "digest": {
-        "type": "string",
-        "minLength": 1,
-        "description": "the review's digest as read (GET /reviews): a review that changed "
-        "since is refused, 409 review_changed",
+        "type": ["string", "null"],
+        "pattern": "^[0-9a-fA-F]{8,64}$",
+        "description": "the action digest the decider saw (at least its first 8 hex "
+        "digits): a review whose action has another is not decided (409 "
+        "digest_mismatch)",
     },
 }
 _BY = {**_PERSON, "description": "who decides (a Slack user id): held to the crew's reviewers"}
@@ -92,6 +101,7 @@ _SCHEMAS: Json = {
             "original": _NULLABLE_TEXT,
             "by": {"type": "string"},
             "at": _TIME,
+            "digest": {**_DIGEST, "description": "the action digest it covers (an edit's own)"},
         }
     ),
     "Review": _object(
@@ -123,13 +133,9 @@ _SCHEMAS: Json = {
                 "minimum": 0,
                 "description": "where an approval chain stands: its current stage, from 0",
             },
-            "digest": {
-                "type": "string",
-                "description": "what a decision may carry back (digest) to decide the review "
-                "only as it was read: one that changed since is refused, 409 review_changed",
-            },
             "claimed_by": _NULLABLE_TEXT,
             "claimed_at": _NULLABLE_TIME,
+            "digest": {**_DIGEST, "description": "the action digest of what it proposes"},
         }
     ),
     "Run": _object(
@@ -355,8 +361,8 @@ _PATHS: Json = {
                     "404": _error("no review with that id"),
                     "409": _error(
                         "decided already (saying by whom), by approved already, the "
-                        "approval chain moved on to another stage meanwhile (stage_moved), "
-                        "or the review is not as its digest was read (review_changed)"
+                        "approval chain moved on to another stage meanwhile (stage_moved), or "
+                        "digest names another action than the review's (digest_mismatch)"
                     ),
                     "413": _error("a body larger than 1 MiB"),
                     "422": _error(

@@ -5,11 +5,12 @@ once, a ``PayloadError`` otherwise).
 ``/crew pending``'s answer; it opens the choosing modal (``callback_id``
 ``countersign:modal:batch``): the reviews as checkboxes, ten to an input (``pick:<n>``,
 action ``pick``), the decision (``decision``, radio buttons) and an optional reason
-(``text``). Each checkbox's value is ``<review id> <digest>``: the review and what the
-person was shown of it (``service.review_digest``), so a review that changed since is
-skipped, not decided. The confirmation (``countersign:modal:batch_confirm``) lists the
-chosen ones, and its button (``countersign:batch_confirm``, value the decision) is a click,
-recorded before it is acked like any; the chosen reviews (those values), the reason and the
+(``text``). Each checkbox's value is ``<review id> <digest>``: the review and the first
+digits of its action digest (``service.review_digest``), so a review whose action changed
+since (a new review, a new digest) is skipped, not decided. The confirmation
+(``countersign:modal:batch_confirm``) lists the chosen ones, and its button
+(``countersign:batch_confirm``, value the decision) is a click, recorded before it is acked
+like any; the chosen reviews (those values), the reason and the
 channel travel in its ``private_metadata``, at most 3,000 characters: a hundred reviews and
 a reason of :data:`REASON_LIMIT`.
 """
@@ -51,6 +52,8 @@ PICK_PREFIX = "pick:"
 REASON_LIMIT = 250
 """A batch's reason, at most: with a hundred reviews it fits the confirmation's metadata."""
 _MAX_DIGEST = 128
+# A checkbox's value for a review with no action digest (a question).
+NO_DIGEST = "-"
 _MAX_METADATA = 3000  # Slack's cap on private_metadata: longer cannot be ours
 
 
@@ -86,9 +89,10 @@ def pick_block_id(group: int) -> str:
     return f"{PICK_PREFIX}{group}"
 
 
-def pick_value(review_id: str, digest: str) -> str:
-    """A checkbox's value: the review and what its decider is shown of it."""
-    return f"{review_id} {digest}"
+def pick_value(review_id: str, digest: str | None) -> str:
+    """A checkbox's value: the review and what its decider is shown of it (its action
+    digest's first digits; ``-`` for a review with none)."""
+    return f"{review_id} {digest or NO_DIGEST}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ class Picked:
     and description)."""
 
     review_id: str
-    digest: str
+    digest: str | None
     label: str
     about: str = ""
 
@@ -212,7 +216,8 @@ def _pick(value: str, where: str, label: str = "", about: str = "") -> Picked:
     review_id, _, digest = value.partition(" ")
     if not digest or len(digest) > _MAX_DIGEST or not digest.isprintable():
         raise PayloadError(f"{where}: a review's value is not ours")
-    return Picked(_id({"value": review_id}, "value", where), digest, label, about)
+    shown = None if digest == NO_DIGEST else digest
+    return Picked(_id({"value": review_id}, "value", where), shown, label, about)
 
 
 def _words(option: Mapping[str, Any], key: str) -> str:

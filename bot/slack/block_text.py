@@ -9,8 +9,9 @@ options) take it as it is. What the bot answers a person (replies, refusals) is 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
+from typing import Any
 
 from bot.slack.mrkdwn import (
     channel_ref,
@@ -23,6 +24,7 @@ from bot.slack.mrkdwn import (
 )
 from bot.slack.payloads import REASSIGN, REVISE
 from crew_runtime import flow_outcomes, streams
+from crew_runtime.digests import short
 from storage.details import TaskReviewDetails
 from storage.records import Decision, Review
 from storage.status import DEADLINE, DecisionKind, ReviewKind, ReviewStatus, RunNote, RunStatus
@@ -243,6 +245,23 @@ def args_edited(names: list[str]) -> str:
         return "No argument changed."
     listed = ", ".join(code(name[:100]) for name in names)
     return f"Changed: {listed}."
+
+
+def action_digest(digest: str) -> str:
+    """The action digest a decision of this review is bound to, short (a hex digest)."""
+    return f"action `{short(digest)}`"
+
+
+def rule_decided(payload: Mapping[str, Any]) -> str:
+    """The thread's one line for a call a rule decided: ``approved by rule `small-payments`:
+    amount 42 < 100``; the rule's name and what matched come from the file and the call."""
+    verb = "approved" if payload.get("decide") == "approve" else "rejected"
+    tool = escape(str(payload.get("tool", "")))
+    why = truncate(str(payload.get("why", "")), 300)
+    line = f"{tool} {verb} by rule `{escape(str(payload.get('rule', '')))}`: {why}"
+    if payload.get("decide") != "approve" and payload.get("reason"):
+        line += f" ({truncate(str(payload['reason']), 300)})"
+    return line + f" · {action_digest(str(payload.get('digest', '')))}"
 
 
 def review_round(number: int) -> str:

@@ -26,6 +26,7 @@ share (:class:`Message`, a header, text in sections, a list) in ``bot.slack.mess
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from bot.slack import block_text as t
 from bot.slack.batch_blocks import batch_button
@@ -214,6 +215,12 @@ def divergence_message(note: str) -> Message:
     if note.strip():
         body += "\n" + truncate(note.strip(), 2000)
     return Message(t.divergence_fallback(), [section(body)])
+
+
+def rule_message(payload: Mapping[str, Any]) -> Message:
+    """The one line said in the thread when a rule decided a gated call (small print)."""
+    words = t.rule_decided(payload)
+    return Message(words, [context(words)])
 
 
 def note_message(note: RunNote) -> Message:

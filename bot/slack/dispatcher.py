@@ -115,6 +115,7 @@ class Dispatcher(Waking):
             OutboxKind.RUN_STARTED: self._root,
             OutboxKind.RUN_PROGRESS: self._progress,
             OutboxKind.RUN_DIVERGED: self._diverged,
+            OutboxKind.RULE_DECIDED: self._rule_decided,
             OutboxKind.RUN_NOTE: self._noted,
             OutboxKind.RUN_FINISHED: self._finished,
             OutboxKind.STANDING_GRANTED: self._standing,
@@ -312,6 +313,11 @@ class Dispatcher(Waking):
         """RUN_DIVERGED: the divergence's note in the thread."""
         note = str(steps.message.payload.get("note", ""))
         await steps.post_all(thread, [blocks.divergence_message(note)])
+        await steps.sent()
+
+    async def _rule_decided(self, steps: Steps, thread: Thread, run: Run) -> None:
+        """RULE_DECIDED: one line saying which rule decided a gated call, and why."""
+        await steps.post_all(thread, [blocks.rule_message(steps.message.payload)])
         await steps.sent()
 
     async def _noted(self, steps: Steps, thread: Thread, run: Run) -> None:

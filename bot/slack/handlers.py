@@ -27,10 +27,11 @@ from bot.slack.payloads import ButtonClick, ClaimClick, ReviseClick
 from bot.slack.slack_errors import api_error as api_error  # where the handlers find it
 from crew_runtime import log_fields, policy
 from crew_runtime.config import CrewSpec
+from crew_runtime.digests import matches
 from crew_runtime.errors import UsageError
 from crew_runtime.policy import Reason
 from crew_runtime.reviewers import stage_at, stages_of
-from crew_runtime.service import Countersign, review_digest
+from crew_runtime.service import Countersign
 from storage import (
     AlreadyDecided,
     CountersignError,
@@ -176,7 +177,7 @@ class Handlers:
             refused = policy.decide(spec, run, review, by, kind, facts)
             # Refused before Slack is asked the name; a review changed since shown is the
             # service's to say first, as it says it.
-            if refused is not None and digest in (None, review_digest(review)):
+            if refused is not None and (digest is None or matches(review.digest, digest)):
                 raise policy.error(refused, review, run)
         return await sync(
             self.service.decide,
@@ -188,7 +189,7 @@ class Handlers:
             request_key=request_key,
             standing=standing,
             facts=facts,
-            digest=digest,
+            expected_digest=digest,
         )
 
     async def _decide_batch(

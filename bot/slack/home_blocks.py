@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.slack import home_text as t
 from bot.slack.batch_blocks import batch_button
+from bot.slack.block_text import action_digest
 from bot.slack.elements import Block, args_line, context, ran_args, section
 from bot.slack.links import Links
 from bot.slack.message import header
@@ -67,6 +68,8 @@ def _pending(pending: PendingReviews | None, links: Links) -> list[Block]:
     for review in shown:
         run = pending.runs.get(review.run_id)
         line = t.home_waiting(run.crew if run else "", review.kind, review.created_at)
+        if review.digest:
+            line += " · " + action_digest(review.digest)
         blocks.append(_line(line, links.review(review, run), _preview(review)))
     if pending.total > len(shown):
         blocks.append(context(t.home_more(pending.total - len(shown))))

@@ -82,6 +82,8 @@ def _review_head(review: Review) -> list[Block]:
         facts.append(f"*{t.AGENT}:* {truncate(agent, 150)}")
     if draft.round > 0:
         facts.append(t.review_round(draft.round + 1))
+    if review.digest:
+        facts.append(t.action_digest(review.digest))
     if facts:
         blocks.append(context(" · ".join(facts)))
     if task:

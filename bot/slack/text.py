@@ -36,7 +36,6 @@ from crew_runtime.errors import (
     NotAReviewer,
     NothingToReopen,
     NotYourStage,
-    ReviewChanged,
     SelfApproval,
     TextRefused,
     UsageError,
@@ -50,6 +49,7 @@ from storage.errors import (
     CountersignError,
     DecisionNotAllowed,
     DelegationRefused,
+    DigestMismatch,
     NotFound,
     NotWaiting,
     ReviewNotFound,
@@ -470,10 +470,12 @@ def refusal(exc: CountersignError) -> str:
             )
         case NotYourStage():
             return not_your_stage(exc.stage, exc.number, exc.count, exc.reviewers, exc.later)
-        case ReviewChanged():
+        case DigestMismatch():
+            now = f"`{exc.pending[:12]}`" if exc.pending else "none"
             return (
-                "This review changed since you saw it (its approval chain moved on): look at "
-                "it again. Nothing was recorded."
+                f"This card was for action `{escape(exc.expected[:12])}`, but the review's "
+                f"action is {now} now: look at it again before you decide. "
+                "Nothing was recorded."
             )
         case StageMoved():
             return (
