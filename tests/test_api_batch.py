@@ -9,7 +9,7 @@ The bot is the real ``Deployment`` (no workers: runs are paused through the stor
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pytest
 
 from bot.slack.batch_payloads import MAX_BATCH
 from bot.tokens import Scope, Tokens
+from crew_runtime.digests import proposed_digest
 from storage import NewReview, ReviewKind, ReviewStatus, RunStatus, Store
 from tests.api_harness import Answer, ApiClient
 from tests.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
@@ -61,6 +62,7 @@ def paused(store: Store, *crews: str) -> list[str]:
         run = store.claim_run("w1", timedelta(seconds=30))
         assert run is not None and run.lease_token is not None
         ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="t", seq=0, prompt=f"the {crew} draft")
+        ask = replace(ask, digest=proposed_digest(run.id, ask))
         (review,) = store.suspend_run(run.id, run.lease_token, [ask])
         ids.append(review.id)
     return ids
@@ -102,10 +104,12 @@ def _codes(answer: Answer) -> list[tuple[int, str | None]]:
 
 
 def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None:
-    """Alice's batch: hers, one Bob decided, one not hers, one changed since she read it (Lea
-    passed its stage),
-        one that is not there; each answered apart, only hers recorded and its run resumed."""
-    mine, decided, bobs, chained = bench.paused("writer", "writer", "bobs", "chain")
+    """Alice's batch: hers, one Bob decided, one not hers, one whose chain moved on since she
+    read it (Lea passed its stage), one sent with another action's digest (a stale client),
+    two that are not there; each answered apart, only hers recorded and its run resumed."""
+    mine, decided, bobs, chained, stale = bench.paused(
+        "writer", "writer", "bobs", "chain", "writer"
+    )
     read = bench.shown(chained)  # at the first stage, Alice's and Lea's
     for review_id, by in ((decided, BOB), (chained, LEA)):
         answer = bench.api.post(f"/reviews/{review_id}/decision", {"kind": "approve", "by": by})
@@ -117,6 +121,7 @@ def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None
         {"review_id": decided, "kind": "approve"},
         {"review_id": bobs, "kind": "reject", "text": "no"},
         {"review_id": chained, "kind": "approve", "digest": read},
+        {"review_id": stale, "kind": "approve", "digest": read},
         {"review_id": "rev_000000000000", "kind": "approve"},
         {"review_id": "not\u00a0ours", "kind": "approve"},
     )
@@ -124,7 +129,8 @@ def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None
         (200, None),
         (409, "already_decided"),
         (403, "not_a_reviewer"),
-        (409, "review_changed"),
+        (403, "not_your_stage"),
+        (409, "digest_mismatch"),
         (404, "not_found"),
         (404, "not_found"),
     ]
@@ -134,7 +140,7 @@ def test_each_item_is_its_own_decision_with_its_own_result(bench: Bench) -> None
     assert bench.store.get_review(mine).decision is not None
     assert bench.store.get_run(bench.store.get_review(mine).run_id).status == RunStatus.QUEUED
     assert bench.store.get_review(decided).decision.decided_by == BOB  # type: ignore[union-attr]
-    for untouched in (bobs, chained):
+    for untouched in (bobs, chained, stale):
         assert bench.store.get_review(untouched).status == ReviewStatus.PENDING
     assert bench.store.get_review(chained).approvals[-1].decided_by == LEA
     # Read again, the chained review is Bob's to approve; Alice's fresh read is not hers.

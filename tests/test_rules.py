@@ -5,6 +5,7 @@ replay whatever the rules say since, and tried with ``countersign rules test``."
 from __future__ import annotations
 
 import io
+import shlex
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from crew_runtime.config import ConfigError, load_config
 from crew_runtime.digests import call_digest
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, OutboxKind, RunStatus
+from tests import docs
 from tests.harness import Bench
 
 # A TOML inline table is one line.
@@ -138,6 +140,34 @@ def test_rules_test_says_which_rule_matches_and_what_it_does(tmp_path: Path) -> 
     with redirect_stderr(err):
         assert main([*argv, "[1]"], {}) == 2
     assert err.getvalue().startswith("error: --args: expected a JSON object")
+
+
+GUIDE = ("docs/guide/rules-and-digests.md", "Rules")
+
+
+def test_the_guides_rules_load_and_its_tries_answer_as_it_shows(tmp_path: Path) -> None:
+    """The guide's configuration loads, and each ``countersign rules test`` line it shows
+    prints what the comment lines under it say (``…`` where the guide leaves a part out)."""
+    body = docs.section(*GUIDE)
+    (config,) = docs.blocks(body, "toml")
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    load_config(path)
+    (session,) = docs.blocks(body, "sh")
+    tries: list[tuple[str, list[str]]] = []
+    for line in session.splitlines():
+        if line.startswith("# "):
+            tries[-1][1].append(line[2:])
+        else:
+            tries.append((line, []))
+    assert [c for c, _ in tries] == docs.section_commands(*GUIDE)
+    for command, shown in tries:
+        argv = shlex.split(command)
+        assert argv[:3] == ["countersign", "rules", "test"], command
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main([*argv[1:], "--config", str(path)], {}) == 0, command
+        assert out.getvalue().splitlines() == shown, command
 
 
 def test_a_rule_approves_a_call_journaled_audited_counted_and_said(bench: Bench) -> None:

@@ -151,7 +151,8 @@ def test_a_batch_from_home_decides_each_apart_and_skips_what_changed(bench: Benc
     assert clicked.ok, clicked.body
     said = answered(bench.slack, ALICE, confirm["id"])
     assert block_text.batch_done(DecisionKind.APPROVE, 2, 1, 3) in said
-    assert text.NOT_A_REVIEWER in said and "changed since you saw it" in said
+    # Bob's again, and the chain's: at his stage now, so not hers (her modal said otherwise).
+    assert text.NOT_A_REVIEWER in said and "<@UBOB> decide it now" in said
     recorded = bench.store.get_review(mine)
     assert recorded.decision is not None and recorded.decision.decided_by == ALICE
     assert bench.store.get_run(recorded.run_id).status == RunStatus.QUEUED  # resumed
