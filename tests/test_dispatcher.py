@@ -11,9 +11,9 @@ from pathlib import Path
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import Store
 from tests.slack_harness import CHANNEL, new_standin
 

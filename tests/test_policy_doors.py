@@ -20,13 +20,13 @@ import pytest
 
 from bot.cli.main import main as cli_main
 from bot.hosting.api_errors import refusal as api_refusal
-from bot.sandbox import StandInThread
 from bot.slack import text
 from bot.slack.handlers import said
 from bot.tokens import Scope, Tokens
 from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
+from sandbox import StandInThread
 from storage import DecisionKind, Review, ReviewStatus, Store
 from tests.api_harness import ApiClient
 from tests.harness import ON_SQLITE
