@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hatch_build import UnsupportedImport, rewrite, stage
+from hatch_build import FIRST_PARTY, UnsupportedImport, rewrite, stage
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST_INFO = "crewai_countersign-0.1.0.dist-info/"
@@ -83,6 +83,12 @@ def test_a_dotted_first_party_import_without_as_is_refused() -> None:
         rewrite("import storage.engine\n", "x.py")
     # Another project's dotted import is not ours to rename.
     assert rewrite("import botocore.session\n") == "import botocore.session\n"
+
+
+def test_every_package_of_the_repository_is_in_the_wheel() -> None:
+    """A new top-level package joins hatch_build.py's list (and test_architecture's)."""
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == FIRST_PARTY
 
 
 def test_the_staged_package_holds_every_source_and_data_file(tmp_path: Path) -> None:
