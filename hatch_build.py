@@ -140,6 +140,8 @@ def stage(root: Path, target: Path) -> list[Path]:
             relative = path.relative_to(directory)
             if path.is_dir() or SKIPPED_DIRS & set(relative.parts):
                 continue
+            if any(part.startswith(".") for part in relative.parts):
+                continue  # an editor's or a tool's, not the package's
             if path.name.endswith(SKIPPED_SUFFIXES):
                 continue
             out = target / inside / relative
