@@ -4,7 +4,7 @@ Slack gives an app 3 s to answer (ack) each slash command and interaction; Count
 goal is a p99 under 100 ms even while its embedded workers execute crews. Measured end to
 end, as Slack sees it:
 
-1. The Slack stand-in (``bot.sandbox.SlackStandIn``) runs in this process on its own event
+1. The Slack stand-in (``sandbox.SlackStandIn``) runs in this process on its own event
    loop (a thread). A real ``python -m bot serve --workers 4`` process is started against
    it, with a throwaway SQLite database (or ``--database-url``) and a ``countersign.toml``
    naming the crews of ``bench/ack_crews.py`` (``bench/`` on its ``PYTHONPATH``).
@@ -72,10 +72,10 @@ BENCH = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bot.sandbox import SlackStandIn, sign  # noqa: E402
-from bot.sandbox import payloads as slack_payloads  # noqa: E402
-from bot.sandbox.delivery import encode  # noqa: E402
-from bot.sandbox.workspace import ResponseUrl  # noqa: E402
+from sandbox import SlackStandIn, sign  # noqa: E402
+from sandbox import payloads as slack_payloads  # noqa: E402
+from sandbox.delivery import encode  # noqa: E402
+from sandbox.workspace import ResponseUrl  # noqa: E402
 from storage import RunStatus, Store  # noqa: E402
 
 T = TypeVar("T")

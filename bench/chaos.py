@@ -59,9 +59,9 @@ from _common import PG_DEFAULT, database, machine  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from bot.sandbox import SlackStandIn, StandInThread  # noqa: E402
 from bot.slack import text  # noqa: E402
 from bot.slack.intake import parse_body  # noqa: E402
+from sandbox import SlackStandIn, StandInThread  # noqa: E402
 from storage import ReviewStatus, Store  # noqa: E402
 from storage.inbox import InboxStore  # noqa: E402
 from storage.schema import inbox  # noqa: E402

@@ -26,10 +26,10 @@ from aiohttp import ClientSession
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import event
 
-from bot.sandbox import SlackStandIn, StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
+from sandbox import SlackStandIn, StandInThread
 from storage import NewReview, ReviewKind
 
 CHANNEL = "C0BENCH"

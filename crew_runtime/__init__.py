@@ -1,8 +1,7 @@
 """Durable execution of CrewAI crews with people in the loop.
 
-What users' crews import::
-
-    from crew_runtime import ask_human, idempotency_key
+Users' crews import the names they need from the ``countersign`` package (its facade
+re-exports them from here); Countersign's own code imports them from here.
 
 Everything else (the journal, the review provider, the worker) is wired by
 Countersign around an unmodified ``crewai.Crew``. Names are loaded on first use:
@@ -26,23 +25,25 @@ if TYPE_CHECKING:
     from crew_runtime.service import Countersign
     from crew_runtime.worker import Worker, WorkerSettings
 
+# Each name's module, relative to this package (which is ``countersign.crew_runtime`` once
+# installed: docs/architecture.md, "The installed package").
 _WHERE = {
-    "AskHumanTool": "crew_runtime.questions",
-    "ask_human": "crew_runtime.questions",
-    "Config": "crew_runtime.config",
-    "ConfigError": "crew_runtime.config",
-    "CrewSpec": "crew_runtime.config",
-    "UnknownCrewError": "crew_runtime.config",
-    "load_config": "crew_runtime.config",
-    "idempotency_key": "crew_runtime.context",
-    "CountersignError": "crew_runtime.errors",
-    "CrewBuildError": "crew_runtime.errors",
-    "UsageError": "crew_runtime.errors",
-    "GatedTool": "crew_runtime.gates",
-    "requires_approval": "crew_runtime.gates",
-    "Countersign": "crew_runtime.service",
-    "Worker": "crew_runtime.worker",
-    "WorkerSettings": "crew_runtime.worker",
+    "AskHumanTool": ".questions",
+    "ask_human": ".questions",
+    "Config": ".config",
+    "ConfigError": ".config",
+    "CrewSpec": ".config",
+    "UnknownCrewError": ".config",
+    "load_config": ".config",
+    "idempotency_key": ".context",
+    "CountersignError": ".errors",
+    "CrewBuildError": ".errors",
+    "UsageError": ".errors",
+    "GatedTool": ".gates",
+    "requires_approval": ".gates",
+    "Countersign": ".service",
+    "Worker": ".worker",
+    "WorkerSettings": ".worker",
 }
 
 __all__ = [
@@ -68,5 +69,5 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'crew_runtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -62,7 +62,7 @@ def _console(original: Callable[..., str]) -> Callable[..., str]:
                     "of its run (in its factory, as a module is imported, or in a process of "
                     "its own), where Countersign cannot ask its reviewers and a worker has no "
                     "console: take the value as an input of the run, or ask from a step or "
-                    "a tool (input() there, or crew_runtime.ask_human)"
+                    "a tool (input() there, or countersign.ask_human)"
                 )
             return original(prompt)
         return ask(ctx, str(prompt))

@@ -30,8 +30,7 @@ from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from crew_runtime import ask_human, idempotency_key, requires_approval
-from crew_runtime.offline.scripted_llm import ScriptedLLM
+from countersign import ScriptedLLM, ask_human, idempotency_key, requires_approval
 
 LLM_ENV_VAR = "COUNTERSIGN_LLM"
 OUTBOX_ENV_VAR = "COUNTERSIGN_OUTBOX_FILE"

@@ -59,7 +59,7 @@ CountersignError
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors
-(``bot.sandbox.errors``: they are Slack's, in the sandbox), and :class:`IllegalTransition`
+(``sandbox.errors``: they are Slack's, in the sandbox), and :class:`IllegalTransition`
 (a bug, which nobody should catch).
 
 This subtree:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.hosting.server import Deployment, SlackSettings
-from bot.sandbox import SlackStandIn, StandInThread
 from crew_runtime.config import Config, load_config
+from sandbox import SlackStandIn, StandInThread
 from storage import Store
 
 SECRET = "e2e-signing-secret"

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
 from crew_runtime.config import Config, load_config
+from sandbox import StandInThread
 from storage import Store
 from tests import docs
 from tests.api_harness import ApiClient

@@ -1,6 +1,9 @@
 """The direction of imports (docs/architecture.md, "Layers"): bot → crew_runtime → storage;
 inside bot, cli → hosting → slack; no core crew_runtime module imports crew_runtime.offline;
-no import circle among bot.cli's modules.
+no import circle among bot.cli's modules. The offline sandbox is no part of the product:
+only ``bot.cli.demo`` imports it, lazily. And what the wheel's rewrite needs
+(docs/architecture.md, "The installed package"): no module named in a string, no
+``import a.b`` of a first-party module without ``as``.
 
 Read from the source with ``ast``, so a violation anywhere in a package fails here,
 whether or not a test happens to import that module.
@@ -9,32 +12,40 @@ whether or not a test happens to import that module.
 from __future__ import annotations
 
 import ast
+import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("storage", "crew_runtime", "bot")
+PACKAGES = ("storage", "crew_runtime", "bot", "sandbox", "countersign")
+FIRST_PARTY = frozenset(PACKAGES)
 
-# Third-party libraries each package may import; the others may not.
+# Third-party libraries the packages named may import; the others may not.
 OWNED = {
-    "crewai": "crew_runtime",
-    "sqlalchemy": "storage",
-    "alembic": "storage",
-    "psycopg": "storage",
-    "slack_bolt": "bot",
-    "slack_sdk": "bot",
-    "aiohttp": "bot",
-    "apscheduler": "bot",
+    "crewai": ("crew_runtime",),
+    "sqlalchemy": ("storage",),
+    "alembic": ("storage",),
+    "psycopg": ("storage",),
+    "slack_bolt": ("bot",),
+    "slack_sdk": ("bot",),
+    "aiohttp": ("bot", "sandbox"),
+    "apscheduler": ("bot",),
     # crew_runtime.metrics alone: workers count in crew_runtime, and bot serves the
     # counts through it (its Registry alias and exposition), so neither layer below bot
     # depends on the bot to be measured.
-    "prometheus_client": "crew_runtime",
+    "prometheus_client": ("crew_runtime",),
 }
 FORBIDDEN_FIRST_PARTY = {
-    "storage": {"crew_runtime", "bot"},
-    "crew_runtime": {"bot"},
-    "bot": set(),
+    "storage": {"crew_runtime", "bot", "sandbox", "countersign"},
+    "crew_runtime": {"bot", "sandbox", "countersign"},
+    # bot.cli.demo alone imports the sandbox, lazily (test_only_the_demo_imports_the_sandbox).
+    "bot": {"countersign"},
+    # The stand-in for Slack knows nothing of Countersign (it starts fast, on its own).
+    "sandbox": {"storage", "crew_runtime", "bot", "countersign"},
+    # The facade re-exports crew_runtime's names; its __main__ is the bot's command line.
+    "countersign": {"storage", "sandbox"},
 }
 
 
@@ -84,7 +95,7 @@ def test_imports_follow_the_layers(package: str) -> None:
     for path in _sources(package):
         for name in _imports(path):
             owner = OWNED.get(name)
-            if owner is not None and owner != package:
+            if owner is not None and package not in owner:
                 problems.append(f"{path.relative_to(ROOT)} imports {name} (only {owner} may)")
             if name in FORBIDDEN_FIRST_PARTY[package]:
                 problems.append(f"{path.relative_to(ROOT)} imports {name} (wrong direction)")
@@ -95,6 +106,135 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import crewai\nfrom bot.cli.main import main\n")
     assert _imports(bad) == {"crewai", "bot"}
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    """The modules a file imports when it is imported (not in a function's body, nor for
+    the type checker alone)."""
+    found: set[str] = set()
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_only_the_demo_imports_the_sandbox() -> None:
+    """The sandbox is no part of the product: no module of it imports the sandbox but
+    ``bot/cli/demo.py``, and that one inside the functions that serve it, so that a bot
+    serving Slack never loads it."""
+    importing = sorted(
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        if package != "sandbox"
+        for path in _sources(package)
+        if "sandbox" in _imports(path)
+    )
+    assert importing == ["bot/cli/demo.py"]
+    tree = ast.parse((ROOT / "bot" / "cli" / "demo.py").read_text())
+    assert not any(_within(name, "sandbox") for name in _top_level_imports(tree))
+
+
+def test_the_lazy_check_sees_a_top_level_import() -> None:
+    tree = ast.parse(
+        "import sandbox\nif TYPE_CHECKING:\n    import bot\ndef f():\n    from bot import x\n"
+    )
+    assert _top_level_imports(tree) == {"sandbox"}
+
+
+# The packages installed as countersign.<name>: a string naming one of their modules is what
+# the wheel's import rewrite would miss.
+RENAMED = ("storage", "crew_runtime", "bot", "sandbox")
+_DOTTED = re.compile(rf"^({'|'.join(RENAMED)})(\.[a-z_]\w*)+(:\w+)?$")
+
+
+def _names_a_module(text: str) -> bool:
+    """Whether ``text`` is a first-party module's dotted name (``storage.engine``,
+    ``bot.cli.main:main``), not a file's (``sandbox.json``)."""
+    if not _DOTTED.match(text):
+        return False
+    try:
+        return importlib.util.find_spec(text.partition(":")[0]) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _strings(tree: ast.Module) -> list[ast.Constant]:
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    ]
+
+
+def test_no_module_is_named_in_a_string() -> None:
+    """Installed, every module is ``countersign.<its name>`` (hatch_build.py rewrites the
+    imports): a module's name in a string (``importlib.import_module("storage.x")``, an
+    entry point) would name a module the wheel does not have. ``__name__``, a package's
+    ``__name__`` (``python -m`` + ``bot.__name__``) and relative names say it in both
+    layouts. (Logger names such as ``countersign.worker`` name no module.)"""
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+        for package in PACKAGES
+        for path in _sources(package)
+        for node in _strings(ast.parse(path.read_text()))
+        if _names_a_module(node.value)
+    ]
+    assert found == []
+
+
+def test_the_string_check_sees_a_module_name() -> None:
+    tree = ast.parse('"""storage.x in a docstring"""\nimport_module("storage.engine")\nx = "bot"\n')
+    assert sorted(node.value for node in _strings(tree)) == ["bot", "storage.engine"]
+    assert _names_a_module("storage.engine")
+    assert _names_a_module("bot.cli.main:main")
+    assert not _names_a_module("sandbox.json")
+    assert not _names_a_module("storage.nothing_here")
+
+
+def test_first_party_imports_can_be_renamed() -> None:
+    """``import storage.engine`` binds ``storage``, which the wheel's rewrite cannot keep
+    (it would bind ``countersign``): the product writes ``from storage import engine``."""
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: import {alias.name}"
+        for package in PACKAGES
+        for path in _sources(package)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if "." in alias.name and alias.asname is None and alias.name.split(".")[0] in FIRST_PARTY
+    ]
+    assert found == []
+
+
+def test_the_facade_exports_what_crews_import() -> None:
+    import countersign
+
+    assert {"ask_human", "requires_approval", "idempotency_key", "ScriptedLLM"} <= set(
+        countersign.__all__
+    )
+    assert all(getattr(countersign, name) is not None for name in countersign.__all__)
+    assert (ROOT / "countersign" / "py.typed").is_file()
+    with pytest.raises(AttributeError, match="no attribute 'Store'"):
+        _ = countersign.Store
 
 
 def test_public_api_of_crew_runtime() -> None:

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.sandbox import payloads as slack
 from bot.slack import modals
 from bot.slack.authz import Reviewers
 from bot.slack.listeners import Listeners
@@ -29,6 +28,7 @@ from crew_runtime.config import Config, CrewSpec
 from crew_runtime.errors import EditRefused
 from crew_runtime.policy import Facts
 from crew_runtime.service import Countersign
+from sandbox import payloads as slack
 from storage import (
     DecisionKind,
     NewReview,

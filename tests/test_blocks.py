@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks
 from bot.slack import block_text, blocks, modals, review_blocks
 from bot.slack.elements import split_text
 from bot.slack.message import Message
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
 from bot.slack.review_blocks import FILE_THRESHOLD
+from sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks
 from storage.details import TaskReviewDetails, details_from_json
 from storage.records import Approval, Decision, Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus

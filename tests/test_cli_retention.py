@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import SlackStandIn, StandInThread
 from crew_runtime.config import load_config
+from sandbox import SlackStandIn, StandInThread
 from storage import RunNotFound, Store
 from tests.slack_harness import slack_and_bot, wait_until
 from tests.test_cli import Cli, assert_refused

@@ -10,8 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox.payloads import escape_command
-from bot.sandbox.workspace import Workspace
 from bot.slack import commands, mrkdwn, text
 from bot.slack.commands import (
     USAGE,
@@ -26,6 +24,8 @@ from bot.slack.commands import (
     parse_command,
 )
 from bot.slack.mrkdwn import escape
+from sandbox.payloads import escape_command
+from sandbox.workspace import Workspace
 
 FAST = settings(deadline=None, max_examples=200)
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bot.sandbox import StandInThread
 from bot.slack import text
 from crew_runtime.config import CrewSpec, load_config
+from sandbox import StandInThread
 from storage import (
     APPROVED_BY,
     DEADLINE,

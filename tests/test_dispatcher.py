@@ -13,10 +13,10 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 import storage
-from bot.sandbox import StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
+from sandbox import StandInThread
 from storage import OutboxKind, Store
 from tests.slack_harness import CHANNEL, new_standin
 

@@ -24,11 +24,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from bot.sandbox import StandInThread, sign
-from bot.sandbox.delivery import encode
 from bot.slack import text
 from bot.slack.intake import parse_body
 from crew_runtime.config import Config, load_config
+from sandbox import StandInThread, sign
+from sandbox.delivery import encode
 from storage import ReviewStatus, Store
 from storage.schema import inbox
 from tests.slack_harness import (

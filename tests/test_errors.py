@@ -33,7 +33,7 @@ def _our_exceptions() -> dict[str, type[BaseException]]:
     for package in ("bot", "crew_runtime", "storage"):
         root = importlib.import_module(package)
         for info in pkgutil.walk_packages(root.__path__, f"{package}."):
-            if info.name.startswith("bot.sandbox") or info.name.endswith("__main__"):
+            if info.name.startswith("sandbox") or info.name.endswith("__main__"):
                 continue  # the stand-in's errors are Slack's
             module = importlib.import_module(info.name)
             for name, value in vars(module).items():

@@ -7,8 +7,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bot.sandbox import sign
 from crew_runtime.config import load_config
+from sandbox import sign
 from storage import Store
 from tests.slack_harness import SECRET, slack_and_bot
 

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import StandInThread
 from bot.slack.intake import Intake, Receipt, classify
+from sandbox import StandInThread
 from storage import InboxStore, Store
 from tests.slack_harness import ALICE, CHANNEL, SECRET, new_standin
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox import payloads as slack
-from bot.sandbox.blockkit import validate_view
 from bot.slack import long_text, modals
 from bot.slack.payloads import PayloadError, parse_submission
+from sandbox import payloads as slack
+from sandbox.blockkit import validate_view
 from storage.status import DecisionKind, ReviewKind
 from tests.test_blocks import make_review
 from tests.test_modals import tool_review

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.sandbox.scopes import BY_KIND, FIXED, event_subscription, read_manifest, scope_needed
-from bot.sandbox.standin import SlackStandIn
+from sandbox.scopes import BY_KIND, FIXED, event_subscription, read_manifest, scope_needed
+from sandbox.standin import SlackStandIn
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # The kinds of conversation the bot works in: channels, private channels, and the app's DM
 # (a run started there by /crew run, reminders by DM). A method whose scope depends on the
-# kind (``bot.sandbox.scopes.BY_KIND``) needs its scope for each of them.
+# kind (``sandbox.scopes.BY_KIND``) needs its scope for each of them.
 USED_KINDS = ("channel", "group", "im")
 SETTINGS_KEYS = {
     "event_subscriptions",
@@ -103,7 +103,7 @@ def test_every_web_api_call_has_its_scope(manifest: dict[str, Any]) -> None:
     called = called_methods()
     assert {"chat.postMessage", "conversations.members"} <= called  # the sources were read
     unknown = called - set(FIXED) - set(BY_KIND)
-    assert not unknown, f"add the scopes Slack asks of these to bot.sandbox.scopes: {unknown}"
+    assert not unknown, f"add the scopes Slack asks of these to sandbox.scopes: {unknown}"
     needed = {(m, scope_needed(m, kind)) for m in called for kind in USED_KINDS}
     missing = {(m, s) for m, s in needed if s is not None and s not in scopes}
     assert not missing, missing

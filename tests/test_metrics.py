@@ -27,11 +27,11 @@ from bot.cli.main import main
 from bot.hosting.metrics import Endpoints, start_site
 from bot.hosting.server import Deployment, SlackSettings, slack_client
 from bot.log_format import JsonFormatter
-from bot.sandbox import StandInThread
 from bot.settings import Settings, SettingsError
 from crew_runtime import log_fields, metrics
 from crew_runtime.config import load_config
 from crew_runtime.service import Countersign
+from sandbox import StandInThread
 from storage import DecisionKind, NewReview, ReviewKind, RunStatus, Store
 from storage.inbox import InboxStore, NewRequest
 from tests.harness import CONFIG, ON_SQLITE, ROOT

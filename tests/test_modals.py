@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.blockkit import validate_view
 from bot.slack import modals, text
 from bot.slack.payloads import MODAL_ACTIONS
+from sandbox.blockkit import validate_view
 from storage.records import Review
 from storage.status import DecisionKind, ReviewKind
 from tests.test_blocks import (

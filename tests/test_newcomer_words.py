@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.blockkit import validate_blocks
 from bot.slack import block_text, review_blocks
 from bot.slack.home_blocks import home_view
 from bot.slack.links import Links
+from sandbox.blockkit import validate_blocks
 from storage import PendingReviews
 from storage.status import DecisionKind, ReviewKind, RunStatus
 from tests.test_blocks import EMAIL, decided, email_review, make_review, make_run, texts

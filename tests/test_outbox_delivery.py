@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
-from bot.sandbox.calls import DROP_CONNECTION
 from bot.slack import block_text as t
 from crew_runtime.config import Config
+from sandbox import StandInThread
+from sandbox.calls import DROP_CONNECTION
 from storage import ReviewKind, RunStatus, Store
 from tests.slack_harness import ALICE, CHANNEL, buttons, configured, slack_and_bot, wait_until
 

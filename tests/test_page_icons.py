@@ -1,5 +1,5 @@
 """Every emoji a bot message uses has its own icon in the sandbox page (``ICONS`` in
-``bot/sandbox/page/app.js``), so the page never draws the generic face where a wrench, a
+``sandbox/page/app.js``), so the page never draws the generic face where a wrench, a
 check mark or an hourglass is meant; and the page's CSS keeps what a newcomer needs on a
 narrow screen and around the Home tab."""
 

@@ -20,7 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox import payloads as slack
 from bot.slack import modals, review_blocks
 from bot.slack.payloads import (
     ACTIONS,
@@ -53,6 +52,7 @@ from bot.slack.payloads import (
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
+from sandbox import payloads as slack
 from storage import Store, ToolApprovalDetails, details_from_json
 from storage.records import Review, Run
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus

@@ -22,8 +22,6 @@ import pytest
 
 from bot.cli.main import main as cli_main
 from bot.hosting.api_errors import refusal as api_refusal
-from bot.sandbox import StandInThread
-from bot.sandbox.payloads import interaction_base
 from bot.slack import block_text, text
 from bot.slack.batch_payloads import CONFIRM
 from bot.slack.handlers import said
@@ -33,6 +31,8 @@ from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
 from crew_runtime.service import review_digest
+from sandbox import StandInThread
+from sandbox.payloads import interaction_base
 from storage import DecisionKind, Review, ReviewStatus, Store
 from tests.api_harness import ApiClient
 from tests.harness import ON_SQLITE

@@ -23,8 +23,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
-from bot.sandbox import StandInThread
 from bot.slack.intake import Intake, Kind, Receipt, SlackRequest
+from sandbox import StandInThread
 from storage import InboxStore, NewReview, RunStatus, Store
 from storage.schema import inbox, outbox
 from storage.status import FINAL_RUN_STATUSES, DecisionKind, OutboxKind, ReviewKind

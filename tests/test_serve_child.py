@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
+from sandbox import StandInThread
 from storage import RunStatus, Store
 from tests.harness import ON_SQLITE, ROOT
 from tests.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
+from sandbox import StandInThread
 from storage import Store
 from tests.api_harness import ApiClient
 from tests.harness import ROOT

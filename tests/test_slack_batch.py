@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
 from bot.slack import block_text, home_text, text
 from bot.slack.batch_payloads import BATCH, CONFIRM, pick_block_id
 from bot.slack.payloads import action_id, callback_id
 from bot.tokens import Scope, Tokens
+from sandbox import StandInThread
 from storage import DecisionKind, ReviewStatus, RunStatus, Store
 from tests.api_harness import ApiClient
 from tests.slack_harness import ALICE, BOB, CHANNEL, configured, slack_and_bot, wait_until

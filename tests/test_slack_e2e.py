@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox import StandInThread, Tamper
 from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
+from sandbox import StandInThread, Tamper
 from storage import RunStatus, Store
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (

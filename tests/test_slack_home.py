@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
 from bot.slack import home_text
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import Store
 from tests.slack_harness import (
     ALICE,

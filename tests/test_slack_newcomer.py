@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
+from sandbox import StandInThread
 from storage import InboxStore, RunStatus, Store
 from tests.harness import ON_SQLITE
 from tests.slack_harness import ALICE, BOB, CHANNEL, configured, slack_and_bot, text_of, wait_until

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.blockkit import validate_blocks, validate_view
 from bot.slack import block_text, review_blocks, text
 from bot.slack.handlers import said
 from bot.slack.outcome_blocks import outcome_modal
@@ -24,6 +23,7 @@ from bot.slack.payloads import PayloadError
 from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
+from sandbox.blockkit import validate_blocks, validate_view
 from storage import DecisionKind, FlowFeedbackDetails, Review, ReviewStatus, RunStatus, Store
 from tests.crews import effects
 from tests.harness import ON_SQLITE

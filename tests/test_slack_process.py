@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
-from bot.sandbox.calls import NO_ANSWER
 from bot.slack import block_text as t
 from crew_runtime.offline.drafts import parse_draft
+from sandbox import StandInThread
+from sandbox.calls import NO_ANSWER
 from storage import ReviewKind, RunStatus, Store
 from tests.harness import ON_SQLITE, ROOT
 from tests.slack_harness import (

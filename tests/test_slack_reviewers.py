@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import RunStatus, Store
 from tests.slack_harness import (
     ALICE,

@@ -1,5 +1,5 @@
 """What a real workspace grants the app: the stand-in grants the scopes and sends the events
-``manifest.yml`` asks for, no more (``bot.sandbox.scopes``), and a run started in the app's DM
+``manifest.yml`` asks for, no more (``sandbox.scopes``), and a run started in the app's DM
 is decided there, by a click and by a reply, with those grants alone."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.sandbox import StandInThread
-from bot.sandbox.scopes import Grants, read_manifest
 from crew_runtime.config import Config
+from sandbox import StandInThread
+from sandbox.scopes import Grants, read_manifest
 from storage import RunStatus, Store
 from tests.harness import ON_SQLITE
 from tests.slack_harness import (

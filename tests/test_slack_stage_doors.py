@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from bot.sandbox import StandInThread
 from bot.slack import home_text as t
 from bot.slack import text
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import Store
 from storage.schema import inbox, review_events, reviews
 from tests.slack_harness import (

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import APPROVAL_STAGES, ReviewStatus, RunStatus, Store
 from tests.slack_harness import (
     ALICE,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import Delivery, StandInThread
 from crew_runtime.config import Config
+from sandbox import Delivery, StandInThread
 from storage import ReviewStatus, RunStatus, Store
 from tests.crews import effects
 from tests.slack_harness import (

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
+from sandbox import StandInThread
 from storage import OutboxKind, RunStatus, Store
 from storage.schema import outbox
 from tests.slack_harness import (

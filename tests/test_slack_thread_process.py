@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
+from sandbox import StandInThread
 from storage import Store
 from tests.crews import effects
 from tests.slack_harness import ALICE, CHANNEL, buttons, free_port, new_standin, text_of, wait_until

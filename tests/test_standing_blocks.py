@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.blockkit import validate_blocks
 from bot.slack import review_blocks
 from bot.slack.message import Message
 from bot.slack.payloads import PayloadError, parse_approve_all, parse_revoke_click
 from bot.slack.standing_blocks import standing_message, with_approve_all
 from bot.slack.thread_text import approve_all_label
+from sandbox.blockkit import validate_blocks
 from storage.details import details_from_json
 from storage.records import Review, StandingApproval
 from storage.status import ReviewKind

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
-from bot.sandbox import StandInThread
+from sandbox import StandInThread
 from storage import Store
 from tests.slack_harness import free_port, new_standin, wait_until
 from tests.test_slack_process import _bot_env, _serve

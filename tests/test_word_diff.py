@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox.blockkit import validate_blocks
 from bot.slack import thread_text
 from bot.slack.diff_blocks import DIFF_BUDGET, changes_message
 from bot.slack.elements import SECTION_LIMIT
+from sandbox.blockkit import validate_blocks
 from storage.word_diff import plain, word_diff
 
 words = st.lists(st.sampled_from(["otters", "hold", "hands", "<!channel>", "&", "\n", "  "]))

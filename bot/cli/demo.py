@@ -1,6 +1,6 @@
 """``countersign demo``: the whole product on one machine, with no Slack workspace and no key.
 
-One process runs the local Slack sandbox (``bot.sandbox``: the Web API, and a page that
+One process runs the local Slack sandbox (``sandbox``: the Web API, and a page that
 looks and behaves like a Slack channel), the bot exactly as ``countersign serve`` runs it,
 its worker pool, dispatcher and scheduler, with the example crews of
 ``examples/countersign.toml``. The sandbox talks to the bot the way Slack does (signed
@@ -37,7 +37,7 @@ from storage import DEFAULT_URL
 
 if TYPE_CHECKING:
     from bot.hosting.server import Deployment
-    from bot.sandbox import SlackStandIn
+    from sandbox import SlackStandIn
 
 __all__ = ["DEMO_CHANNEL", "DEMO_USER", "STATE_DIR", "run_demo"]
 
@@ -86,7 +86,7 @@ def _restore(ctx: Context) -> tuple[SlackStandIn, str]:
 
     Returns the stand-in, not started, and the signing secret it shares with the bot.
     """
-    from bot.sandbox import SlackStandIn
+    from sandbox import SlackStandIn
 
     args = ctx.args
     state_dir: Path = args.state_dir
@@ -141,7 +141,7 @@ def _demo_config(ctx: Context) -> Config:
 async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str) -> None:
     # Imported here, like serve's: Bolt and aiohttp are not needed by the other commands.
     from bot.hosting.server import Deployment, SlackSettings
-    from bot.sandbox import SandboxPage
+    from sandbox import SandboxPage
 
     args = ctx.args
     stop = asyncio.Event()

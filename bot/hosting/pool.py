@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol
 
+import bot
 from crew_runtime.config import Config
 from storage import Store
 
@@ -115,7 +116,9 @@ class ProcessPool:
         self.command = [
             sys.executable,
             "-m",
-            "bot",
+            # ``python -m bot`` here, ``python -m countersign.bot`` installed (the wheel's
+            # layout: docs/architecture.md, "The installed package").
+            bot.__name__,
             "worker",
             "--concurrency",
             str(concurrency),

@@ -3,7 +3,7 @@ thread, the answers to ``/crew status``, ``pending`` and ``list``. The modals ar
 ``bot.slack.modals``, the pieces both are built from in ``bot.slack.elements``.
 
 Pure functions returning plain dicts, so each one is checked against Slack's limits
-(``bot/sandbox/blockkit.py``) without a network. The rules they keep (Slack's limits, as
+(``sandbox/blockkit.py``) without a network. The rules they keep (Slack's limits, as
 docs/architecture.md lists them):
 
 - Every text from an LLM, a person or the configuration is escaped (``bot.slack.mrkdwn``)

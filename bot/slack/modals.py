@@ -3,7 +3,7 @@ changes, reject and answer forms, a tool call's arguments one input each, "Revis
 earlier task", and a notice in place of a form.
 
 Pure functions returning plain dicts, checked against Slack's limits like the messages
-(``bot/sandbox/blockkit.py``). Plain-text inputs hold at most 3000 characters (Slack's
+(``sandbox/blockkit.py``). Plain-text inputs hold at most 3000 characters (Slack's
 limit, counted in UTF-16 code units): a longer text is cut and the modal says so. The
 review or run id and the message to update travel in ``private_metadata``
 (``bot.slack.payloads`` reads a submission back).

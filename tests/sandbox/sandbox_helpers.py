@@ -18,7 +18,7 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import SandboxPage, SlackStandIn
+from sandbox import SandboxPage, SlackStandIn
 
 SECRET = "test-signing-secret"
 CHANNEL = "C0REVIEW"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
+from sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
 
 
 def section(text: str, **extra: Any) -> dict[str, Any]:

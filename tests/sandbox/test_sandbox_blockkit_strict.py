@@ -12,7 +12,7 @@ from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models import blocks as sdk
 from slack_sdk.models.blocks import ButtonElement, ConfirmObject
 
-from bot.sandbox.blockkit import BLOCK_FIELDS, validate_blocks, validate_view
+from sandbox.blockkit import BLOCK_FIELDS, validate_blocks, validate_view
 
 Json = dict[str, Any]
 

@@ -24,7 +24,7 @@ from sandbox_helpers import (
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
-from bot.sandbox import PersonActionRefused, SlackStandIn, Tamper, sign
+from sandbox import PersonActionRefused, SlackStandIn, Tamper, sign
 
 Scenario = Callable[[SlackStandIn, AsyncApp, list[Any]], Awaitable[None]]
 Setup = Callable[[AsyncApp, list[Any]], None]

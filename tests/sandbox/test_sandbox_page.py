@@ -33,8 +33,8 @@ from sandbox_helpers import (
 from slack_bolt.async_app import AsyncApp
 from slack_sdk import WebClient
 
-from bot.sandbox import SandboxPage, SlackStandIn, StandInThread
-from bot.sandbox.web import MESSAGE_CHANGED
+from sandbox import SandboxPage, SlackStandIn, StandInThread
+from sandbox.web import MESSAGE_CHANGED
 
 Json = dict[str, Any]
 

@@ -17,7 +17,7 @@ import pytest
 from sandbox_helpers import ALICE, BOB, CHANNEL, new_standin, running
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import SlackStandIn
+from sandbox import SlackStandIn
 
 Json = dict[str, Any]
 Scenario = Callable[[SlackStandIn, AsyncWebClient], Awaitable[None]]

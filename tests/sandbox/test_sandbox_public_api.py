@@ -7,13 +7,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import bot.sandbox
+import sandbox
 
 FORBIDDEN = {"crewai", "sqlalchemy", "storage", "crew_runtime", "slack_bolt"}
 
 
 def test_public_names() -> None:
-    assert set(bot.sandbox.__all__) == {
+    assert set(sandbox.__all__) == {
         "Call",
         "Delivery",
         "Ephemeral",
@@ -30,12 +30,12 @@ def test_public_names() -> None:
         "validate_blocks",
         "validate_view",
     }
-    assert all(hasattr(bot.sandbox, name) for name in bot.sandbox.__all__)
+    assert all(hasattr(sandbox, name) for name in sandbox.__all__)
 
 
 def test_sandbox_imports_nothing_forbidden() -> None:
     imported: set[str] = set()
-    for path in Path(bot.sandbox.__file__).parent.glob("*.py"):
+    for path in Path(sandbox.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[0] for alias in node.names}

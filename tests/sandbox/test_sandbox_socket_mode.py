@@ -11,7 +11,7 @@ from sandbox_helpers import ALICE, CHANNEL, bolt_app, new_standin, running
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
-from bot.sandbox import SlackStandIn
+from sandbox import SlackStandIn
 
 MODAL = {
     "type": "modal",

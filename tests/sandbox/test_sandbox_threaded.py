@@ -10,7 +10,7 @@ from sandbox_helpers import ALICE, BOB, CHANNEL, SECRET, bolt_in_thread, new_sta
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import PersonActionRefused, StandInThread, Tamper
+from sandbox import PersonActionRefused, StandInThread, Tamper
 
 REVIEW = [
     {"type": "section", "text": {"type": "mrkdwn", "text": "Draft ready"}},

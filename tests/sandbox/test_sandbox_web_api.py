@@ -21,8 +21,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox import SlackStandIn, StandInThread
-from bot.sandbox.calls import DROP_CONNECTION, NO_ANSWER
+from sandbox import SlackStandIn, StandInThread
+from sandbox.calls import DROP_CONNECTION, NO_ANSWER
 
 Scenario = Callable[[SlackStandIn, AsyncWebClient], Awaitable[None]]
 MODAL = {

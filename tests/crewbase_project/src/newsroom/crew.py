@@ -16,7 +16,7 @@ from crewai.agents.agent_builder.base_agent import BaseAgent
 from crewai.project import CrewBase, agent, before_kickoff, crew, llm, task, tool
 from crewai.tools import BaseTool
 
-from crew_runtime import ask_human as ask_a_person
+from countersign import ask_human as ask_a_person
 from tests.crews import SearchTool
 
 

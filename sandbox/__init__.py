@@ -14,15 +14,15 @@ and ``pagestate`` (a web page playing a Slack channel, for the offline sandbox; 
 script and style are in ``page/``).
 """
 
-from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
-from bot.sandbox.calls import Call
-from bot.sandbox.delivery import Delivery
-from bot.sandbox.errors import PersonActionRefused, SandboxError, SlackApiFailure
-from bot.sandbox.signing import Tamper, sign
-from bot.sandbox.standin import SlackStandIn
-from bot.sandbox.threaded import StandInThread
-from bot.sandbox.web import SandboxPage
-from bot.sandbox.workspace import Ephemeral, StoredFile
+from sandbox.blockkit import Problem, validate_blocks, validate_view
+from sandbox.calls import Call
+from sandbox.delivery import Delivery
+from sandbox.errors import PersonActionRefused, SandboxError, SlackApiFailure
+from sandbox.signing import Tamper, sign
+from sandbox.standin import SlackStandIn
+from sandbox.threaded import StandInThread
+from sandbox.web import SandboxPage
+from sandbox.workspace import Ephemeral, StoredFile
 
 __all__ = [
     "Call",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from bot.sandbox.errors import SlackApiFailure
+from sandbox.errors import SlackApiFailure
 
 __all__ = ["Channel", "Ephemeral", "ResponseUrl", "StoredFile", "StoredView", "User", "Workspace"]
 

@@ -29,10 +29,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.sandbox.blockkit import Problem, validate_blocks, validate_view
-from bot.sandbox.errors import SlackApiFailure
-from bot.sandbox.scopes import BY_KIND, Grants
-from bot.sandbox.workspace import Channel, Ephemeral, StoredFile, Workspace, ensure_ids
+from sandbox.blockkit import Problem, validate_blocks, validate_view
+from sandbox.errors import SlackApiFailure
+from sandbox.scopes import BY_KIND, Grants
+from sandbox.workspace import Channel, Ephemeral, StoredFile, Workspace, ensure_ids
 
 __all__ = ["APP_TOKEN_METHODS", "METHODS", "WebApi"]
 
@@ -76,7 +76,7 @@ class WebApi:
         workspace: the state the calls read and change.
         base_url: the stand-in's root URL (``http://127.0.0.1:PORT/``), for upload URLs.
         socket_url: builds a fresh Socket Mode URL for ``apps.connections.open``.
-        grants: the scopes the app was installed with (``bot.sandbox.scopes``): a method
+        grants: the scopes the app was installed with (``sandbox.scopes``): a method
             called without the one it needs is answered ``missing_scope``.
     """
 

@@ -40,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger("countersign.sandbox")
 
-MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
+MANIFEST = Path(__file__).resolve().parents[1] / "manifest.yml"
 KINDS = ("channel", "group", "im", "mpim")  # the kinds of conversation, as channel_type says
 
 # Methods that need one scope whatever they name (None: no scope at all).

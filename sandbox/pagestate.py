@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace
+from sandbox.workspace import Ephemeral, StoredFile, Workspace
 
 __all__ = ["SLACKBOT", "snapshot"]
 

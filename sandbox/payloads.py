@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from bot.sandbox.errors import MessageChanged, PersonActionRefused
-from bot.sandbox.workspace import Channel, Workspace
+from sandbox.errors import MessageChanged, PersonActionRefused
+from sandbox.workspace import Channel, Workspace
 
 __all__ = [
     "escape_command",

@@ -15,13 +15,13 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from bot.sandbox import payloads
-from bot.sandbox.blockkit import validate_blocks, validate_view
-from bot.sandbox.delivery import Delivery, Kind, Sender
-from bot.sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
-from bot.sandbox.scopes import Grants, event_subscription
-from bot.sandbox.signing import Tamper
-from bot.sandbox.workspace import (
+from sandbox import payloads
+from sandbox.blockkit import validate_blocks, validate_view
+from sandbox.delivery import Delivery, Kind, Sender
+from sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
+from sandbox.scopes import Grants, event_subscription
+from sandbox.signing import Tamper
+from sandbox.workspace import (
     Channel,
     Ephemeral,
     ResponseUrl,

@@ -18,8 +18,8 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from bot.sandbox.signing import Tamper, signed_headers
-from bot.sandbox.socket_mode import SocketHub
+from sandbox.signing import Tamper, signed_headers
+from sandbox.socket_mode import SocketHub
 
 __all__ = ["Delivery", "Kind", "Sender"]
 

@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from bot.sandbox.calls import Call
-from bot.sandbox.delivery import Delivery
-from bot.sandbox.signing import Tamper
-from bot.sandbox.standin import SlackStandIn
-from bot.sandbox.web import SandboxPage
-from bot.sandbox.workspace import Ephemeral, StoredFile
+from sandbox.calls import Call
+from sandbox.delivery import Delivery
+from sandbox.signing import Tamper
+from sandbox.standin import SlackStandIn
+from sandbox.web import SandboxPage
+from sandbox.workspace import Ephemeral, StoredFile
 
 __all__ = ["StandInThread"]
 

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import aiohttp
 from aiohttp import web
 
-from bot.sandbox.delivery import Delivery
-from bot.sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
-from bot.sandbox.pagestate import snapshot
+from sandbox.delivery import Delivery
+from sandbox.errors import MessageChanged, PersonActionRefused, SlackApiFailure
+from sandbox.pagestate import snapshot
 
 if TYPE_CHECKING:
-    from bot.sandbox.standin import SlackStandIn
+    from sandbox.standin import SlackStandIn
 
 __all__ = ["PAGE_DIR", "SandboxPage"]
 

@@ -42,18 +42,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from bot.sandbox.blockkit import validate_blocks
-from bot.sandbox.calls import DROP_CONNECTION, NO_ANSWER, Call, CallLog, Fault, FaultPlan
-from bot.sandbox.delivery import Sender, Transport
-from bot.sandbox.errors import SlackApiFailure
-from bot.sandbox.person import PersonSide
-from bot.sandbox.scopes import Grants, read_manifest
-from bot.sandbox.socket_mode import SocketHub
-from bot.sandbox.webapi import APP_TOKEN_METHODS, WebApi
-from bot.sandbox.workspace import Ephemeral, StoredFile, Workspace
+from sandbox.blockkit import validate_blocks
+from sandbox.calls import DROP_CONNECTION, NO_ANSWER, Call, CallLog, Fault, FaultPlan
+from sandbox.delivery import Sender, Transport
+from sandbox.errors import SlackApiFailure
+from sandbox.person import PersonSide
+from sandbox.scopes import Grants, read_manifest
+from sandbox.socket_mode import SocketHub
+from sandbox.webapi import APP_TOKEN_METHODS, WebApi
+from sandbox.workspace import Ephemeral, StoredFile, Workspace
 
 if TYPE_CHECKING:
-    from bot.sandbox.web import SandboxPage
+    from sandbox.web import SandboxPage
 
 __all__ = ["SlackStandIn"]
 
@@ -80,7 +80,7 @@ class SlackStandIn(PersonSide):
         should_escape: the slash command's manifest setting (``manifest.yml`` sets it):
             whether mentions, channels and links in its text are sent as Slack markup.
         grants: the bot scopes the app is installed with and the bot events it subscribes
-            to (``bot.sandbox.scopes``); by default those ``manifest.yml`` asks for, so a
+            to (``sandbox.scopes``); by default those ``manifest.yml`` asks for, so a
             method called without its scope is ``missing_scope`` here as in Slack.
     """
 
