@@ -8,6 +8,7 @@ nearest heading of level 1 or 2 above it: a page's title, or one of its ``##`` s
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,8 +53,10 @@ def section(page: str, title: str) -> str:
 
 
 def blocks(body: str, language: str) -> list[str]:
-    """The code blocks of ``body`` in ``language``, in order."""
-    return re.findall(rf"^ *```{language}\n(.*?)^ *```", body, re.MULTILINE | re.DOTALL)
+    """The code blocks of ``body`` in ``language``, in order (one inside a list item without
+    its indent)."""
+    found = re.findall(rf"^ *```{language}\n(.*?)^ *```", body, re.MULTILINE | re.DOTALL)
+    return [textwrap.dedent(block) for block in found]
 
 
 @dataclass(frozen=True)
