@@ -12,6 +12,7 @@ migrations themselves (a first start, an upgrade) opens ``Store.open`` on an emp
 
 from __future__ import annotations
 
+import atexit
 import functools
 import re
 import secrets
@@ -45,7 +46,9 @@ def open_store(db_url: str, **options: Any) -> Store:
 
 @functools.cache
 def _sqlite_template() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="countersign-template-")) / "template.db"
+    folder = tempfile.mkdtemp(prefix="countersign-template-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "template.db"
     Store.open(f"sqlite:///{path}").close()  # closing the last connection folds the WAL in
     return path
 
