@@ -58,8 +58,10 @@ demo: $(STAMP)
 test: lint
 	$(MAKE) --no-print-directory -j2 types unit
 
-# The loop while working: lint, types and the tests that start no process (about 90 s).
-check: lint types fast
+# The loop while working: lint, then types beside the tests that start no process. mypy keeps
+# its cache in .mypy_cache (only `make clean` removes it): about 1 s of CPU when warm, 39 s cold.
+check: lint
+	$(MAKE) --no-print-directory -j2 types fast
 
 fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist worksteal -m "not slow" -q

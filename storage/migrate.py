@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -20,13 +21,14 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
     Alembic says each migration it runs at INFO (twenty lines on a first start); an
     operator reads one line instead: from which revision to which the schema went."""
-    config = Config()
-    config.set_main_option("script_location", str(_SCRIPTS))
+    config = _config()
     quiet = logging.getLogger("alembic")
     level = quiet.level
     quiet.setLevel(max(level, logging.WARNING))
     try:
         before = current_revision(engine)
+        if revision == "head" and before == _head():
+            return  # up to date: no need to lock the database or to load Alembic's scripts
         with write_transaction(engine) as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
@@ -36,6 +38,20 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     if after != before:
         said = f"upgraded from {before}" if before else "created"
         log.info("database schema %s: %s", said, after)
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(_SCRIPTS))
+    return config
+
+
+@functools.cache
+def _head() -> str | None:
+    """The newest revision shipped (read once a process: loading the scripts takes ~15 ms)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -29,6 +29,7 @@ for _name, _value in {
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
+from tests.templates import open_store  # noqa: E402
 
 PG_BASE = os.environ.get("COUNTERSIGN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 _pg_state: dict[str, str | None] = {}
@@ -59,7 +60,9 @@ def pg_required() -> None:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL on each backend."""
+    """A fresh, empty database URL on each backend (the ``store`` fixture, ``Bench`` and
+    ``slack_harness.configured`` fill it from ``tests/templates``; ``Store.open`` on it runs the
+    migrations)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'countersign.db'}"
         return
@@ -78,7 +81,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    opened = Store.open(db_url)
+    """A store on ``db_url``, at the migrations' head (a copy of ``tests/templates``')."""
+    opened = open_store(db_url)
     yield opened
     opened.close()
 

@@ -22,6 +22,7 @@ import pytest
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import DecisionKind, Review, Run, RunStatus, Store
 from tests.crews import effects
+from tests.templates import open_store
 from tests.zygote import Forked, Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +109,7 @@ class Bench:
         self.llm_log = self.tmp / "llm.jsonl"
         self.config = load_config(self.config_path)
         self._spawned = 0
-        self.store = Store.open(self.db_url)
+        self.store = open_store(self.db_url)
         self.service = Countersign(self.store, self.config)
         os.environ["COUNTERSIGN_TEST_EFFECTS"] = str(self.effects_path)
         os.environ["COUNTERSIGN_SCRIPTED_LOG"] = str(self.llm_log)

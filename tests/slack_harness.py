@@ -23,6 +23,7 @@ from bot.hosting.server import Deployment, SlackSettings
 from crew_runtime.config import Config, load_config
 from sandbox import SlackStandIn, StandInThread
 from storage import Store
+from tests.templates import open_store
 
 SECRET = "e2e-signing-secret"
 CHANNEL = "C0WRITING"
@@ -158,7 +159,7 @@ def configured(tmp_path: Path, db_url: str, config: str) -> Iterator[tuple[Confi
     ``db_url``, closed afterwards."""
     path = tmp_path / "countersign.toml"
     path.write_text(config)
-    store = Store.open(db_url)
+    store = open_store(db_url)
     try:
         yield load_config(path), store
     finally:

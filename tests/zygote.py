@@ -97,8 +97,19 @@ def send_request(conn: socket.socket, request: dict[str, Any], stdio: list[int])
 
 
 def serve(path: str) -> None:
-    """The zygote's loop: fork on request, report exits, stop when stdin closes."""
+    """The zygote's loop: fork on request, report exits, stop when stdin closes.
+
+    Besides the command and the test crews, it imports what a worker imports only once it
+    runs a crew (the worker itself, and the providers' SDKs the provider tests' crews load:
+    1 to 3 s a child otherwise). LiteLLM is told to read its price list from its own package
+    (with the network, it fetches it in a thread: the zygote could not fork)."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    import crewai.llms.providers.anthropic.completion
+    import crewai.llms.providers.gemini.completion  # noqa: F401
+    import litellm  # noqa: F401
+
     import bot.cli.main  # noqa: F401
+    import crew_runtime.worker  # noqa: F401
     import tests.crews  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
