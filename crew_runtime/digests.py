@@ -37,10 +37,28 @@ SHORT = 12
 """How many hex digits of a digest people are shown (the Slack card, the Home tab)."""
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def _digest(action: dict[str, Any]) -> str:
     # A value JSON cannot hold (a date a tool was handed) is its text, as the journal keeps it.
-    plain = json.loads(json.dumps(action, default=str))
+    plain = json.loads(json.dumps(action, default=str), object_hook=_utf8)
     return hashlib.sha256(rfc8785.dumps(plain)).hexdigest()
+
+
+def _utf8(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with each lone surrogate of its strings (half of a UTF-16 pair, which RFC 8785
+    refuses, and no database stores either: such a review fails its run) written as its JSON
+    escape, so that its digest can be made and the run fail where it would without one."""
+    return {_escaped(key): _escaped(item) for key, item in value.items()}
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    return value
 
 
 def call_digest(run_id: str, stream: str, seq: int, tool: str, args: dict[str, Any]) -> str:

@@ -140,3 +140,11 @@ def test_each_door_says_a_digest_mismatch_once_in_its_own_words() -> None:
     answer = api_refusal(stale)
     assert (answer.status, answer.code, answer.field) == (409, "digest_mismatch", "digest")
     assert answer.extra == {"expected": "ab" * 32, "digest": "cd" * 32}
+
+
+def test_a_lone_surrogate_has_a_digest_of_its_own() -> None:
+    """RFC 8785 refuses half of a UTF-16 pair; the digest writes it as its escape (the run
+    then fails where the database refuses it, ``tests/test_unstorable.py``)."""
+    odd = call_digest("run_1", "task0:writer", 0, "pay", {"to": "x\udc80", "\ud800": ["\udfff"]})
+    assert odd != call_digest("run_1", "task0:writer", 0, "pay", {"to": "x"})
+    assert odd != call_digest("run_1", "task0:writer", 0, "pay", {"to": "x\udc81", "\ud800": []})

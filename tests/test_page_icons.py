@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "bot" / "sandbox" / "page"
+PAGE = ROOT / "sandbox" / "page"
 WORDS = [
     ROOT / "bot" / "slack" / name
     for name in ("block_text.py", "thread_text.py", "home_text.py", "text.py")
