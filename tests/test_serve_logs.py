@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.tokens import Scope, Tokens
+from bot.tokens import PREFIX, Scope, Tokens
 from sandbox import StandInThread
 from storage import Store
 from tests.api_harness import ApiClient
@@ -88,7 +88,7 @@ def test_serves_log_holds_no_token_and_no_forged_line(
             serve.terminate()
             serve.wait(60)
     written = log.read_text()
-    assert token.split("_")[-1] not in written
+    assert token.removeprefix(PREFIX).split("_", 1)[1] not in written  # the secret part
     assert "Traceback" not in written
     lines = written.splitlines()
     assert not any(line.startswith("2026-01-01") for line in lines)

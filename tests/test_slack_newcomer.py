@@ -82,7 +82,7 @@ def test_a_denied_call_names_the_reviewer_to_the_model_by_the_name_slack_gives(
         assert "pay was denied by reviewer Alice Liddell: too much" in note
         (review,) = store.list_reviews(status=None, run_id=run.id)
         assert review.decision is not None
-        assert review.decision.details == {"by_name": "Alice Liddell"}
+        assert review.decision.details == {"by_name": "Alice Liddell", "digest": review.digest}
 
 
 def test_a_rejected_run_names_who_rejected_it_with_a_mention(
