@@ -29,32 +29,8 @@ for _name, _value in {
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
-
-PG_BASE = os.environ.get("COUNTERSIGN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-_pg_state: dict[str, str | None] = {}
-
-
-def _pg_unreachable() -> str | None:
-    """None when PostgreSQL answers, else why not (checked once per session)."""
-    if "error" not in _pg_state:
-        try:
-            engine = create_engine(PG_BASE, connect_args={"connect_timeout": 3})
-            with engine.connect() as conn:
-                conn.execute(text("select 1"))
-            engine.dispose()
-            _pg_state["error"] = None
-        except Exception as exc:
-            _pg_state["error"] = f"{type(exc).__name__}: {exc}"
-    return _pg_state["error"]
-
-
-def pg_required() -> None:
-    """Skip (fail in CI) a test that needs PostgreSQL when it is unreachable."""
-    error = _pg_unreachable()
-    if error is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {error}")
-        pytest.skip(f"PostgreSQL unreachable: {error}")
+from tests.support.database import PG_BASE, pg_required  # noqa: E402
+from tests.support.reports import REPORTS  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -86,7 +62,7 @@ def store(db_url: str) -> Iterator[Store]:
 @pytest.fixture
 def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
     """A config with the test crews, a store, and worker processes on demand."""
-    from tests.harness import Bench
+    from tests.support.harness import Bench
 
     made = Bench(tmp_path, db_url)
     yield made
@@ -97,7 +73,7 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
 def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
     """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""
     if request.node.get_closest_marker("slow") is None:
-        from tests.zygote import Zygote
+        from tests.support.zygote import Zygote
 
         def refuse(*args: object, **kwargs: object) -> None:
             raise AssertionError("this test starts a worker process: mark it slow")
@@ -105,25 +81,15 @@ def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: 
         monkeypatch.setattr(Zygote, "fork", refuse)
 
 
-# A fixture's teardown can ask whether its test failed (to keep a screenshot, say).
-_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    item.stash.setdefault(REPORTS, {})[report.when] = report
     return report
-
-
-def failed(request: pytest.FixtureRequest) -> bool:
-    """Whether the test using the fixture behind ``request`` failed (in its call phase)."""
-    report = request.node.stash.get(_REPORTS, {}).get("call")
-    return report is not None and report.failed
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the zygote the worker processes were forked from, if a test started it."""
-    from tests.zygote import Zygote
+    from tests.support.zygote import Zygote
 
     Zygote.stop()

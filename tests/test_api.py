@@ -3,16 +3,13 @@ decisions held to the crew's rules exactly once, on SQLite and PostgreSQL.
 
 The bot is the real ``Deployment`` on a real port (no workers: runs are paused by the test
 through the store, as a worker pauses them), Slack is the stand-in (who may decide is asked
-of it); every answer is checked against the OpenAPI document (``tests.api_harness``).
+of it); every answer is checked against the OpenAPI document (``tests.support.api_harness``).
 """
 
 from __future__ import annotations
 
 import threading
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,74 +17,21 @@ from openapi_spec_validator import validate
 
 from bot.hosting.openapi import document
 from bot.tokens import Scope, Tokens
-from storage import NewReview, ReviewKind, ReviewStatus, RunStatus, Store
-from tests.api_harness import Answer, ApiClient
-from tests.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
-from tests.test_quorum import _at_once
+from storage import ReviewKind, ReviewStatus, RunStatus
+from tests.support.api_harness import API_CONFIG, Answer, ApiBench, ApiClient, bench
+from tests.support.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
+from tests.support.timing import at_once
 
-CONFIG = f"""
-[crews.writer]
-factory = "tests.crews:writer"
-channel = "{CHANNEL}"
-reviewers = ["{ALICE}", "{BOB}"]
-inputs = ["topic"]
-
-[crews.deal]
-factory = "tests.crews:writer"
-channel = "{CHANNEL}"
-reviewers = ["{ALICE}", "{BOB}", "{MALLORY}"]
-approvals_required = 2
-forbid_self_approval = true
-
-[crews.named]
-factory = "tests.crews:writer"
-inputs = ["topic", "approver"]
-reviewers_from_input = "approver"
-"""
+__all__ = ["bench"]  # the fixture, used by name
 
 
-@dataclass
-class Bench:
-    store: Store
-    api: ApiClient
-    tokens: dict[str, str]  # a token by the scopes it has
-
-    def pause(
-        self, crew: str = "writer", kind: ReviewKind = ReviewKind.TASK_REVIEW, by: str = ALICE
-    ) -> str:
-        """A run of ``crew`` paused at one review, as a worker pauses it; the review's id.
-        (No run may be queued: the claim takes the oldest.)"""
-        self.store.create_run(crew, {"topic": "otters"}, started_by=by, channel=CHANNEL)
-        run = self.store.claim_run("w1", timedelta(seconds=30))
-        assert run is not None and run.lease_token is not None
-        ask = NewReview(kind=kind, stream="task0:Writer", seq=0, prompt="the draft")
-        (review,) = self.store.suspend_run(run.id, run.lease_token, [ask])
-        return review.id
-
-    def decide(self, review_id: str, **body: object) -> Answer:
-        return self.api.post(f"/reviews/{review_id}/decision", body)
-
-
-@pytest.fixture
-def bench(tmp_path: Path, db_url: str) -> Iterator[Bench]:
-    with configured(tmp_path, db_url, CONFIG) as (config, store):
-        made = Tokens(store)
-        tokens = {
-            "all": made.create("all", list(Scope), by="test")[1],
-            "read": made.create("reader", [Scope.READ], by="test")[1],
-        }
-        with slack_and_bot(config, store, workers=0) as (_slack, bot):
-            base = f"http://127.0.0.1:{bot.port}"
-            yield Bench(store, ApiClient(base, tokens["all"]), tokens)
-
-
-def test_the_openapi_document_is_valid_and_served(bench: Bench) -> None:
+def test_the_openapi_document_is_valid_and_served(bench: ApiBench) -> None:
     validate(document())  # type: ignore[arg-type]
     answer = bench.api.call("GET", "/openapi.json", token="")
     assert answer.status == 200 and answer.body == document()
 
 
-def test_refused_tokens_change_nothing(bench: Bench) -> None:
+def test_refused_tokens_change_nothing(bench: ApiBench) -> None:
     review_id = bench.pause()
     revoked = Tokens(bench.store).create("gone", list(Scope), by="test")[1]
     bench.store.revoke_token("gone", by="test")
@@ -113,7 +57,7 @@ def test_refused_tokens_change_nothing(bench: Bench) -> None:
     assert bench.api.get("/reviews", token=bench.tokens["read"]).status == 200
 
 
-def test_a_run_started_through_the_api_is_queued_for_its_channel(bench: Bench) -> None:
+def test_a_run_started_through_the_api_is_queued_for_its_channel(bench: ApiBench) -> None:
     answer = bench.api.post("/runs", {"crew": "writer", "inputs": {"topic": "otters"}})
     assert answer.status == 201
     run = answer.body
@@ -153,14 +97,14 @@ def test_a_run_started_through_the_api_is_queued_for_its_channel(bench: Bench) -
     ],
 )
 def test_a_bad_run_is_refused_naming_the_field(
-    bench: Bench, body: object, code: str, field: str | None
+    bench: ApiBench, body: object, code: str, field: str | None
 ) -> None:
     answer = bench.api.post("/runs", body)
     assert (answer.status, answer.error["code"], answer.error["field"]) == (400, code, field)
     assert bench.store.list_runs() == []
 
 
-def test_a_runs_reviewer_is_someone_slack_knows(bench: Bench) -> None:
+def test_a_runs_reviewer_is_someone_slack_knows(bench: ApiBench) -> None:
     nobody = {"crew": "named", "inputs": {"topic": "otters", "approver": "U0NOBODY"}}
     answer = bench.api.post("/runs", nobody)
     assert (answer.status, answer.error["field"]) == (400, "inputs.approver")
@@ -172,7 +116,7 @@ def test_a_runs_reviewer_is_someone_slack_knows(bench: Bench) -> None:
     assert bench.api.post("/runs", alice).status == 201
 
 
-def test_malformed_json_unknown_ids_and_endpoints(bench: Bench) -> None:
+def test_malformed_json_unknown_ids_and_endpoints(bench: ApiBench) -> None:
     answer = bench.api.post("/runs", raw=b'{"crew": ')
     assert (answer.status, answer.error["code"]) == (400, "malformed_json")
     huge = bench.api.post("/runs", {"crew": "writer", "inputs": {"topic": "x" * 2_000_000}})
@@ -189,7 +133,7 @@ def test_malformed_json_unknown_ids_and_endpoints(bench: Bench) -> None:
     assert (missing.status, missing.error["code"]) == (404, "not_found")
 
 
-def test_reviews_come_a_page_at_a_time(bench: Bench) -> None:
+def test_reviews_come_a_page_at_a_time(bench: ApiBench) -> None:
     ids = [bench.pause() for _ in range(5)]
     other = bench.pause("deal")
     seen: list[str] = []
@@ -222,7 +166,7 @@ def test_reviews_come_a_page_at_a_time(bench: Bench) -> None:
         assert (answer.status, answer.error["field"]) == (400, field), query
 
 
-def test_a_decision_follows_the_crews_rules(bench: Bench) -> None:
+def test_a_decision_follows_the_crews_rules(bench: ApiBench) -> None:
     review_id = bench.pause()
     for body, status, code, field in [
         ({"kind": "approve", "by": MALLORY}, 403, "not_a_reviewer", "by"),
@@ -261,7 +205,7 @@ def test_a_decision_follows_the_crews_rules(bench: Bench) -> None:
     assert run["reviews"][0]["decision"]["kind"] == "edit"
 
 
-def test_a_quorum_and_self_approval_through_the_api(bench: Bench) -> None:
+def test_a_quorum_and_self_approval_through_the_api(bench: ApiBench) -> None:
     review_id = bench.pause("deal", by=ALICE)
     own = bench.decide(review_id, kind="approve", by=ALICE)
     assert (own.status, own.error["code"]) == (403, "self_approval")
@@ -277,7 +221,7 @@ def test_a_quorum_and_self_approval_through_the_api(bench: Bench) -> None:
     assert second.body["decision"]["by"] == MALLORY
 
 
-def test_a_question_is_answered(bench: Bench) -> None:
+def test_a_question_is_answered(bench: ApiBench) -> None:
     review_id = bench.pause(kind=ReviewKind.QUESTION)
     approve = bench.decide(review_id, kind="approve", by=ALICE)
     assert (approve.status, approve.error["code"]) == (422, "decision_not_allowed")
@@ -285,7 +229,7 @@ def test_a_question_is_answered(bench: Bench) -> None:
     assert answer.status == 200 and answer.body["decision"]["text"] == "Otters hold hands."
 
 
-def test_a_replayed_decision_is_answered_as_the_first(bench: Bench) -> None:
+def test_a_replayed_decision_is_answered_as_the_first(bench: ApiBench) -> None:
     review_id = bench.pause()
     keyed = {"Idempotency-Key": "click-1"}
     body = {"kind": "approve", "by": ALICE}
@@ -295,7 +239,7 @@ def test_a_replayed_decision_is_answered_as_the_first(bench: Bench) -> None:
     assert first.body["decision"] == again.body["decision"]
 
 
-def _decide_at_once(bench: Bench, review_id: str) -> dict[str, Answer]:
+def _decide_at_once(bench: ApiBench, review_id: str) -> dict[str, Answer]:
     """Alice approves and Bob rejects ``review_id`` at the same moment; their answers."""
     barrier = threading.Barrier(2)
     answers: dict[str, Answer] = {}
@@ -304,11 +248,11 @@ def _decide_at_once(bench: Bench, review_id: str) -> dict[str, Answer]:
         barrier.wait()
         answers[who] = bench.decide(review_id, kind=kind, text="no", by=who)
 
-    _at_once(lambda n: decide(*[(ALICE, "approve"), (BOB, "reject")][n]), 2)
+    at_once(lambda n: decide(*[(ALICE, "approve"), (BOB, "reject")][n]), 2)
     return answers
 
 
-def test_two_decisions_at_once_one_wins(bench: Bench) -> None:
+def test_two_decisions_at_once_one_wins(bench: ApiBench) -> None:
     # Paused first: a decided run is queued again, and the next pause would claim it.
     for review_id in [bench.pause() for _ in range(3)]:
         answers = _decide_at_once(bench, review_id)
@@ -321,10 +265,10 @@ def test_two_decisions_at_once_one_wins(bench: Bench) -> None:
 
 
 def test_in_socket_mode_the_api_is_on_the_metrics_port(tmp_path: Path, db_url: str) -> None:
-    with configured(tmp_path, db_url, CONFIG) as (config, store):
+    with configured(tmp_path, db_url, API_CONFIG) as (config, store):
         token = Tokens(store).create("all", list(Scope), by="test")[1]
         with slack_and_bot(config, store, socket_mode=True, workers=0) as (_slack, bot):
-            bench = Bench(store, ApiClient(f"http://127.0.0.1:{bot.port}", token), {})
+            bench = ApiBench(store, ApiClient(f"http://127.0.0.1:{bot.port}", token), {})
             review_id = bench.pause()
             assert bench.decide(review_id, kind="approve", by=ALICE).status == 200
             assert store.get_review(review_id).status == ReviewStatus.DECIDED

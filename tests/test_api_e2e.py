@@ -23,21 +23,23 @@ from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
 from crew_runtime.config import Config, load_config
 from storage import Store
-from tests.api_harness import ApiClient
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.api_harness import ApiClient
+from tests.support.harness import ON_SQLITE
+from tests.support.readme import API_SECTION, readme_commands
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     buttons,
     configured,
+    draft_in,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_quorum import _at_once
-from tests.test_readme import API_SECTION, readme_commands
-from tests.test_slack_e2e import draft_in, review_with_buttons, root_of
+from tests.support.timing import at_once
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +47,7 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
@@ -138,7 +140,7 @@ def test_a_click_and_an_api_decision_at_once_decide_once(setup: tuple[Config, St
                 body = {"kind": "reject", "text": "no", "by": BOB}
                 answers["api"] = api.post(f"/reviews/{review['id']}/decision", body).status
 
-        _at_once(act, 2)
+        at_once(act, 2)
         assert answers["slack"] == 200  # a click is acked once recorded, whoever wins
         decided = wait_until(
             lambda: store.get_review(review["id"]).decision, what="the review decided"

@@ -10,34 +10,23 @@ import base64
 import io
 import json
 import logging
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from bot.log_format import formatter
-from tests.slack_harness import ALICE, BOB, MALLORY
-from tests.test_api import Bench, bench
+from tests.support.api_harness import ApiBench, bench, raw_request
+from tests.support.slack_harness import ALICE, BOB, MALLORY
 
 __all__ = ["bench"]  # the fixture, used by name
-
-
-def raw_request(base: str, request: bytes) -> bytes:
-    host, port = base.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as conn:
-        conn.sendall(request)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
 
 
 @pytest.mark.parametrize(
     "stray", [b"\r", b"\x01", b"\x00", b"\x7f"], ids=["cr", "soh", "nul", "del"]
 )
 def test_a_token_with_a_stray_byte_is_refused_and_never_logged(
-    bench: Bench, caplog: pytest.LogCaptureFixture, stray: bytes
+    bench: ApiBench, caplog: pytest.LogCaptureFixture, stray: bytes
 ) -> None:
     caplog.set_level(logging.DEBUG)
     token = bench.tokens["all"]
@@ -78,7 +67,7 @@ def _cursor(raw: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(raw).encode()).decode().rstrip("=")
 
 
-def test_input_that_used_to_be_a_500_is_a_4xx_with_one_log_line(bench: Bench) -> None:
+def test_input_that_used_to_be_a_500_is_a_4xx_with_one_log_line(bench: ApiBench) -> None:
     bench.pause()
     nested = b'{"crew": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     cases = [
@@ -113,7 +102,7 @@ def test_input_that_used_to_be_a_500_is_a_4xx_with_one_log_line(bench: Bench) ->
     assert bench.api.get("/reviews?limit=2").status == 200
 
 
-def test_an_idempotency_key_sent_again_with_another_request_is_refused(bench: Bench) -> None:
+def test_an_idempotency_key_sent_again_with_another_request_is_refused(bench: ApiBench) -> None:
     review_id = bench.pause("deal", by=MALLORY)
     decision = f"/reviews/{review_id}/decision"
     keyed = {"Idempotency-Key": "approve-1"}
@@ -151,7 +140,7 @@ def test_an_idempotency_key_sent_again_with_another_request_is_refused(bench: Be
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
-def test_a_field_from_outside_cannot_forge_a_log_line(bench: Bench, log_format: str) -> None:
+def test_a_field_from_outside_cannot_forge_a_log_line(bench: ApiBench, log_format: str) -> None:
     forged = "U0EVE\n2026-01-01 00:00:00,000 ERROR x: leaked\r\x1b[2J"
     with logged(log_format) as out:
         answer = bench.api.post("/runs", {"crew": "writer", "inputs": {"topic": "o"}, "by": forged})

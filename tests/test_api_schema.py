@@ -12,7 +12,7 @@ from hypothesis import seed as fixed_seed
 from schemathesis.checks import positive_data_acceptance
 
 from bot.hosting.openapi import document
-from tests.test_api import Bench, bench
+from tests.support.api_harness import ApiBench, bench
 
 __all__ = ["bench"]  # the fixture, used by name
 
@@ -37,7 +37,9 @@ schema = schemathesis.openapi.from_dict(document())
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-def test_every_answer_is_one_the_document_describes(case: schemathesis.Case, bench: Bench) -> None:
+def test_every_answer_is_one_the_document_describes(
+    case: schemathesis.Case, bench: ApiBench
+) -> None:
     assert bench.api.base.startswith("http://127.0.0.1:")
     case.call_and_validate(
         base_url=f"{bench.api.base}/api/v1",

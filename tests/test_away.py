@@ -16,9 +16,12 @@ from crew_runtime.reviewers import covered, still_expected
 from storage import DelegationRefused, Store
 from storage.delegations import resolve
 from storage.retention import NO_CREW, Retention, RetentionPolicy
-from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import GOVERNED, _approve, _at_once, _waiting_review
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli, assert_refused, cli
+from tests.support.runs import approve as _approve
+from tests.support.runs import waiting_review
+from tests.support.timing import FakeClock, at_once
+
+__all__ = ["cli"]  # the fixture, used by name
 
 LATER = datetime(2026, 1, 10)
 
@@ -150,7 +153,7 @@ def _crossing(stores: list[Store], a: str, b: str) -> list[str]:
         except DelegationRefused:
             outcomes.append("refused")
 
-    _at_once(delegate, 2)
+    at_once(delegate, 2)
     return outcomes
 
 
@@ -163,7 +166,7 @@ def test_the_same_person_going_away_twice_at_once_keeps_one_delegation(db_url: s
             barrier.wait()
             stores[n].away("UANA", f"UD{n}", datetime(2099, 1, 1), by="UANA")
 
-        _at_once(delegate, 4)
+        at_once(delegate, 4)
         (only,) = stores[0].active_delegations()
         assert only.person == "UANA" and only.delegate.startswith("UD")
     finally:
@@ -182,13 +185,6 @@ def test_mentions_go_to_the_final_delegate_each_once() -> None:
 README_AWAY = "countersign reviewers away U0ANA --until 2026-12-24 --to U0BEN"
 README_BACK = "countersign reviewers back U0ANA"
 README_LIST = "countersign reviewers list"
-
-
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    config = tmp_path / "countersign.toml"
-    config.write_text(GOVERNED)
-    return Cli(db_url, config, capsys)
 
 
 def _argv(line: str, until: str | None = None) -> list[str]:
@@ -248,11 +244,11 @@ def test_an_away_reviewers_delegate_who_approved_is_not_expected_again(
     once, whether for herself or for Ben)."""
     config = tmp_path / "countersign.toml"
     config.write_text(
-        '[crews.deal]\nfactory = "tests.crews:writer"\n'
+        '[crews.deal]\nfactory = "tests.support.crews:writer"\n'
         'reviewers = ["UANA", "UBEN", "UCAT"]\napprovals_required = 2\n'
     )
     spec = load_config(config).get("deal")
-    run_id, review_id = _waiting_review(timed)
+    run_id, review_id = waiting_review(timed)
     review = timed.decide(review_id, _approve("UANA"), approvals_required=2)
     run = timed.get_run(run_id)
     assert still_expected(spec, review, run, {}) == ("UBEN", "UCAT")

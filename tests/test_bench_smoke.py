@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_BASE, pg_required
+from tests.support.database import PG_BASE, pg_required
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,111 +21,24 @@ from bot.slack.message import Message
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
 from bot.slack.review_blocks import FILE_THRESHOLD
-from storage.details import TaskReviewDetails, details_from_json
-from storage.records import Approval, Decision, Review, Run
+from storage.records import Approval, Review
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+from tests.support.records import (
+    HOSTILE,
+    NOW,
+    assert_safe,
+    decided,
+    email_review,
+    make_review,
+    make_run,
+    texts,
+    typed_review,
+)
 
 FAST = settings(deadline=None, max_examples=40)
-NOW = datetime(2026, 1, 2, 3, 4, 5)
-HOSTILE = "<!channel> hi <@U123> <https://evil.example|click to approve> a&b <!here>"
-
-
-def make_run(**fields: Any) -> Run:
-    values: dict[str, Any] = {
-        "id": "run_0a1b2c3d4e5f",
-        "crew": "blog",
-        "inputs": {"topic": "durable agents"},
-        "status": RunStatus.WAITING,
-        "output": None,
-        "error": None,
-        "divergence": None,
-        "started_by": "U0ALICE",
-        "channel": "C0DRAFTS",
-        "thread_ts": "1700000000.000100",
-        "attempts": 1,
-        "lease_owner": None,
-        "lease_token": None,
-        "lease_expires": None,
-        "created_at": NOW,
-        "updated_at": NOW,
-    }
-    return Run(**(values | fields))
-
-
-def make_review(
-    prompt: str = "A short draft.", kind: ReviewKind = ReviewKind.TASK_REVIEW, **fields: Any
-) -> Review:
-    values: dict[str, Any] = {
-        "id": "rev_0a1b2c3d4e5f",
-        "run_id": "run_0a1b2c3d4e5f",
-        "kind": kind,
-        "status": ReviewStatus.PENDING,
-        "stream": "0:writer",
-        "seq": 0,
-        "prompt": prompt,
-        "details": TaskReviewDetails(task="write_post", agent="Writer"),
-        "journal_pos": 3,
-        "channel": "C0DRAFTS",
-        "message_ts": "1700000250.000400",
-        "created_at": NOW,
-        "decided_at": None,
-        "remind_at": None,
-        "escalate_at": None,
-        "expires_at": None,
-    }
-    values |= fields
-    if isinstance(values["details"], dict):  # as stored: read as a row of the kind is
-        values["details"] = details_from_json(kind, values["details"])
-    return Review(**values)
-
-
-def decided(review: Review, kind: DecisionKind, text: str | None = None) -> Review:
-    decision = Decision(
-        review_id=review.id,
-        run_id=review.run_id,
-        kind=kind,
-        text=text,
-        original=None,
-        details={},
-        decided_by="U0BOB",
-        created_at=NOW + timedelta(minutes=5),
-    )
-    return make_review(
-        review.prompt,
-        review.kind,
-        details=review.details,
-        status=ReviewStatus.DECIDED,
-        decision=decision,
-    )
 
 
 # --- what every message must satisfy --------------------------------------------------------
-
-# What our own code may put in mrkdwn: mentions, channel links, dates.
-OURS = re.compile(r"<@U0[A-Z]+>|<#C[A-Z0-9]+>|<!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>]*>")
-LIVE = re.compile(r"<!(channel|here|everyone|subteam)|<@U123|<https?:")
-
-
-def texts(value: Any) -> list[str]:
-    """Every ``text`` string in a payload (text objects, markdown blocks, fallbacks)."""
-    found: list[str] = []
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if key == "text" and isinstance(inner, str):
-                found.append(inner)
-            else:
-                found += texts(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            found += texts(inner)
-    return found
-
-
-def assert_safe(payload: Any) -> None:
-    for shown in texts(payload):
-        assert not LIVE.search(shown), shown
-        leftover = OURS.sub("", shown)
-        assert "<" not in leftover and ">" not in leftover.replace("\n>", "\n"), shown
 
 
 def assert_message(message: Message) -> None:
@@ -495,22 +408,6 @@ def test_a_reopened_task_is_named_and_its_feedback_quoted_once_escaped() -> None
 
 # --- typed task outputs -------------------------------------------------------------------
 
-OUTLINE_SCHEMA = {
-    "title": "Outline",
-    "type": "object",
-    "properties": {"headline": {"type": "string"}, "sections": {"type": "integer"}},
-    "required": ["headline", "sections"],
-}
-
-
-def typed_review(prompt: str, **details: Any) -> Review:
-    return make_review(
-        prompt,
-        details={"task": "t", "agent": "Writer", "round": 1, "output_model": "Outline"}
-        | {"output_schema": OUTLINE_SCHEMA}
-        | details,
-    )
-
 
 def test_a_typed_draft_is_shown_as_json_in_a_code_block_escaped() -> None:
     draft = json.dumps({"headline": f"Otters {HOSTILE}", "sections": 3}, indent=2)
@@ -551,18 +448,6 @@ def test_a_draft_reviewed_again_says_why_the_edit_was_not_used() -> None:
 
 
 # --- a tool call's card, as a newcomer reads it ----------------------------------------------
-
-EMAIL = {
-    "to": "ana@example.com",
-    "subject": "A note on <otters> & co",
-    "body": "Hi,\n\nA few notes.\n\nBest regards",
-}
-
-
-def email_review() -> Review:
-    prompt = f"send_email({json.dumps(EMAIL)})"  # the call on one line, as the runtime asks
-    details = {"tool": "send_email", "description": "Send an e-mail.", "args": EMAIL}
-    return make_review(prompt, ReviewKind.TOOL_APPROVAL, details=details)
 
 
 def test_a_tool_call_shows_its_arguments_once_with_their_line_breaks() -> None:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import failed
-from tests.demo_process import DemoProcess
+from tests.support.demo_process import DemoProcess
+from tests.support.reports import failed
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -4,8 +4,6 @@ and PostgreSQL (races included), retention, and the rules through the CLI."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -23,9 +21,9 @@ from storage import (
 )
 from storage.retention import Retention, RetentionPolicy
 from storage.schema import review_events
-from tests.test_cli import Cli, assert_refused
-from tests.test_retention import deliver, waiting_run
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli, assert_refused
+from tests.support.runs import deliver, waiting_run
+from tests.support.timing import FakeClock, at_once
 
 CLAIM, REASSIGN = ReviewEventKind.CLAIM, ReviewEventKind.REASSIGN
 EVER = {"since": datetime(2000, 1, 1), "until": datetime(2100, 1, 1)}
@@ -34,20 +32,6 @@ EVER = {"since": datetime(2000, 1, 1), "until": datetime(2100, 1, 1)}
 def _events(store: Store) -> int:
     with store.engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(review_events)).scalar_one())
-
-
-def _at_once(act: Callable[[int], None], count: int) -> None:
-    barrier = threading.Barrier(count)
-
-    def go(n: int) -> None:
-        barrier.wait()
-        act(n)
-
-    threads = [threading.Thread(target=go, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def test_a_claim_marks_the_review_a_later_one_moves_it_and_each_is_in_the_audit(
@@ -105,7 +89,7 @@ def test_claims_racing_each_move_it_once_and_the_last_recorded_has_it(db_url: st
         def claim(n: int) -> None:
             stores[n % 2].claim_review(review_id, CLAIM, by=f"U{n}", to=f"U{n}", request_key=f"{n}")
 
-        _at_once(claim, 6)
+        at_once(claim, 6)
         records = list(stores[1].audit_records(**EVER))
         assert sorted(r.assigned_to or "" for r in records) == [f"U{n}" for n in range(6)]
         with stores[1].engine.connect() as conn:
@@ -130,7 +114,7 @@ def test_one_request_replayed_at_once_is_recorded_once(db_url: str) -> None:
             )
             claimed.append(review.claimed_by)
 
-        _at_once(claim, 2)
+        at_once(claim, 2)
         assert claimed == ["U0BEN", "U0BEN"]
         assert _events(stores[0]) == 1
     finally:
@@ -177,11 +161,11 @@ def test_claims_outlive_their_pruned_run_until_keep_audit_ends(db_url: str) -> N
 
 CREWS = """
 [crews.payout]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 reviewers = ["U0ANA", "U0BEN"]
 
 [crews.open]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 """
 
 

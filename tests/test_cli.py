@@ -11,7 +11,6 @@ after.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -22,7 +21,6 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -39,81 +37,29 @@ from storage import (
     Store,
 )
 from storage.migrate import current_revision
+from tests.support.cli import Cli, assert_refused
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 CONFIG = """\
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline, then write an article"
 inputs = ["topic"]
 optional_inputs = ["extra"]
 
 [crews.research]
-factory = "tests.crews:research"
+factory = "tests.support.crews:research"
 description = "Research, ask a human, publish"
 
 [crews.broken]
-factory = "tests.crews:broken"
+factory = "tests.support.crews:broken"
 
 [crews.payments]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 description = "Pays a supplier; large payments are gated"
 """
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-class Cli:
-    """Runs ``main`` in-process against one database and one configuration file."""
-
-    def __init__(self, db_url: str, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.db_url = db_url
-        self.config = config
-        self.capsys = capsys
-
-    def __call__(
-        self, *argv: str, stdin: str | None = None, environ: dict[str, str] | None = None
-    ) -> Result:
-        self.capsys.readouterr()
-        full = ["--config", str(self.config), "--database-url", self.db_url, *argv]
-        saved = sys.stdin
-        if stdin is not None:
-            sys.stdin = io.StringIO(stdin)
-        try:
-            code = main(full, environ={} if environ is None else environ)
-        finally:
-            sys.stdin = saved
-        out, err = self.capsys.readouterr()
-        return Result(code, out, err)
-
-    def ok(self, *argv: str, stdin: str | None = None) -> Result:
-        result = self(*argv, stdin=stdin)
-        assert result.code == 0, result.err
-        return result
-
-    def snapshot(self) -> tuple[object, ...]:
-        store = Store.open(self.db_url)
-        try:
-            return (
-                store.list_runs(limit=10_000),
-                store.list_reviews(status=None),
-                store.due_outbox(limit=10_000),
-            )
-        finally:
-            store.close()
-
-    def worker(self) -> None:
-        self.ok("worker", "--until-idle", "--poll", "0.05")
 
 
 @pytest.fixture
@@ -126,17 +72,6 @@ def config_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def cli(db_url: str, config_file: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     return Cli(db_url, config_file, capsys)
-
-
-def assert_refused(result: Result, *expected: str) -> None:
-    """One ``error:`` line naming what is wrong, exit code 2, nothing on stdout."""
-    assert result.code == 2, result
-    assert result.out == ""
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("error: ")
-    for text in expected:
-        assert text in lines[0]
 
 
 # --- pure parts ---------------------------------------------------------------------------
@@ -509,7 +444,7 @@ def test_a_refused_decision_is_named_plainly(cli: Cli, seeded: Seeded) -> None:
     [
         (None, "configuration file not found"),
         ("[crews.writer\n", "invalid TOML"),
-        ('[crews.writer]\nfactory = "tests.crews:writer"\nreviewer = []\n', "reviewers"),
+        ('[crews.writer]\nfactory = "tests.support.crews:writer"\nreviewer = []\n', "reviewers"),
     ],
 )
 @pytest.mark.parametrize(

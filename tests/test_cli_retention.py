@@ -13,20 +13,20 @@ import pytest
 from bot.sandbox import SlackStandIn, StandInThread
 from crew_runtime.config import load_config
 from storage import RunNotFound, Store
-from tests.slack_harness import slack_and_bot, wait_until
-from tests.test_cli import Cli, assert_refused
-from tests.test_retention import APPROVED, PROPOSED, finished_run, waiting_run
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli, assert_refused
+from tests.support.runs import APPROVED, PROPOSED, finished_run, waiting_run
+from tests.support.slack_harness import slack_and_bot, wait_until
+from tests.support.timing import FakeClock
 
 CONFIG = """\
 [retention]
 keep_runs = "30d"
 
 [crews.outreach]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 
 [crews.blog]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 keep_runs = "1y"
 """
 

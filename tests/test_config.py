@@ -24,6 +24,7 @@ from crew_runtime.config import (
     parse_duration,
 )
 from storage.retention import Retention
+from tests.support.configs import error_for, write
 
 FULL = """
 [crews.blog]
@@ -42,21 +43,6 @@ optional_inputs = ["tone"]
 [flows.onboarding]
 factory = "my_crews.onboarding:Flow.build"
 """
-
-
-def write(directory: Path, text: str, name: str = "countersign.toml") -> Path:
-    path = directory / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def error_for(tmp_path: Path, text: str) -> str:
-    path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as caught:
-        load_config(path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}: ")
-    return message.removeprefix(f"{path}: ")
 
 
 def test_a_full_file_loads_into_specs(tmp_path: Path) -> None:

@@ -10,19 +10,19 @@ from __future__ import annotations
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [flows.console]
-factory = "tests.shape_crews:console_flow"
+factory = "tests.support.shape_crews:console_flow"
 
 [crews.console_crew]
-factory = "tests.shape_crews:console_crew"
+factory = "tests.support.shape_crews:console_crew"
 
 [crews.console_factory]
-factory = "tests.shape_crews:console_factory_crew"
+factory = "tests.support.shape_crews:console_factory_crew"
 """
 
 

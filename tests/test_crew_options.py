@@ -19,16 +19,16 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [crews.options]
-factory = "tests.crews:options"
+factory = "tests.support.crews:options"
 
 [crews.unreplayable]
-factory = "tests.crews:unreplayable"
+factory = "tests.support.crews:unreplayable"
 """
 
 # Twenty-six hours apart: the calendar date always differs between the two.

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,6 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bot.sandbox import StandInThread
 from bot.slack import text
 from crew_runtime.config import CrewSpec, load_config
 from storage import (
@@ -38,19 +35,20 @@ from storage import (
     utc_now,
 )
 from storage.schema import decisions
-from tests.crews import effects
-from tests.slack_harness import (
+from tests.support.cli import Cli
+from tests.support.crews import effects
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
+    NUDGED,
     buttons,
-    slack_and_bot,
+    run_in_slack,
     text_of,
     wait_until,
 )
-from tests.test_cli import Cli
-from tests.test_storage import FakeClock
+from tests.support.timing import FakeClock
 
 Json = dict[str, Any]
 
@@ -185,7 +183,7 @@ def test_two_replicas_sweeping_at_once_approve_each_review_once(db_url: str) -> 
 
 RULES = """
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 remind_after = "30m"
 escalate_after = "2h"
 expire_after = "1d"
@@ -264,7 +262,7 @@ def test_the_readme_example_of_the_deadlines_is_valid_and_means_what_it_says(
 
 GATED = """
 [crews.payout]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 expire_after = "1d"
 
 [crews.payout.gates.pay]
@@ -273,7 +271,7 @@ expire_after = "1h"
 on_expire = "approve"
 
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 expire_after = "1h"
 
 [crews.deal.tasks.1]
@@ -359,30 +357,9 @@ def test_who_clicks_after_the_deadline_approved_is_told_so() -> None:
 # --- through Slack (the stand-in) -------------------------------------------------------------
 
 
-@contextmanager
-def _run_in_slack(
-    tmp_path: Path, db_url: str, config: str, command: str, groups: dict[str, list[str]]
-) -> Iterator[tuple[StandInThread, Store, Json]]:
-    """The bot and the stand-in with ``config``; Alice has typed ``/crew command``: the
-    stand-in, the store and the run's root message."""
-    path = tmp_path / "countersign.toml"
-    path.write_text(config)
-    store = Store.open(db_url)
-    with slack_and_bot(load_config(path), store) as (slack, _bot):
-        for group, members in groups.items():
-            slack.add_usergroup(group, members)
-        slack.slash_command(ALICE, CHANNEL, "/crew", command)
-        root = wait_until(
-            lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-            what="the run's root message",
-        )
-        yield slack, store, root
-    store.close()
-
-
 SLACK_CONFIG = f"""
 [crews.payments]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 reviewers = ["{ALICE}"]
 expire_after = "1d"
 
@@ -397,7 +374,7 @@ def test_a_deadline_approves_a_gated_call_in_slack_and_the_thread_says_so(
     tmp_path: Path, db_url: str
 ) -> None:
     command = "run payments amount=1500"
-    with _run_in_slack(tmp_path, db_url, SLACK_CONFIG, command, {}) as (slack, store, root):
+    with run_in_slack(tmp_path, db_url, SLACK_CONFIG, command, {}) as (slack, store, root):
         run = wait_until(
             lambda: next((r for r in store.list_runs() if r.status == RunStatus.SUCCEEDED), None),
             what="the run to succeed once the deadline approved its payment",
@@ -416,27 +393,13 @@ def test_a_deadline_approves_a_gated_call_in_slack_and_the_thread_says_so(
         assert "nobody answered in time" in text_of(shown)
 
 
-NUDGED = f"""
-[crews.nudged]
-factory = "tests.crews:payments"
-reviewers = ["{ALICE}", "S0PAYERS"]
-remind_after = "1h"
-remind_by = "dm"
-escalate_to = ["{MALLORY}"]
-
-[crews.nudged.gates.pay]
-remind_after = "1s"
-escalate_after = "2s"
-"""
-
-
 @pytest.mark.slow
 def test_reminders_and_escalations_go_as_dms_to_each_person_once(
     tmp_path: Path, db_url: str
 ) -> None:
     groups = {"S0PAYERS": [ALICE, BOB]}
     command = "run nudged amount=1500"
-    with _run_in_slack(tmp_path, db_url, NUDGED, command, groups) as (slack, store, root):
+    with run_in_slack(tmp_path, db_url, NUDGED, command, groups) as (slack, store, root):
         escalated = wait_until(
             lambda: slack.direct_messages(MALLORY), what="the escalation in Mallory's DM"
         )

@@ -15,7 +15,7 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 

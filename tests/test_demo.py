@@ -20,7 +20,7 @@ import pytest
 
 from bot.cli.main import main
 from bot.slack import home_text
-from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
+from tests.support.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 FEEDBACK = "Add a section on otter tools"
 DEMO = [sys.executable, "-m", "bot", "demo", "--port", "0"]

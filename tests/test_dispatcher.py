@@ -15,7 +15,7 @@ from bot.sandbox import StandInThread
 from bot.slack.dispatcher import Dispatcher
 from crew_runtime.config import Config
 from storage import Store
-from tests.slack_harness import CHANNEL, new_standin
+from tests.support.slack_harness import CHANNEL, new_standin
 
 RUNS = 20
 

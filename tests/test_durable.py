@@ -13,7 +13,7 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, ReviewStatus, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 pytestmark = pytest.mark.slow
 

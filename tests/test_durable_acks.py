@@ -31,7 +31,9 @@ from bot.slack.intake import parse_body
 from crew_runtime.config import Config, load_config
 from storage import ReviewStatus, Store
 from storage.schema import inbox
-from tests.slack_harness import (
+from tests.support.processes import bot_env, worker
+from tests.support.processes import serve as _serve
+from tests.support.slack_harness import (
     ALICE,
     CHANNEL,
     SECRET,
@@ -41,8 +43,7 @@ from tests.slack_harness import (
     slack_and_bot,
     wait_until,
 )
-from tests.tcp_proxy import TcpProxy
-from tests.test_slack_process import _bot_env, _serve, _worker
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +51,7 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
@@ -90,8 +91,8 @@ def test_clicks_acked_just_before_serve_is_killed_are_all_decided(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
-        with _worker(env):
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        with worker(env):
             first = _serve(env, port)
             try:
                 for n in range(8):

@@ -8,13 +8,13 @@ from collections import Counter
 import pytest
 
 from storage import RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 pytestmark = pytest.mark.slow
 
 
 def test_lifecycle_events_reach_listeners_once_across_pauses_and_resumes(bench: Bench) -> None:
-    bench.add_crews('[crews.listened]\nfactory = "tests.event_crews:listened"\n')
+    bench.add_crews('[crews.listened]\nfactory = "tests.support.event_crews:listened"\n')
     run = bench.start("listened", topic="otters")
     pids = [bench.work()]
     bench.decide(run.id, "changes", "shorter")  # the outline, revised in the next process

@@ -21,7 +21,7 @@ from crew_runtime import Countersign, load_config
 from crew_runtime.executor import build_crew, uses_offline_model
 from crew_runtime.offline.scripted_llm import ScriptedLLM
 from storage import OutboxKind, ReviewKind, RunStatus
-from tests.harness import ROOT, Bench
+from tests.support.harness import ROOT, Bench
 
 EXAMPLES = ROOT / "examples"
 TOPIC = "durable agents"

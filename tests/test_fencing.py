@@ -3,7 +3,7 @@
 Every claim of a run has a token of its own; writes compare it, and an execution renews its
 lease (or learns it lost it) before each live call. The faults are real: a worker process
 is stopped with SIGSTOP inside a slow tool call for longer than its lease, or cut off from
-PostgreSQL through a proxy. The tool (``tests.crews.SendNewsletterTool``) notes each live
+PostgreSQL through a proxy. The tool (``tests.support.crews.SendNewsletterTool``) notes each live
 call with the execution making it, and waits for a file the test creates, so each test
 decides when the stalled call ends. The model's live calls are noted the same way.
 """
@@ -29,10 +29,10 @@ from bot.hosting.pool import ThreadPool
 from crew_runtime.context import RunContext
 from crew_runtime.signals import RunAborted
 from storage import OutboxKind, RunStatus, Store, utc_now
-from tests.harness import Bench
-from tests.slack_harness import wait_until
-from tests.tcp_proxy import TcpProxy
-from tests.zygote import Forked
+from tests.support.harness import Bench
+from tests.support.slack_harness import wait_until
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.zygote import Forked
 
 pytestmark = pytest.mark.slow
 

@@ -13,20 +13,20 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 FLOWS = """
 [flows.self_evaluation]
-factory = "tests.flow_crews:self_evaluation"
+factory = "tests.support.flow_crews:self_evaluation"
 
 [flows.fan_out]
-factory = "tests.flow_crews:fan_out"
+factory = "tests.support.flow_crews:fan_out"
 
 [flows.reviewed]
-factory = "tests.flow_crews:reviewed"
+factory = "tests.support.flow_crews:reviewed"
 
 [flows.async_reviewed]
-factory = "tests.flow_crews:async_reviewed"
+factory = "tests.support.flow_crews:async_reviewed"
 """
 
 pytestmark = pytest.mark.slow

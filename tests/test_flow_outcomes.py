@@ -14,16 +14,16 @@ import pytest
 from bot.cli.main import main
 from crew_runtime.errors import UsageError
 from storage import DecisionKind, FlowFeedbackDetails, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [flows.documented]
-factory = "tests.shape_crews:documented_feedback_flow"
+factory = "tests.support.shape_crews:documented_feedback_flow"
 
 [flows.read_feedback]
-factory = "tests.shape_crews:read_feedback_flow"
+factory = "tests.support.shape_crews:read_feedback_flow"
 """
 
 OUTCOMES = ("approved", "rejected", "needs_revision")

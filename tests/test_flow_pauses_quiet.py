@@ -10,16 +10,16 @@ from __future__ import annotations
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [flows.plain_step]
-factory = "tests.shape_crews:plain_step_flow"
+factory = "tests.support.shape_crews:plain_step_flow"
 
 [flows.gathered]
-factory = "tests.shape_crews:gathered_flow"
+factory = "tests.support.shape_crews:gathered_flow"
 """
 
 FAILURE_WORDS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def _paused(bench: Bench) -> str:

@@ -9,7 +9,7 @@ import pytest
 from crew_runtime.errors import UsageError
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, ReviewKind, ReviewStatus, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def _paused_payment(bench: Bench, amount: str = "1500") -> str:

@@ -19,9 +19,9 @@ from storage import OutboxKind, Store
 from storage.outbox import GIVEN_UP, SlackRefusal
 from storage.retention import Retention, RetentionPolicy
 from storage.schema import outbox
-from tests.test_cli import Cli
-from tests.test_retention import deliver
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli
+from tests.support.runs import deliver
+from tests.support.timing import FakeClock
 
 HOLD = timedelta(minutes=1)
 EVER = ("--since", "2000-01-01", "--until", "2100-01-01")
@@ -43,7 +43,7 @@ def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     config = tmp_path / "countersign.toml"
-    config.write_text('[crews.blog]\nfactory = "tests.crews:writer"\n')
+    config.write_text('[crews.blog]\nfactory = "tests.support.crews:writer"\n')
     return Cli(db_url, config, capsys)
 
 

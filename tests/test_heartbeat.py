@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from storage import RunStatus, Store
-from tests.test_storage import FakeClock
+from tests.support.timing import FakeClock
 
 LEASE = timedelta(seconds=30)
 

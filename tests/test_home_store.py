@@ -10,8 +10,7 @@ from datetime import timedelta
 import pytest
 
 from storage import Store
-from tests.test_claims import _at_once
-from tests.test_storage import FakeClock
+from tests.support.timing import FakeClock, at_once
 
 BOB, MALLORY = "UBOB", "UMALLORY"
 HOLD = timedelta(seconds=30)
@@ -86,7 +85,7 @@ def test_dispatchers_claiming_one_refresh_at_once_get_it_once(
         if store.claim_home(BOB, f"d{n}", HOLD) is not None:
             got.append(n)
 
-    _at_once(claim, 6)
+    at_once(claim, 6)
     assert len(got) == 1
 
 
@@ -103,7 +102,7 @@ def test_openings_and_changes_at_once_leave_one_refresh_due(
         else:
             store.want_home([BOB], timedelta(0))
 
-    _at_once(act, 6)
+    at_once(act, 6)
     assert store.due_homes() == [BOB]
     claimed = store.claim_home(BOB, "a", HOLD)
     assert claimed is not None and claimed[0] == 7  # every change counted

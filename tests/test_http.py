@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.sandbox import sign
 from crew_runtime.config import load_config
 from storage import Store
-from tests.slack_harness import SECRET, slack_and_bot
+from tests.support.slack_harness import SECRET, slack_and_bot
 
 
 def test_url_verification_is_answered_with_the_challenge(tmp_path: Path) -> None:

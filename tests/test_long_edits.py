@@ -19,8 +19,7 @@ from bot.sandbox.blockkit import validate_view
 from bot.slack import long_text, modals
 from bot.slack.payloads import PayloadError, parse_submission
 from storage.status import DecisionKind, ReviewKind
-from tests.test_blocks import make_review
-from tests.test_modals import tool_review
+from tests.support.records import make_review, tool_review
 
 Json = dict[str, Any]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from crew_runtime import streams
 from storage import RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def test_a_run_whose_agent_has_a_5000_character_role_pauses_resumes_and_succeeds(

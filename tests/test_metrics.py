@@ -34,8 +34,8 @@ from crew_runtime.config import load_config
 from crew_runtime.service import Countersign
 from storage import DecisionKind, NewReview, ReviewKind, RunStatus, Store
 from storage.inbox import InboxStore, NewRequest
-from tests.harness import CONFIG, ON_SQLITE, ROOT
-from tests.slack_harness import (
+from tests.support.harness import CONFIG, ON_SQLITE, ROOT
+from tests.support.slack_harness import (
     ALICE,
     CHANNEL,
     SECRET,
@@ -45,8 +45,8 @@ from tests.slack_harness import (
     text_of,
     wait_until,
 )
-from tests.tcp_proxy import TcpProxy
-from tests.test_storage import FakeClock
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.timing import FakeClock
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -367,7 +367,7 @@ def test_a_worker_logs_one_json_object_per_line_with_its_runs(
 
 SERVE_CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 """
 

@@ -13,14 +13,14 @@ import pytest
 from bot.sandbox.blockkit import validate_view
 from bot.slack import modals, text
 from bot.slack.payloads import MODAL_ACTIONS
-from storage.records import Review
 from storage.status import DecisionKind, ReviewKind
-from tests.test_blocks import (
+from tests.support.records import (
     HOSTILE,
     assert_safe,
     decided,
     email_review,
     make_review,
+    tool_review,
     typed_review,
 )
 
@@ -65,26 +65,6 @@ def test_edit_of_a_tool_call_prefills_its_arguments() -> None:
     [field] = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["block_id"] == "arg:to"
     assert field["element"]["initial_value"] == "a@b"
-
-
-PAY_SCHEMA = {
-    "properties": {
-        "amount": {"title": "Amount", "type": "integer", "description": "In cents"},
-        "to": {"title": "To", "type": "string"},
-        "urgent": {"title": "Urgent", "type": "boolean", "default": False},
-        "tags": {"title": "Tags", "type": "array", "items": {"type": "string"}},
-        "memo": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
-    },
-    "required": ["amount", "to"],
-    "title": "PayInput",
-    "type": "object",
-}
-
-
-def tool_review(args: dict[str, Any], schema: dict[str, Any] | None = None) -> Review:
-    details = {"tool": "pay", "description": "Pays <!channel>", "args": args}
-    details["schema"] = PAY_SCHEMA if schema is None else schema
-    return make_review("pay", ReviewKind.TOOL_APPROVAL, details=details)
 
 
 def arg_inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -17,7 +17,7 @@ from bot.slack.home_blocks import home_view
 from bot.slack.links import Links
 from storage import PendingReviews
 from storage.status import DecisionKind, ReviewKind, RunStatus
-from tests.test_blocks import EMAIL, decided, email_review, make_review, make_run, texts
+from tests.support.records import EMAIL, decided, email_review, make_review, make_run, texts
 
 
 @pytest.mark.parametrize("kind", list(ReviewKind))

@@ -19,7 +19,7 @@ import pytest
 from crewai import LLM
 
 from crew_runtime.offline.drafts import parse_draft
-from tests.openai_standin import ModelScript, OpenAIStandIn
+from tests.support.openai_standin import ModelScript, OpenAIStandIn
 
 SEARCH = {
     "type": "function",

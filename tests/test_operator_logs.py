@@ -12,7 +12,7 @@ import pytest
 from crew_runtime.executor import Outcome
 from crew_runtime.worker import ended
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 
 @ON_SQLITE

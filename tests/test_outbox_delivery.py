@@ -20,7 +20,14 @@ from bot.sandbox.calls import DROP_CONNECTION
 from bot.slack import block_text as t
 from crew_runtime.config import Config
 from storage import ReviewKind, RunStatus, Store
-from tests.slack_harness import ALICE, CHANNEL, buttons, configured, slack_and_bot, wait_until
+from tests.support.slack_harness import (
+    ALICE,
+    CHANNEL,
+    buttons,
+    configured,
+    slack_and_bot,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +35,7 @@ Json = dict[str, Any]
 
 CONFIG = """
 [crews.longform]
-factory = "tests.crews:longform"
+factory = "tests.support.crews:longform"
 description = "One long draft"
 """
 TWO_PARTS = "run longform topic=otters length=8000"

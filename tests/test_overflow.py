@@ -13,10 +13,8 @@ import pytest
 
 from crew_runtime.config import Config, ConfigError, load_config
 from storage import Store
-from tests.slack_harness import BOB, CHANNEL, MALLORY, configured, slack_and_bot
-from tests.test_away import cli
-from tests.test_cli import Cli, assert_refused
-from tests.test_slack_reviewers import _answer
+from tests.support.cli import Cli, assert_refused, cli
+from tests.support.slack_harness import BOB, CHANNEL, MALLORY, answer_to, configured, slack_and_bot
 
 __all__ = ["cli"]  # the fixture, used by name
 
@@ -47,7 +45,7 @@ def test_a_configuration_duration_too_long_is_refused_as_the_file_loads(
     tmp_path: Path, key: str, value: str
 ) -> None:
     path = tmp_path / "countersign.toml"
-    path.write_text(f'[crews.deal]\nfactory = "tests.crews:writer"\n{key} = {value}\n')
+    path.write_text(f'[crews.deal]\nfactory = "tests.support.crews:writer"\n{key} = {value}\n')
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     said = str(refused.value)
@@ -57,13 +55,13 @@ def test_a_configuration_duration_too_long_is_refused_as_the_file_loads(
 
 def test_the_longest_duration_named_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "countersign.toml"
-    path.write_text('[crews.deal]\nfactory = "tests.crews:writer"\nexpire_after = "100y"\n')
+    path.write_text('[crews.deal]\nfactory = "tests.support.crews:writer"\nexpire_after = "100y"\n')
     assert load_config(path).crews["deal"].key == "crews.deal"
 
 
 SLACK_CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{BOB}"]
 """
@@ -78,8 +76,8 @@ def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
 def test_crew_away_until_the_end_of_time_gets_a_reply(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store, workers=0) as (slack, _bot):
-        told = _answer(slack, BOB, "away --until 9999-12-31 --to @mallory")
+        told = answer_to(slack, BOB, "away --until 9999-12-31 --to @mallory")
         assert "too far ahead" in told and "9999-12-30" in told, told
         assert store.active_delegations() == []
-        told = _answer(slack, BOB, "away --until 9999-12-30 --to @mallory")
+        told = answer_to(slack, BOB, "away --until 9999-12-30 --to @mallory")
         assert MALLORY in told, told

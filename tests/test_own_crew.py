@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.demo_process import ROOT, DemoProcess, SandboxClient, pending_button, run_thread
+from tests.support.demo_process import ROOT, DemoProcess, SandboxClient, pending_button, run_thread
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 from crew_runtime.compat import agent_executor
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, Review, ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 ACME = {"amount": 1500, "to": "ACME"}
 GLOBEX = {"amount": 2000, "to": "GLOBEX"}

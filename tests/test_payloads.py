@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.sandbox import payloads as slack
@@ -53,55 +53,12 @@ from bot.slack.payloads import (
 from crew_runtime.config import Config
 from crew_runtime.errors import UsageError
 from crew_runtime.service import Countersign
-from storage import Store, ToolApprovalDetails, details_from_json
-from storage.records import Review, Run
-from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
+from storage import Store, ToolApprovalDetails
+from storage.status import DecisionKind, ReviewKind
+from tests.support.records import FAST, JSONISH, review, run
 
-FAST = settings(deadline=None, max_examples=150)
 NOW = datetime(2026, 1, 2, 3, 4, 5)
 Json = dict[str, Any]
-
-
-def review(kind: ReviewKind = ReviewKind.TASK_REVIEW) -> Review:
-    return Review(
-        id="rev_0a1b2c3d4e5f",
-        run_id="run_0a1b2c3d4e5f",
-        kind=kind,
-        status=ReviewStatus.PENDING,
-        stream="0:writer",
-        seq=0,
-        prompt="A draft",
-        details=details_from_json(kind, {"agent": "writer"}),
-        journal_pos=3,
-        channel="C0DRAFTS",
-        message_ts="1700000250.000400",
-        created_at=NOW,
-        decided_at=None,
-        remind_at=None,
-        escalate_at=None,
-        expires_at=None,
-    )
-
-
-def run() -> Run:
-    return Run(
-        id="run_0a1b2c3d4e5f",
-        crew="blog",
-        inputs={},
-        status=RunStatus.WAITING,
-        output=None,
-        error=None,
-        divergence=None,
-        started_by="U0ALICE",
-        channel="C0DRAFTS",
-        thread_ts="1700000000.000100",
-        attempts=1,
-        lease_owner=None,
-        lease_token=None,
-        lease_expires=None,
-        created_at=NOW,
-        updated_at=NOW,
-    )
 
 
 def user() -> Json:
@@ -573,14 +530,6 @@ def test_a_person_cannot_decide_that_a_review_expired() -> None:
 
 # --- properties ---------------------------------------------------------------------------
 
-SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-JSONISH = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
 PARSERS: list[Callable[[Any], object]] = [
     parse_button,
     parse_approve_all,

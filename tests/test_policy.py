@@ -16,7 +16,7 @@ from crew_runtime import policy
 from crew_runtime.policy import Asked, Facts, Reason
 from crew_runtime.specs import CrewSpec, StageSpec
 from storage import Approval, DecisionKind, ReviewKind, RunStatus
-from tests.test_blocks import NOW, make_review, make_run
+from tests.support.records import NOW, make_review, make_run
 
 CHANNEL = "C0WRITING"
 STARTER, ANA, BEN, LEA, MAX, OUT, DEL, BOT = (

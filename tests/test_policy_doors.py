@@ -28,20 +28,20 @@ from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
 from storage import DecisionKind, Review, ReviewStatus, Store
-from tests.api_harness import ApiClient
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.api_harness import ApiClient
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
+    answer_to,
     configured,
+    modal_for,
     slack_and_bot,
     wait_until,
 )
-from tests.test_quorum import _at_once
-from tests.test_slack_e2e import modal_for
-from tests.test_slack_reviewers import _answer
+from tests.support.timing import at_once
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ LEGAL = "S0LEGAL"
 LEA = "ULEA"  # a second member of legal, for the race
 CONFIG = f"""
 [crews.chain]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 inputs = ["topic"]
 stages = [
   {{ name = "legal",   reviewers = ["{LEGAL}"] }},
@@ -57,14 +57,14 @@ stages = [
 ]
 
 [crews.named]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 inputs = ["topic"]
 reviewers = ["{BOB}", "{ALICE}"]
 approvals_required = 2
 forbid_self_approval = true
 
 [crews.open]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 inputs = ["topic"]
 """
 PEOPLE = (ALICE, BOB, MALLORY)
@@ -254,11 +254,11 @@ def test_a_chain_only_crew_is_not_open_to_its_channel_for_cancel_and_revise(
             == 200
         )
     article = bench.pending(run_id, {review.id})
-    assert _answer(bench.slack, MALLORY, f"cancel {run_id}") == text.NOT_A_REVIEWER
+    assert answer_to(bench.slack, MALLORY, f"cancel {run_id}") == text.NOT_A_REVIEWER
     run = bench.store.get_run(run_id)
     assert run.status.value == "waiting"
     # Revise: the status message offers MALLORY no button; the modal refuses her anyway.
-    status = _answer(bench.slack, MALLORY, f"status {run_id}")
+    status = answer_to(bench.slack, MALLORY, f"status {run_id}")
     assert "Revise" not in status
     assert article.message_ts is not None
     bench.slack.click_button(MALLORY, CHANNEL, article.message_ts, "countersign:revise")
@@ -268,7 +268,7 @@ def test_a_chain_only_crew_is_not_open_to_its_channel_for_cancel_and_revise(
     )
     assert bench.store.get_review(article.id).status == ReviewStatus.PENDING
     # The starter may cancel.
-    assert "cancelled" in _answer(bench.slack, ALICE, f"cancel {run_id}").lower()
+    assert "cancelled" in answer_to(bench.slack, ALICE, f"cancel {run_id}").lower()
 
 
 @ON_SQLITE
@@ -327,7 +327,7 @@ def test_a_stage_race_through_the_api_answers_409_as_the_document_says(
                         f"/reviews/{review.id}/decision", {"kind": "approve", "by": by}
                     )
 
-                _at_once(act, 2)
+                at_once(act, 2)
                 codes = sorted(
                     (a.status, a.body.get("error", {}).get("code")) for a in answers.values()
                 )
@@ -343,7 +343,7 @@ def test_pending_and_home_list_exactly_whom_the_policy_asks_now(bench: Bench) ->
     from datetime import datetime
 
     from bot.slack import home_text
-    from tests.test_slack_home import _home
+    from tests.support.slack_harness import home_says
 
     bench.store.away(BOB, LEA, datetime(2099, 1, 1), by=BOB)  # Lea holds Bob's reviews
     chain_at_legal = bench.pending(bench.start("chain", MALLORY))
@@ -376,16 +376,16 @@ def test_pending_and_home_list_exactly_whom_the_policy_asks_now(bench: Bench) ->
             is None
         ]
         counts[person] = len(asked)
-        said_ = _answer(bench.slack, person, "pending")
+        said_ = answer_to(bench.slack, person, "pending")
         if asked:
             assert said_.startswith(f"{len(asked)} review"), (person, said_)
         else:
             assert said_.startswith("Nothing is waiting"), (person, said_)
         bench.slack.open_home(person)
         if asked:
-            _home(bench.slack, person, home_text.home_pending_count(len(asked)))
+            home_says(bench.slack, person, home_text.home_pending_count(len(asked)))
         else:
-            _home(bench.slack, person, home_text.HOME_NOTHING_PENDING)
+            home_says(bench.slack, person, home_text.HOME_NOTHING_PENDING)
     # What the policy says, spelled out: legal's review for Alice and Lea (both in legal),
     # the manager stage's for Bob and Lea (standing in for him), the quorum's for Alice
     # (asked still; her approval counts once), Bob and Lea; nothing for Mallory.

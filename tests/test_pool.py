@@ -14,7 +14,7 @@ import pytest
 
 from bot.hosting.pool import ProcessPool, ThreadPool
 from storage import RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def test_the_in_process_pool_beats_three_times_per_lease(bench: Bench) -> None:

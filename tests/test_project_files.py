@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT
+from tests.support.harness import ROOT
 
 pytestmark = pytest.mark.slow
 

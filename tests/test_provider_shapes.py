@@ -1,5 +1,5 @@
 """Each provider's own response shape is replayed as it was: Anthropic and Gemini native, and
-the LiteLLM path, against local stand-ins of their APIs (``tests/provider_standins.py``; the
+the LiteLLM path, against local stand-ins of their APIs (``tests/support/provider_standins.py``; the
 OpenAI provider's rows are in ``tests/test_providers.py``).
 
 Every test pauses in one ``countersign worker`` process and resumes in others: a gated call
@@ -21,10 +21,10 @@ from sqlalchemy import select, update
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
 from storage.schema import journal
-from tests.harness import ON_SQLITE, Bench
-from tests.openai_standin import ModelScript, OpenAIStandIn
-from tests.provider_crews import CONFIG, PLAN
-from tests.provider_standins import AnthropicStandIn, GeminiStandIn, StandIn
+from tests.support.harness import ON_SQLITE, Bench
+from tests.support.openai_standin import ModelScript, OpenAIStandIn
+from tests.support.provider_crews import CONFIG, PLAN
+from tests.support.provider_standins import AnthropicStandIn, GeminiStandIn, StandIn
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 

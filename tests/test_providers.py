@@ -1,7 +1,7 @@
 """Crews on CrewAI's real OpenAI provider pause in one worker process and resume in another.
 
 The model is ``LLM(model="openai/...")``, CrewAI's native OpenAI provider, talking HTTP to
-the stand-in (``tests/openai_standin.py``), which the workers reach through
+the stand-in (``tests/support/openai_standin.py``), which the workers reach through
 ``OPENAI_BASE_URL``. What the stand-in received is what the model was asked: each question
 once (a replay reads the journal and asks nothing again), every tool call id in a
 conversation one the model really gave (ids are random, so a re-asked turn would show),
@@ -20,9 +20,9 @@ import pytest
 
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, ROOT, Bench
-from tests.openai_standin import ChatRequest, OpenAIStandIn
-from tests.provider_crews import CONFIG, SCRIPTS
+from tests.support.harness import ON_SQLITE, ROOT, Bench
+from tests.support.openai_standin import ChatRequest, OpenAIStandIn
+from tests.support.provider_crews import CONFIG, SCRIPTS
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 

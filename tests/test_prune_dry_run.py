@@ -12,8 +12,8 @@ import pytest
 
 from storage import Store
 from storage.retention import Retention, RetentionPolicy
-from tests.test_retention import finished_run
-from tests.test_storage import FakeClock
+from tests.support.runs import finished_run
+from tests.support.timing import FakeClock
 
 
 @pytest.fixture

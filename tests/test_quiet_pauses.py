@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from storage import ReviewKind, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 FAILURE_WORDS = ("Crew Execution Failed", "Task Failure", "An unknown error occurred")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,40 +19,17 @@ from storage import (
     AlreadyDecided,
     DecisionKind,
     NewDecision,
-    NewReview,
     OutboxKind,
-    ReviewKind,
     ReviewStatus,
     RunStatus,
     Store,
 )
 from storage.retention import Retention, RetentionPolicy
 from storage.schema import approvals
-from tests.test_cli import Cli, assert_refused
-from tests.test_retention import deliver, waiting_run
-from tests.test_storage import FakeClock
-
-
-def _waiting_review(store: Store) -> tuple[str, str]:
-    run = store.create_run("deal", {"client": "acme"}, started_by="U_STARTER")
-    claim = store.claim_run("w1", timedelta(seconds=30))
-    assert claim is not None and claim.lease_token is not None
-    ask = NewReview(kind=ReviewKind.TASK_REVIEW, stream="task0:Writer", seq=0, prompt="draft")
-    (review,) = store.suspend_run(run.id, claim.lease_token, [ask])
-    return run.id, review.id
-
-
-def _approve(by: str, key: str | None = None) -> NewDecision:
-    return NewDecision(DecisionKind.APPROVE, by, details={"by_name": by.lower()}, request_key=key)
-
-
-def _at_once(act: Callable[[int], None], count: int) -> None:
-    """``act(0)`` … ``act(count - 1)`` in threads of their own, to the end of each."""
-    threads = [threading.Thread(target=act, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+from tests.support.cli import GOVERNED, Cli, assert_refused
+from tests.support.runs import approve as _approve
+from tests.support.runs import deliver, waiting_review, waiting_run
+from tests.support.timing import FakeClock, at_once
 
 
 def _outbox(store: Store, kind: OutboxKind) -> int:
@@ -63,7 +39,7 @@ def _outbox(store: Store, kind: OutboxKind) -> int:
 def test_an_approval_short_of_the_quorum_is_its_own_row_and_the_last_one_decides(
     store: Store,
 ) -> None:
-    run_id, review_id = _waiting_review(store)
+    run_id, review_id = waiting_review(store)
     first = store.decide(review_id, _approve("U_ANA"), approvals_required=2)
     assert first.status == ReviewStatus.PENDING and first.decision is None
     assert [a.decided_by for a in first.approvals] == ["U_ANA"]
@@ -87,7 +63,7 @@ def test_an_approval_short_of_the_quorum_is_its_own_row_and_the_last_one_decides
 def test_a_reviewer_counts_once_and_a_replayed_request_is_answered_as_the_first(
     store: Store,
 ) -> None:
-    _, review_id = _waiting_review(store)
+    _, review_id = waiting_review(store)
     first = store.decide(review_id, _approve("U_ANA", "trigger:T1"), approvals_required=2)
     assert store.decide(review_id, _approve("U_ANA", "trigger:T1"), approvals_required=2) == first
     with pytest.raises(AlreadyApproved) as again:
@@ -104,7 +80,7 @@ def test_a_reviewer_counts_once_and_a_replayed_request_is_answered_as_the_first(
 def test_a_rejection_or_changes_by_anyone_decides_at_once(
     store: Store, kind: DecisionKind, text: str
 ) -> None:
-    run_id, review_id = _waiting_review(store)
+    run_id, review_id = waiting_review(store)
     store.decide(review_id, _approve("U_ANA"), approvals_required=3)
     decided = store.decide(review_id, NewDecision(kind, "U_BEN", text), approvals_required=3)
     assert decided.status == ReviewStatus.DECIDED
@@ -123,7 +99,7 @@ def test_approvers_racing_for_the_last_approval_decide_once(db_url: str) -> None
     decided transition, one REVIEW_DECIDED row, the run queued once."""
     stores = [Store.open(db_url), Store.open(db_url)]
     try:
-        run_id, review_id = _waiting_review(stores[0])
+        run_id, review_id = waiting_review(stores[0])
         stores[0].decide(review_id, _approve("U_FIRST"), approvals_required=3)
         racers = 6
         barrier = threading.Barrier(racers)
@@ -138,7 +114,7 @@ def test_approvers_racing_for_the_last_approval_decide_once(db_url: str) -> None
                 return
             outcomes.append("decided" if review.status == ReviewStatus.DECIDED else "counted")
 
-        _at_once(approve, racers)
+        at_once(approve, racers)
         assert sorted(outcomes) == ["counted", "decided"] + ["late"] * (racers - 2)
         review = stores[1].get_review(review_id)
         assert review.status == ReviewStatus.DECIDED and len(review.approvals) == 3
@@ -155,7 +131,7 @@ def test_approvers_racing_for_the_last_approval_decide_once(db_url: str) -> None
 def test_the_same_reviewer_clicking_twice_at_once_counts_once(db_url: str) -> None:
     stores = [Store.open(db_url), Store.open(db_url)]
     try:
-        _, review_id = _waiting_review(stores[0])
+        _, review_id = waiting_review(stores[0])
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
@@ -167,7 +143,7 @@ def test_the_same_reviewer_clicking_twice_at_once_counts_once(db_url: str) -> No
             except AlreadyApproved:
                 outcomes.append("refused")
 
-        _at_once(approve, 2)
+        at_once(approve, 2)
         assert sorted(outcomes) == ["counted", "refused"]
         review = stores[0].get_review(review_id)
         assert review.status == ReviewStatus.PENDING and len(review.approvals) == 1
@@ -177,22 +153,6 @@ def test_the_same_reviewer_clicking_twice_at_once_counts_once(db_url: str) -> No
 
 
 # --- the CLI: the configuration's rules, through `reviews decide --by` ----------------------
-
-GOVERNED = """
-[crews.deal]
-factory = "tests.crews:writer"
-approvals_required = 2
-forbid_self_approval = true
-
-[crews.deal.tasks.2]
-approvals_required = 1
-
-[crews.payout]
-factory = "tests.crews:payments"
-
-[crews.payout.gates.pay]
-approvals_required = 2
-"""
 
 
 @pytest.fixture

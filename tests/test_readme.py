@@ -25,20 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.crews import effects
-from tests.zygote import Zygote
+from tests.support.crews import effects
+from tests.support.readme import API_SECTION, README, readme_commands
+from tests.support.zygote import Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
 
-_BLOCK = re.compile(r"^( *)```sh\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
-_HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
 
 # Sections whose every command the session tests below run, in order.
 CLI_SECTION = "The command line"
 PG_SECTION = "Run on PostgreSQL: replicas and remote workers"
-# Run line after line against a bot on its port by tests/test_api_e2e.py.
-API_SECTION = "HTTP API"
 
 # Commands another test runs, by that test's node id.
 ELSEWHERE = {
@@ -90,26 +86,6 @@ NEEDS_CREDENTIALS = {
     # Into another environment; a fresh one fetches Countersign's dependencies from PyPI.
     "pip install -e /path/to/countersign": "the network (PyPI), in an environment of its own",
 }
-
-
-@dataclass(frozen=True)
-class Command:
-    section: str
-    line: str
-
-
-def readme_commands() -> list[Command]:
-    text = README.read_text()
-    headings = [(m.start(), m.group(1)) for m in _HEADING.finditer(text)]
-    found: list[Command] = []
-    for block in _BLOCK.finditer(text):
-        section = next((h for at, h in reversed(headings) if at < block.start()), "")
-        indent = len(block.group(1))
-        for raw in block.group(2).splitlines():
-            line = re.sub(r"\s+#\s.*$", "", raw[indent:]).strip()
-            if line and not line.startswith("#"):
-                found.append(Command(section, line))
-    return found
 
 
 def _test_exists(node_id: str) -> bool:

@@ -1,7 +1,7 @@
 """Knowledge sources and memory: nothing reaches the embedding provider unless it is journaled.
 
 Every crew here embeds through CrewAI's OpenAI embedder pointed at a local stand-in of the
-embeddings API (``tests/embeddings_standin.py``), which records each request: a test counts
+embeddings API (``tests/support/embeddings_standin.py``), which records each request: a test counts
 the embedding calls a run made, or proves it made none.
 """
 
@@ -19,9 +19,9 @@ from crewai.knowledge.storage import factory as knowledge_factory
 from crewai.rag.chromadb import config as chromadb_config
 
 from storage import RunStatus
-from tests.embeddings_standin import KEY_ENV, EmbeddingsStandIn
-from tests.harness import ON_SQLITE, Bench
-from tests.recall_crews import remembering
+from tests.support.embeddings_standin import KEY_ENV, EmbeddingsStandIn
+from tests.support.harness import ON_SQLITE, Bench
+from tests.support.recall_crews import remembering
 
 pytestmark = [ON_SQLITE]
 
@@ -29,13 +29,13 @@ _SCORE = re.compile(r"score=[0-9.]+")
 
 CONFIG = """
 [crews.knowing]
-factory = "tests.recall_crews:knowing"
+factory = "tests.support.recall_crews:knowing"
 
 [crews.remembering]
-factory = "tests.recall_crews:remembering"
+factory = "tests.support.recall_crews:remembering"
 
 [flows.remembering_flow]
-factory = "tests.recall_crews:remembering_flow"
+factory = "tests.support.recall_crews:remembering_flow"
 """
 
 

@@ -28,7 +28,10 @@ from bot.slack.intake import Intake, Kind, Receipt, SlackRequest
 from storage import InboxStore, NewReview, RunStatus, Store
 from storage.schema import inbox, outbox
 from storage.status import FINAL_RUN_STATUSES, DecisionKind, OutboxKind, ReviewKind
-from tests.slack_harness import (
+from tests.support.harness import ON_POSTGRES
+from tests.support.processes import bot_env
+from tests.support.processes import serve as _serve
+from tests.support.slack_harness import (
     ALICE,
     CHANNEL,
     SECRET,
@@ -36,9 +39,7 @@ from tests.slack_harness import (
     new_standin,
     wait_until,
 )
-from tests.test_slack_process import _bot_env, _serve
-from tests.test_wakeups import ON_POSTGRES
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -158,13 +159,13 @@ def test_two_replicas_sweeping_at_once_remind_and_escalate_each_review_once(db_u
 
 REPLICAS_CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 
 [crews.reminded]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "The writer, its reviewers reminded after a second"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
@@ -193,7 +194,7 @@ def test_two_replicas_and_three_workers_post_each_message_once_and_settle_every_
     ports = [free_port(), free_port()]
     endpoints = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
     with StandInThread(new_standin(bot_endpoint=endpoints[0])) as slack:
-        env = _bot_env(tmp_path, db_url, slack.standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, slack.standin.bot_token, slack.api_url)
         processes = [_serve(env, port, "--lease", "10") for port in ports]
         for serve in processes:  # --no-workers: the Slack side alone
             assert Path(f"/proc/{serve.pid}/task/{serve.pid}/children").read_text().split() == []

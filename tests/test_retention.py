@@ -3,7 +3,6 @@ never touches, and the decisions an audit export still lists once their run is g
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
@@ -17,16 +16,21 @@ from storage import (
     RunNotFound,
     RunStatus,
     Store,
-    ToolApprovalDetails,
 )
 from storage.audit import AuditRecord
 from storage.details import TaskReviewDetails
 from storage.retention import Retention, RetentionPolicy
-from tests.test_storage import FakeClock
+from tests.support.runs import (
+    APPROVED,
+    LEASE,
+    PROPOSED,
+    deliver,
+    finished_run,
+    tell_slack,
+    waiting_run,
+)
+from tests.support.timing import FakeClock
 
-PROPOSED = {"to": "ana@example.com", "subject": "Otters"}
-APPROVED = {"to": "ana@example.com", "subject": "Otter tours"}
-LEASE = timedelta(minutes=5)
 DAY = timedelta(days=1)
 YEAR = Retention(keep_runs=timedelta(days=365))
 
@@ -41,54 +45,6 @@ def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
     opened = Store.open(db_url, clock=clock)
     yield opened
     opened.close()
-
-
-def waiting_run(store: Store, crew: str = "outreach") -> tuple[str, str]:
-    """A run waiting for the approval of a gated ``send_email`` call: (run, review)."""
-    run = store.create_run(crew, {"topic": "otters"}, channel="C0REVIEWS")
-    claimed = store.claim_run("w1", LEASE)
-    assert claimed is not None and claimed.lease_token
-    ask = NewReview(
-        kind=ReviewKind.TOOL_APPROVAL,
-        stream="task0:Writer",
-        seq=0,
-        prompt="send_email(...)",
-        details=ToolApprovalDetails(tool="send_email", args=PROPOSED),
-    )
-    [review] = store.suspend_run(run.id, claimed.lease_token, [ask])
-    return run.id, review.id
-
-
-def deliver(store: Store) -> None:
-    """Tell Slack (:func:`tell_slack`), and mark every webhook event done, as the webhook
-    sender does when no webhook wants it."""
-    tell_slack(store)
-    store.close_unwatched_events(())
-
-
-def tell_slack(store: Store) -> None:
-    """Mark every due outbox message sent, as the dispatcher would once Slack took it."""
-    while due := store.due_outbox():
-        for message in due:
-            assert store.claim_outbox(message.id, "test", LEASE) is not None
-            assert store.mark_sent(message.id, "test")
-
-
-def finished_run(store: Store, crew: str = "outreach", *, delivered: bool = True) -> str:
-    """A run whose gated call a reviewer edited, that ran with the edit and succeeded (and,
-    if ``delivered``, whose messages all reached Slack)."""
-    run_id, review_id = waiting_run(store, crew)
-    store.decide(review_id, NewDecision(DecisionKind.EDIT, "U0ANA", text=json.dumps(APPROVED)))
-    claimed = store.claim_run("w1", LEASE)
-    assert claimed is not None and claimed.id == run_id and claimed.lease_token
-    payload = {"tool": "send_email", "args": APPROVED, "result": "sent"}
-    store.append_journal(
-        run_id, claimed.lease_token, stream="task0:Writer", kind="tool", seq=0, payload=payload
-    )
-    store.finish_run(run_id, claimed.lease_token, RunStatus.SUCCEEDED, output="sent")
-    if delivered:
-        deliver(store)
-    return run_id
 
 
 def export(store: Store, clock: FakeClock) -> list[AuditRecord]:

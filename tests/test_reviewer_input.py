@@ -14,12 +14,12 @@ import pytest
 from crew_runtime.config import NOBODY, CrewSpec, load_config
 from crew_runtime.reviewers import still_expected
 from storage import NewReview, ReviewKind, Store
-from tests.test_cli import Cli
-from tests.test_config import error_for, write
+from tests.support.cli import Cli
+from tests.support.configs import error_for, write
 
 DEAL = """\
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 inputs = ["customer", "approver"]
 reviewers_from_input = "approver"
 """

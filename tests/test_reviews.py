@@ -12,7 +12,7 @@ from crew_runtime import executor
 from crew_runtime.executor import Outcome
 from crew_runtime.offline.drafts import parse_draft
 from storage import DecisionKind, ReviewKind, ReviewStatus, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def test_three_rounds_of_changes_then_approve(bench: Bench) -> None:

@@ -8,7 +8,7 @@ from bot.cli.main import main
 from crew_runtime.errors import UsageError
 from crew_runtime.offline.drafts import parse_draft
 from storage import NotWaiting, ReviewStatus, RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 def _at_task_three(bench: Bench) -> str:

@@ -21,14 +21,14 @@ import pytest
 
 from bot.sandbox import StandInThread
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE, ROOT
-from tests.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
+from tests.support.harness import ON_SQLITE, ROOT
+from tests.support.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 """

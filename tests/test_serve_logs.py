@@ -16,16 +16,15 @@ import pytest
 from bot.sandbox import StandInThread
 from bot.tokens import Scope, Tokens
 from storage import Store
-from tests.api_harness import ApiClient
-from tests.harness import ROOT
-from tests.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
-from tests.test_api_hardening import raw_request
+from tests.support.api_harness import ApiClient, raw_request
+from tests.support.harness import ROOT
+from tests.support.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
 
 pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 """
 FORGED = "U0EVE\n2026-01-01 00:00:00,000 ERROR countersign.serve: forged"

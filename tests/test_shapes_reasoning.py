@@ -19,14 +19,14 @@ from crewai.core.providers.human_input import (
 )
 
 from storage import ReviewKind, RunStatus
-from tests.harness import ON_SQLITE, Bench
-from tests.shape_crews import ReasoningLLM, reasoning
+from tests.support.harness import ON_SQLITE, Bench
+from tests.support.shape_crews import ReasoningLLM, reasoning
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 CONFIG = """
 [crews.reasoning]
-factory = "tests.shape_crews:reasoning"
+factory = "tests.support.shape_crews:reasoning"
 """
 
 

@@ -12,26 +12,28 @@ import pytest
 
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
+    NUDGED,
+    answer_to,
     configured,
+    review_with_buttons,
+    root_of,
+    run_in_slack,
     shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_deadlines import NUDGED, _run_in_slack
-from tests.test_slack_e2e import review_with_buttons, root_of
-from tests.test_slack_reviewers import _answer
 
 pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{BOB}"]
 remind_after = "1s"
@@ -59,20 +61,20 @@ def test_the_delegate_decides_is_reminded_and_finds_the_reviews_until_the_review
             "away --until someday --to @mallory": "is not a date",
         }
         for typed, says in refused.items():
-            assert says in _answer(slack, BOB, typed), typed
+            assert says in answer_to(slack, BOB, typed), typed
         assert store.active_delegations() == []
 
-        told = _answer(slack, BOB, f"away --until {later} --to @mallory")
+        told = answer_to(slack, BOB, f"away --until {later} --to @mallory")
         assert f"<@{MALLORY}> reviews for you" in told
         (made,) = store.active_delegations()
         assert (made.person, made.delegate, made.created_by) == (BOB, MALLORY, BOB)
         # Mallory, away to Bob now, would close a circle.
-        assert "circle" in _answer(slack, MALLORY, f"away --until {later} --to @bob")
+        assert "circle" in answer_to(slack, MALLORY, f"away --until {later} --to @bob")
 
-        assert "Starting" in _answer(slack, ALICE, "run deal topic=otters")
+        assert "Starting" in answer_to(slack, ALICE, "run deal topic=otters")
         root = root_of(slack)
         outline = review_with_buttons(slack, root["ts"])
-        assert _answer(slack, MALLORY, "pending") == "1 review waiting"
+        assert answer_to(slack, MALLORY, "pending") == "1 review waiting"
         reminder = wait_until(
             lambda: next((m for m in slack.thread(CHANNEL, root["ts"]) if "⏰" in text_of(m)), 0),
             what="a reminder",
@@ -91,9 +93,9 @@ def test_the_delegate_decides_is_reminded_and_finds_the_reviews_until_the_review
         first = store.list_reviews(status=None, run_id=run.id)[0]
         assert first.decision is not None and first.decision.decided_by == MALLORY
 
-        assert "no longer go to" in _answer(slack, BOB, "back")
-        assert "were not away" in _answer(slack, BOB, "back")
-        assert _answer(slack, MALLORY, "pending").startswith("Nothing is waiting")
+        assert "no longer go to" in answer_to(slack, BOB, "back")
+        assert "were not away" in answer_to(slack, BOB, "back")
+        assert answer_to(slack, MALLORY, "pending").startswith("Nothing is waiting")
         before = len(slack.ephemerals(MALLORY))
         slack.click_button(MALLORY, CHANNEL, article["ts"], "countersign:approve")
         wait_until(
@@ -116,7 +118,7 @@ def test_a_dm_reminder_goes_to_the_delegate_once_and_not_to_the_person_away(
     store.away(ALICE, BOB, datetime(2099, 1, 1), by=ALICE)
     store.close()
     groups = {"S0PAYERS": [ALICE, BOB]}
-    with _run_in_slack(tmp_path, db_url, NUDGED, "run nudged amount=1500", groups) as (slack, *_):
+    with run_in_slack(tmp_path, db_url, NUDGED, "run nudged amount=1500", groups) as (slack, *_):
         wait_until(lambda: slack.direct_messages(MALLORY), what="the escalation in Mallory's DM")
         reminded = slack.direct_messages(BOB)
         assert slack.direct_messages(ALICE) == []
@@ -127,7 +129,7 @@ def test_a_dm_reminder_goes_to_the_delegate_once_and_not_to_the_person_away(
 
 QUORUM = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 approvals_required = 2

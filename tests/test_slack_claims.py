@@ -14,20 +14,22 @@ from sqlalchemy import update
 from crew_runtime.config import Config
 from storage import ReviewStatus, Store
 from storage.schema import reviews
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     said,
     shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -35,12 +37,12 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.dm]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 remind_after = "1h"

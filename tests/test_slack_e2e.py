@@ -16,18 +16,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sandbox import StandInThread, Tamper
+from bot.sandbox import Tamper
 from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    draft_in,
+    modal_for,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
@@ -39,17 +43,17 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.research]
-factory = "tests.crews:research"
+factory = "tests.support.crews:research"
 description = "Searches, asks a human, publishes"
 
 [crews.slowpoke]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Reviews that remind, escalate and expire quickly"
 reviewers = ["{ALICE}"]
 remind_after = "1s"
@@ -58,20 +62,20 @@ escalate_to = ["{BOB}"]
 expire_after = "3s"
 
 [flows.article]
-factory = "tests.crews:article_flow"
+factory = "tests.support.crews:article_flow"
 description = "A CrewAI Flow reviewed with @human_feedback"
 
 [crews.payments]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 description = "Pays a supplier; large payments are gated"
 reviewers = ["{ALICE}"]
 
 [crews.longform]
-factory = "tests.crews:longform"
+factory = "tests.support.crews:longform"
 description = "One very long draft"
 
 [crews.typed]
-factory = "tests.typed_crews:typed"
+factory = "tests.support.typed_crews:typed"
 description = "A typed outline, reviewed, then an article from it"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
@@ -82,49 +86,6 @@ reviewers = ["{ALICE}"]
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     with configured(tmp_path, db_url, CONFIG) as pair:
         yield pair
-
-
-def root_of(slack: StandInThread) -> Json:
-    return wait_until(
-        lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
-        what="the run's root message",
-    )
-
-
-def review_with_buttons(slack: StandInThread, root_ts: str, after: str = "0") -> Json:
-    """The first message in the thread, posted after ``after``, that shows buttons."""
-
-    def find() -> Json | None:
-        later = [m for m in slack.thread(CHANNEL, root_ts) if float(m["ts"]) > float(after)]
-        return next((m for m in later if buttons(m)), None)
-
-    return wait_until(find, what=f"a review message with buttons after {after}")
-
-
-def modal_for(slack: StandInThread, user: str, block_id: str = "text") -> Json:
-    """The modal a click opened, once it shows its form (it opens as "Loading…" first).
-
-    The form is recognised by one of its inputs, ``block_id``.
-    """
-    return wait_until(
-        lambda: next(
-            (
-                v
-                for v in slack.open_views(user)
-                if any(b.get("block_id") == block_id for b in v.get("blocks", []))
-            ),
-            None,
-        ),
-        what=f"the form modal of {user}",
-    )
-
-
-def draft_in(message: Json) -> str:
-    """The scripted draft shown in a review message (one line starting with its label)."""
-    for line in text_of(message).splitlines():
-        if line.startswith(("Outline v", "Article v", "Report v")):
-            return line.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    raise AssertionError(f"no draft in {text_of(message)!r}")
 
 
 @ON_SQLITE

@@ -13,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from bot.hosting.server import SlackSettings, slack_client
 from bot.sandbox import StandInThread
 from bot.slack.slack_errors import explanation, is_transient
-from tests.slack_harness import CHANNEL, new_standin
+from tests.support.slack_harness import CHANNEL, new_standin
 
 BROKEN = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}]
 

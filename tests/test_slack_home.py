@@ -16,23 +16,23 @@ from bot.sandbox import StandInThread
 from bot.slack import home_text
 from crew_runtime.config import Config
 from storage import Store
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     configured,
+    home_says,
+    review_with_buttons,
     slack_and_bot,
-    text_of,
     wait_until,
 )
-from tests.test_slack_e2e import review_with_buttons
 
 pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{BOB}"]
 """
@@ -42,17 +42,6 @@ reviewers = ["{BOB}"]
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     with configured(tmp_path, db_url, CONFIG) as pair:
         yield pair
-
-
-def _home(slack: StandInThread, user: str, says: str) -> str:
-    """The text of ``user``'s Home tab, once it says ``says``."""
-
-    def shown() -> str | None:
-        view = slack.home_view(user)
-        said = None if view is None else text_of(view)
-        return said if said is not None and says in said else None
-
-    return wait_until(shown, what=f"{user}'s Home to say {says!r}")
 
 
 def _publishes(slack: StandInThread, user: str) -> int:
@@ -78,16 +67,16 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
     with slack_and_bot(config, store) as (slack, _bot):
         slack.open_home(MALLORY, tab="messages")  # the Messages tab is Slack's: nothing
         slack.open_home(MALLORY)
-        empty = _home(slack, MALLORY, home_text.HOME_NOTHING_PENDING)
+        empty = home_says(slack, MALLORY, home_text.HOME_NOTHING_PENDING)
         assert home_text.HOME_NO_RUNS in empty and home_text.HOME_NO_DECISIONS in empty
         slack.open_home(BOB)
-        _home(slack, BOB, home_text.HOME_NOTHING_PENDING)
+        home_says(slack, BOB, home_text.HOME_NOTHING_PENDING)
 
         nasty = "<!channel> <@U123> <https://evil|click>"
         slack.slash_command(ALICE, CHANNEL, "/crew", f'run writer topic="{nasty}"')
         (first_root,) = _roots(slack, 1)
         first = review_with_buttons(slack, str(first_root["ts"]))
-        shown = _home(slack, BOB, home_text.home_pending_count(1))
+        shown = home_says(slack, BOB, home_text.home_pending_count(1))
         for raw in ("<!channel>", "<@U123>", "<https://evil|click>"):
             assert raw not in shown
         assert "&lt;!channel&gt;" in shown
@@ -95,7 +84,7 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
         second_root = _roots(slack, 2)[-1]
         second = review_with_buttons(slack, str(second_root["ts"]))
-        shown = _home(slack, BOB, home_text.home_pending_count(2))
+        shown = home_says(slack, BOB, home_text.home_pending_count(2))
         links = [
             f"https://sandbox.slack.com/archives/{CHANNEL}/p{str(m['ts']).replace('.', '')}"
             f"?thread_ts={root['ts']}&amp;cid={CHANNEL}"
@@ -105,7 +94,7 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
         assert shown.index(links[0]) < shown.index(links[1])  # oldest first
 
         slack.click_button(BOB, CHANNEL, first["ts"], "countersign:approve")
-        decided = _home(slack, BOB, f"Approved by <@{BOB}>")
+        decided = home_says(slack, BOB, f"Approved by <@{BOB}>")
         assert home_text.HOME_DECISIONS_TITLE in decided
 
         # Alice started both runs but never opened Home: nothing is published to her;
@@ -113,14 +102,14 @@ def test_home_shows_pending_reviews_in_order_with_links_and_is_refreshed_by_chan
         assert _publishes(slack, ALICE) == 0
         assert _publishes(slack, MALLORY) == 1
         slack.open_home(ALICE)
-        mine = _home(slack, ALICE, home_text.HOME_RUNS_TITLE)
+        mine = home_says(slack, ALICE, home_text.HOME_RUNS_TITLE)
         assert mine.count("*writer* · ") == 2 and home_text.HOME_NOTHING_PENDING in mine
         assert [c for c in slack.calls("views.publish") if not c.ok] == []
 
 
 GROUPED = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["S0WRITERS"]
 """
@@ -137,12 +126,12 @@ def test_a_group_member_and_the_delegate_of_one_away_see_the_review_on_home(
             slack.add_usergroup("S0WRITERS", [ALICE, BOB])
             for person in (BOB, MALLORY):
                 slack.open_home(person)
-                _home(slack, person, home_text.HOME_NOTHING_PENDING)
+                home_says(slack, person, home_text.HOME_NOTHING_PENDING)
             slack.slash_command(BOB, CHANNEL, "/crew", "run writer topic=otters")
             (root,) = _roots(slack, 1)
             review_with_buttons(slack, str(root["ts"]))
             for person in (BOB, MALLORY):
-                _home(slack, person, home_text.home_pending_count(1))
+                home_says(slack, person, home_text.home_pending_count(1))
             assert _publishes(slack, ALICE) == 0
 
 
@@ -153,7 +142,7 @@ def test_a_burst_of_changes_is_one_refresh(setup: tuple[Config, Store]) -> None:
     config, store = setup
     with slack_and_bot(config, store) as (slack, bot):
         slack.open_home(BOB)
-        _home(slack, BOB, home_text.HOME_NOTHING_PENDING)
+        home_says(slack, BOB, home_text.HOME_NOTHING_PENDING)
         assert bot.deployment is not None
         bot.deployment.dispatcher.home.debounce = timedelta(hours=1)
         for topic in ("otters", "herons", "voles"):
@@ -166,7 +155,7 @@ def test_a_burst_of_changes_is_one_refresh(setup: tuple[Config, Store]) -> None:
         )
         assert _publishes(slack, BOB) == 1
         slack.open_home(BOB)
-        _home(slack, BOB, home_text.home_pending_count(3))
+        home_says(slack, BOB, home_text.home_pending_count(3))
         assert _publishes(slack, BOB) == 2
         wait_until(lambda: not store.due_homes(), what="no refresh pending")
         assert store.claim_home(BOB, "test", timedelta(seconds=1)) is None
@@ -182,4 +171,4 @@ def test_slack_refusing_a_publish_holds_back_nothing(setup: tuple[Config, Store]
         slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")
         (root,) = _roots(slack, 1)
         review_with_buttons(slack, str(root["ts"]))
-        _home(slack, BOB, home_text.home_pending_count(1))  # the next change publishes again
+        home_says(slack, BOB, home_text.home_pending_count(1))  # the next change publishes again

@@ -18,9 +18,18 @@ from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from crew_runtime.offline.drafts import parse_draft
 from storage import InboxStore, RunStatus, Store
-from tests.harness import ON_SQLITE
-from tests.slack_harness import ALICE, BOB, CHANNEL, configured, slack_and_bot, text_of, wait_until
-from tests.test_slack_e2e import review_with_buttons, root_of
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    configured,
+    review_with_buttons,
+    root_of,
+    slack_and_bot,
+    text_of,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
@@ -28,15 +37,15 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 inputs = ["topic"]
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.research]
-factory = "tests.crews:research"
+factory = "tests.support.crews:research"
 
 [crews.payments]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 reviewers = ["{ALICE}"]
 """
 

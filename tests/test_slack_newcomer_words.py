@@ -15,18 +15,20 @@ import pytest
 from bot.slack import text
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +36,13 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.longform]
-factory = "tests.crews:longform"
+factory = "tests.support.crews:longform"
 description = "One long draft"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.pair]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Two approvals per draft"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]

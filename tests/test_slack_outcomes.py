@@ -25,31 +25,33 @@ from crew_runtime import policy
 from crew_runtime.config import Config
 from crew_runtime.policy import Facts
 from storage import DecisionKind, FlowFeedbackDetails, Review, ReviewStatus, RunStatus, Store
-from tests.crews import effects
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.crews import effects
+from tests.support.harness import ON_SQLITE
+from tests.support.records import NOW, make_review, make_run
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_blocks import NOW, make_review, make_run
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 Json = dict[str, Any]
 
 CONFIG = f"""
 [flows.documented]
-factory = "tests.shape_crews:documented_feedback_flow"
+factory = "tests.support.shape_crews:documented_feedback_flow"
 reviewers = ["{ALICE}"]
 
 [flows.own]
-factory = "tests.shape_crews:documented_feedback_flow"
+factory = "tests.support.shape_crews:documented_feedback_flow"
 reviewers = ["{ALICE}", "{BOB}"]
 forbid_self_approval = true
 """

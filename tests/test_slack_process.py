@@ -6,13 +6,10 @@ and its message are in the database, so a new process takes the click.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +20,21 @@ from bot.sandbox.calls import NO_ANSWER
 from bot.slack import block_text as t
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewKind, RunStatus, Store
-from tests.harness import ON_SQLITE, ROOT
-from tests.slack_harness import (
+from tests.support.harness import ON_SQLITE
+from tests.support.processes import bot_env
+from tests.support.processes import serve as _serve
+from tests.support.processes import worker as _worker
+from tests.support.slack_harness import (
     ALICE,
     CHANNEL,
-    SECRET,
     buttons,
     free_port,
+    modal_for,
     new_standin,
     text_of,
-    wait_healthy,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for
-from tests.zygote import Forked, Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.slow
 
@@ -44,63 +42,18 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 
 [flows.article]
-factory = "tests.crews:article_flow"
+factory = "tests.support.crews:article_flow"
 description = "A CrewAI Flow reviewed with @human_feedback"
 
 [crews.longform]
-factory = "tests.crews:longform"
+factory = "tests.support.crews:longform"
 description = "One long draft"
 """
-
-
-_started = itertools.count(1)
-
-
-def _serve(env: dict[str, str], port: int, *extra: str) -> Forked:
-    """``countersign serve`` forked warm from the zygote, with no worker of its own (runs are
-    left to ``_worker``, as in a deployment with workers elsewhere; serve's own worker child
-    is tested in test_serve_child and test_pool): what is killed here is the Slack side."""
-    home = Path(env["COUNTERSIGN_CONFIG"]).parent
-    argv = ["serve", "--port", str(port), "--lease", "3", "--no-workers", *extra]
-    proc = Zygote.fork(argv, env, home, home / f"serve-{next(_started)}.log")
-
-    def alive() -> None:
-        assert proc.poll() is None, proc.communicate()[0]
-
-    wait_healthy(port, alive)
-    return proc
-
-
-@contextmanager
-def _worker(env: dict[str, str]) -> Iterator[Forked]:
-    """A ``countersign worker`` for the test's whole length, niced as serve's child is."""
-    home = Path(env["COUNTERSIGN_CONFIG"]).parent
-    argv = ["worker", "--poll", "0.1", "--lease", "3", "--nice", "10"]
-    proc = Zygote.fork(argv, env, home, home / f"worker-{next(_started)}.log")
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0, out
-
-
-def _bot_env(tmp_path: Path, db_url: str, bot_token: str, api_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PYTHONPATH=str(ROOT),
-        DATABASE_URL=db_url,
-        COUNTERSIGN_CONFIG=str(tmp_path / "countersign.toml"),
-        SLACK_BOT_TOKEN=bot_token,
-        SLACK_SIGNING_SECRET=SECRET,
-        SLACK_API_URL=api_url,
-    )
-    return env
 
 
 def _start_and_wait_for_review(slack: StandInThread, command: str) -> tuple[Json, Json]:
@@ -125,7 +78,7 @@ def test_bot_killed_with_a_review_pending_resumes_on_the_next_click(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         with _worker(env):
             first = _serve(env, port)
             try:
@@ -173,7 +126,7 @@ def test_a_flow_paused_under_one_bot_is_routed_by_a_click_under_another(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         with _worker(env):
             first = _serve(env, port)
             try:
@@ -210,7 +163,7 @@ def test_bot_killed_between_a_post_and_recording_it_does_not_post_it_again(
     part_1 = t.review_fallback("longform", ReviewKind.TASK_REVIEW)
     part_2 = t.part_label(2, 2)
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         with _worker(env):
             slack.fail_next(
                 "chat.postMessage",
@@ -260,7 +213,7 @@ def test_serve_with_no_workers_of_its_own_leaves_the_runs_to_a_worker_elsewhere(
     port = free_port()
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         bot = _serve(env, port)
         try:
             assert slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters").ok
@@ -289,7 +242,7 @@ def test_socket_mode_needs_no_signing_secret_and_stops_while_slack_is_unreachabl
     tmp_path: Path, db_url: str
 ) -> None:
     (tmp_path / "countersign.toml").write_text(CONFIG)
-    env = _bot_env(tmp_path, db_url, "xoxb-unused", f"http://127.0.0.1:{free_port()}/api/")
+    env = bot_env(tmp_path, db_url, "xoxb-unused", f"http://127.0.0.1:{free_port()}/api/")
     env.pop("SLACK_SIGNING_SECRET")
     env["SLACK_APP_TOKEN"] = "xapp-1-unused"  # nothing listens where it would be used
     bot = subprocess.Popen(

@@ -10,22 +10,23 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import APPROVED_BY, ReviewStatus, RunStatus, Store
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    review_with_buttons,
+    root_of,
     shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import review_with_buttons, root_of
+from tests.support.slack_harness import told as _told
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}", "{MALLORY}"]
 approvals_required = 2
@@ -45,14 +46,6 @@ forbid_self_approval = true
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     with configured(tmp_path, db_url, CONFIG) as pair:
         yield pair
-
-
-def _told(slack: StandInThread, user: str, before: int, words: str) -> str:
-    said = wait_until(
-        lambda: [e.text for e in slack.ephemerals(user)[before:] if words in e.text],
-        what=f"{user} told {words!r}",
-    )
-    return str(said[-1])
 
 
 def test_two_approvers_the_starter_refused_a_second_click_told_and_a_race_decides_once(

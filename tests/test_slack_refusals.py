@@ -14,19 +14,21 @@ import pytest
 from bot.slack import text
 from crew_runtime.config import Config
 from storage import Store
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -36,18 +38,18 @@ EDITORS = "S0EDITORS"
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.open]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Anyone in the channel may review"
 channel = "{CHANNEL}"
 
 [crews.grouped]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "A user group reviews"
 channel = "{CHANNEL}"
 reviewers = ["{EDITORS}"]

@@ -18,19 +18,20 @@ from crew_runtime.config import Config
 from storage import ReviewStatus, RunStatus, Store
 from storage.outbox import GIVEN_UP
 from storage.schema import outbox
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.cli import Cli
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     buttons,
     configured,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_cli import Cli
-from tests.test_slack_e2e import review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +40,13 @@ NOBOT = "C0NOBOT"
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.uninvited]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Its channel has not invited the bot"
 channel = "{NOBOT}"
 """

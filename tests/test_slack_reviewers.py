@@ -9,33 +9,34 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
+    answer_to,
     configured,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 inputs = ["topic", "approver"]
 reviewers_from_input = "approver"
 remind_after = "1s"
 
 [crews.notes]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 """
 
@@ -44,14 +45,6 @@ channel = "{CHANNEL}"
 def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
     with configured(tmp_path, db_url, CONFIG) as pair:
         yield pair
-
-
-def _answer(slack: StandInThread, user: str, typed: str) -> str:
-    """What ``user`` is told privately after typing ``/crew typed``."""
-    before = len(slack.ephemerals(user))
-    slack.slash_command(user, CHANNEL, "/crew", typed)
-    told = wait_until(lambda: slack.ephemerals(user)[before:], what=f"the answer to {typed!r}")
-    return str(told[0].text)
 
 
 def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(
@@ -70,12 +63,12 @@ def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(
             "approver=@gone": "<@UGONE> cannot review this run: their account is deactivated",
         }
         for given, says in refused.items():
-            told = _answer(slack, ALICE, f"run deal topic=otters {given}")
+            told = answer_to(slack, ALICE, f"run deal topic=otters {given}")
             assert says in told and "Nothing was started" in told, told
-        assert "needs `approver`" in _answer(slack, ALICE, "run deal topic=otters")
+        assert "needs `approver`" in answer_to(slack, ALICE, "run deal topic=otters")
         assert store.list_runs() == []
 
-        assert "Starting" in _answer(slack, ALICE, "run deal topic=otters approver=@bob")
+        assert "Starting" in answer_to(slack, ALICE, "run deal topic=otters approver=@bob")
         [run] = store.list_runs()
         assert run.inputs == {"topic": "otters", "approver": BOB}
         root = root_of(slack)
@@ -89,8 +82,8 @@ def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(
             what="Alice told she is not the reviewer",
         )
         assert store.list_reviews(run_id=run.id)[0].decision is None
-        assert _answer(slack, MALLORY, "pending").startswith("Nothing is waiting")
-        assert _answer(slack, BOB, "pending") == "1 review waiting"
+        assert answer_to(slack, MALLORY, "pending").startswith("Nothing is waiting")
+        assert answer_to(slack, BOB, "pending") == "1 review waiting"
         before = len(slack.ephemerals(BOB))
         slack.slash_command(BOB, CHANNEL, "/crew", f"status {run.id}")
         status = wait_until(lambda: slack.ephemerals(BOB)[before:], what="Bob's /crew status")
@@ -115,7 +108,7 @@ def test_inputs_read_as_typed_when_slack_sends_markup(setup: tuple[Config, Store
     config, store = setup
     with slack_and_bot(config, store) as (slack, _bot):
         typed = "run notes topic=https://x.io/a?b=1&c=2 where=#writing who=@mallory at=a<b>"
-        assert "Starting" in _answer(slack, ALICE, typed)
+        assert "Starting" in answer_to(slack, ALICE, typed)
         [run] = store.list_runs()
         assert run.inputs == {
             "topic": "https://x.io/a?b=1&c=2",

@@ -15,8 +15,8 @@ from bot.sandbox import StandInThread
 from bot.sandbox.scopes import Grants, read_manifest
 from crew_runtime.config import Config
 from storage import RunStatus, Store
-from tests.harness import ON_SQLITE
-from tests.slack_harness import (
+from tests.support.harness import ON_SQLITE
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
@@ -32,7 +32,7 @@ Json = dict[str, object]
 
 CONFIG = """
 [crews.solo]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "No channel, no reviewers: whoever can see the run decides"
 """
 

@@ -19,22 +19,24 @@ from bot.slack import text
 from crew_runtime.config import Config
 from storage import Store
 from storage.schema import inbox, review_events, reviews
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
+    answer_to,
     configured,
+    home_says,
+    modal_for,
+    review_with_buttons,
+    root_of,
     said,
     shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
-from tests.test_slack_home import _home
-from tests.test_slack_quorum import _told
-from tests.test_slack_reviewers import _answer
+from tests.support.slack_harness import told as _told
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +46,7 @@ CAROL = "UCAROL"
 # No crew-wide reviewers: the chain's stages alone say who finds the outline's review.
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 stages = [
   {{ name = "legal",   reviewers = ["{LEGAL}"] }},
@@ -54,7 +56,7 @@ stages = [
 
 NUDGED = f"""
 [crews.nudged]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 channel = "{CHANNEL}"
 remind_after = "1s"
 escalate_after = "2s"
@@ -82,16 +84,16 @@ def test_pending_home_and_claims_follow_the_stage_the_review_is_at(
         slack.add_usergroup(LEGAL, [ALICE])
         for person in (ALICE, BOB):
             slack.open_home(person)
-            _home(slack, person, t.HOME_NOTHING_PENDING)
+            home_says(slack, person, t.HOME_NOTHING_PENDING)
         slack.slash_command(MALLORY, CHANNEL, "/crew", "run deal topic=otters")
         root = root_of(slack)
         outline = review_with_buttons(slack, root["ts"])
 
         # At legal: Alice (in the group) finds it; the manager and the channel do not.
-        _home(slack, ALICE, t.home_pending_count(1))
-        assert _answer(slack, ALICE, "pending") == "1 review waiting"
+        home_says(slack, ALICE, t.home_pending_count(1))
+        assert answer_to(slack, ALICE, "pending") == "1 review waiting"
         for person in (BOB, MALLORY):
-            assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+            assert answer_to(slack, person, "pending").startswith("Nothing is waiting"), person
         assert t.HOME_NOTHING_PENDING in text_of_home(slack, BOB)
 
         # Claim: a manager is told whose stage it is; Alice claims it.
@@ -102,10 +104,10 @@ def test_pending_home_and_claims_follow_the_stage_the_review_is_at(
 
         # Alice's approval passes legal: Bob's Home is refreshed with it, Alice's without.
         slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
-        _home(slack, BOB, t.home_pending_count(1))
-        _home(slack, ALICE, t.HOME_NOTHING_PENDING)
-        assert _answer(slack, BOB, "pending") == "1 review waiting"
-        assert _answer(slack, ALICE, "pending").startswith("Nothing is waiting")
+        home_says(slack, BOB, t.home_pending_count(1))
+        home_says(slack, ALICE, t.HOME_NOTHING_PENDING)
+        assert answer_to(slack, BOB, "pending") == "1 review waiting"
+        assert answer_to(slack, ALICE, "pending").startswith("Nothing is waiting")
 
         # Legal's turn is over: Alice may not claim it, nor may Bob give it to her; Carol,
         # a manager, may be given it.
@@ -222,7 +224,7 @@ def _dms(slack: StandInThread, user: str, mark: str) -> list[str]:
 
 MIXED = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{MALLORY}"]
 stages = [
@@ -248,20 +250,20 @@ def test_a_delegate_finds_the_review_at_their_stage_and_the_crews_reviewers_the_
             slack.slash_command(ALICE, CHANNEL, "/crew", "run deal topic=otters")
             root = root_of(slack)
             outline = review_with_buttons(slack, root["ts"])
-            assert _answer(slack, ALICE, "pending") == "1 review waiting"
+            assert answer_to(slack, ALICE, "pending") == "1 review waiting"
             for person in (CAROL, MALLORY):
-                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+                assert answer_to(slack, person, "pending").startswith("Nothing is waiting"), person
 
             slack.click_button(ALICE, CHANNEL, outline["ts"], "countersign:approve")
             said(slack, root["ts"], "Stage 2 of 2, manager")
             for person in (CAROL, BOB):
-                assert _answer(slack, person, "pending") == "1 review waiting", person
+                assert answer_to(slack, person, "pending") == "1 review waiting", person
             for person in (ALICE, MALLORY):
-                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+                assert answer_to(slack, person, "pending").startswith("Nothing is waiting"), person
 
             slack.click_button(CAROL, CHANNEL, outline["ts"], "countersign:approve")
             article = review_with_buttons(slack, root["ts"], after=outline["ts"])
             assert article["ts"] != outline["ts"]
-            assert _answer(slack, MALLORY, "pending") == "1 review waiting"
+            assert answer_to(slack, MALLORY, "pending") == "1 review waiting"
             for person in (ALICE, CAROL):
-                assert _answer(slack, person, "pending").startswith("Nothing is waiting"), person
+                assert answer_to(slack, person, "pending").startswith("Nothing is waiting"), person

@@ -14,7 +14,7 @@ import pytest
 from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import APPROVAL_STAGES, ReviewStatus, RunStatus, Store
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
@@ -24,14 +24,15 @@ from tests.slack_harness import (
     configured,
     free_port,
     new_standin,
+    review_with_buttons,
+    root_of,
     shows,
     slack_and_bot,
     slack_settings,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import review_with_buttons, root_of
-from tests.test_slack_quorum import _told
+from tests.support.slack_harness import told as _told
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ LEGAL = "S0LEGAL"  # a user group: only Slack can say Alice is in it
 
 CONFIG = f"""
 [crews.deal]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 stages = [
   {{ name = "legal",   reviewers = ["{LEGAL}"] }},

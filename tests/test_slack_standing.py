@@ -16,22 +16,24 @@ import pytest
 from bot.sandbox import Delivery, StandInThread
 from crew_runtime.config import Config
 from storage import ReviewStatus, RunStatus, Store
-from tests.crews import effects
-from tests.slack_harness import (
+from tests.support.cli import Cli
+from tests.support.crews import effects
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     MALLORY,
     buttons,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     said,
     shows,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_cli import Cli
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +44,7 @@ REVOKE = "countersign:revoke_standing"
 
 CONFIG = f"""
 [crews.payroll]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
@@ -51,7 +53,7 @@ allow_standing = true
 standing_match = ["to"]
 
 [crews.guarded]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 forbid_self_approval = true
@@ -60,7 +62,7 @@ forbid_self_approval = true
 allow_standing = true
 
 [crews.strict]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 """

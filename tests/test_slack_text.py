@@ -29,7 +29,7 @@ from storage.errors import (
     RunNotFound,
 )
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
-from tests.test_blocks import HOSTILE, NOW, decided, make_review
+from tests.support.records import HOSTILE, NOW, decided, make_review
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_MODULES = [

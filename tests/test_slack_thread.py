@@ -18,17 +18,19 @@ from bot.sandbox import StandInThread
 from crew_runtime.config import Config
 from storage import OutboxKind, RunStatus, Store
 from storage.schema import outbox
-from tests.slack_harness import (
+from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
     buttons,
     configured,
+    modal_for,
+    review_with_buttons,
+    root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-from tests.test_slack_e2e import modal_for, review_with_buttons, root_of
 
 pytestmark = pytest.mark.slow
 
@@ -36,18 +38,18 @@ Json = dict[str, Any]
 
 CONFIG = f"""
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}", "{BOB}"]
 
 [crews.quiet]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 progress = false
 
 [crews.loop]
-factory = "tests.crews:long_loop"
+factory = "tests.support.crews:long_loop"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 """

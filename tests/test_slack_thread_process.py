@@ -11,10 +11,20 @@ import pytest
 
 from bot.sandbox import StandInThread
 from storage import Store
-from tests.crews import effects
-from tests.slack_harness import ALICE, CHANNEL, buttons, free_port, new_standin, text_of, wait_until
-from tests.test_slack_process import _bot_env, _serve, _worker
-from tests.zygote import Zygote
+from tests.support.crews import effects
+from tests.support.processes import bot_env
+from tests.support.processes import serve as _serve
+from tests.support.processes import worker as _worker
+from tests.support.slack_harness import (
+    ALICE,
+    CHANNEL,
+    buttons,
+    free_port,
+    new_standin,
+    text_of,
+    wait_until,
+)
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +33,7 @@ WORKER = ["worker", "--poll", "0.1", "--lease", "3", "--nice", "10"]
 
 CONFIG = f"""
 [crews.loop]
-factory = "tests.crews:long_loop"
+factory = "tests.support.crews:long_loop"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 """
@@ -42,7 +52,7 @@ def test_a_worker_killed_mid_run_leaves_one_progress_message_that_goes_on(
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     effects_file = tmp_path / "effects.jsonl"
     with StandInThread(standin) as slack:
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         env["COUNTERSIGN_TEST_EFFECTS"] = str(effects_file)
         serve = _serve(env, port)
         try:

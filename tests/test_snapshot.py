@@ -30,11 +30,11 @@ from storage import (
     Store,
 )
 from storage.schema import snapshots
-from tests.harness import ON_SQLITE, Bench
+from tests.support.harness import ON_SQLITE, Bench
 
 LONG_LOOP = """
 [crews.long_loop]
-factory = "tests.crews:long_loop"
+factory = "tests.support.crews:long_loop"
 description = "A long agentic task that asks a person, then a reviewed task"
 """
 
@@ -104,7 +104,7 @@ def test_a_changed_crew_replays_its_journal_and_diverges(
 
 @ON_SQLITE
 def test_callbacks_and_dates_are_kept_on_a_resume_from_a_snapshot(bench: Bench) -> None:
-    bench.add_crews('[crews.options]\nfactory = "tests.crews:options"\n')
+    bench.add_crews('[crews.options]\nfactory = "tests.support.crews:options"\n')
     run = bench.start("options", topic="otters", planning="off")
     _resume(bench, run.id)
     assert bench.pending(run.id).stream == "task1:Writer"
@@ -309,7 +309,7 @@ def test_a_task_whose_first_conversation_changed_is_replayed_from_its_start(
 def test_crewais_count_of_repeated_calls_survives_resumes(bench: Bench) -> None:
     """The same run resumed from its snapshots and from its journal ends the same way: CrewAI
     stops the fifth identical search, four of them made before the last resume."""
-    bench.add_crews('[crews.repeating]\nfactory = "tests.crews:repeating"\n')
+    bench.add_crews('[crews.repeating]\nfactory = "tests.support.crews:repeating"\n')
     endings = []
     for path in ("snapshot", "journal"):
         run = bench.start("repeating", topic="otters")

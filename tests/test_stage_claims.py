@@ -27,18 +27,18 @@ from storage import (
     StageMoved,
     Store,
 )
-from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import _at_once, _waiting_review
-from tests.test_stages import CHAIN, CONFIG, _config
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli, assert_refused
+from tests.support.configs import CHAIN, STAGES, stages_config
+from tests.support.runs import waiting_review
+from tests.support.timing import FakeClock, at_once
 
 
 def test_the_current_stage_claims_and_is_given_the_review_and_nobody_else(
     db_url: str, tmp_path: Path
 ) -> None:
-    service = Countersign(Store.open(db_url), _config(tmp_path))
+    service = Countersign(Store.open(db_url), stages_config(tmp_path))
     try:
-        _, review_id = _waiting_review(service.store)
+        _, review_id = waiting_review(service.store)
         with pytest.raises(NotYourStage) as early:  # a manager, before legal approved
             service.claim(review_id, by="U0MAX")
         assert "is at its legal stage (1 of 2): only U0LEA or U0LEX" in str(early.value)
@@ -67,7 +67,7 @@ def test_the_current_stage_claims_and_is_given_the_review_and_nobody_else(
 def test_the_cli_claims_and_reassigns_at_the_current_stage_only(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "stages.toml").write_text(CONFIG)
+    (tmp_path / "stages.toml").write_text(STAGES)
     cli = Cli(db_url, tmp_path / "stages.toml", capsys)
     cli.ok("runs", "start", "deal", "topic=otters", "--by", "U0LEX")
     cli.worker()
@@ -140,7 +140,7 @@ def test_a_deadline_decides_mid_chain_naming_who_had_approved_at_which_stage(
 
 
 def test_a_claim_allowed_at_a_stage_the_review_has_left_is_refused(store: Store) -> None:
-    _, review_id = _waiting_review(store)
+    _, review_id = waiting_review(store)
     store.decide(review_id, NewDecision(DecisionKind.APPROVE, "U0LEA"), stages=CHAIN, stage=0)
     with pytest.raises(StageMoved):  # checked at legal, recorded after legal passed
         store.claim_review(
@@ -158,10 +158,10 @@ def test_a_claim_allowed_at_a_stage_the_review_has_left_is_refused(store: Store)
 def test_a_claim_racing_the_approval_that_passes_its_stage_lands_before_it_or_not_at_all(
     db_url: str, tmp_path: Path
 ) -> None:
-    service = Countersign(Store.open(db_url), _config(tmp_path))
+    service = Countersign(Store.open(db_url), stages_config(tmp_path))
     try:
         for _ in range(3):
-            _, review_id = _waiting_review(service.store)
+            _, review_id = waiting_review(service.store)
             refused: list[Exception] = []
 
             def act(n: int, review_id: str = review_id, refused: list[Exception] = refused) -> None:
@@ -173,7 +173,7 @@ def test_a_claim_racing_the_approval_that_passes_its_stage_lands_before_it_or_no
                 except (NotYourStage, StageMoved) as exc:
                     refused.append(exc)
 
-            _at_once(act, 2)
+            at_once(act, 2)
             review = service.store.get_review(review_id)
             assert review.stage == 1
             events = [
@@ -194,9 +194,9 @@ def test_a_claim_racing_the_approval_that_passes_its_stage_lands_before_it_or_no
 def test_a_claim_replayed_after_the_stage_moved_is_answered_as_the_first(
     db_url: str, tmp_path: Path
 ) -> None:
-    service = Countersign(Store.open(db_url), _config(tmp_path))
+    service = Countersign(Store.open(db_url), stages_config(tmp_path))
     try:
-        _, review_id = _waiting_review(service.store)
+        _, review_id = waiting_review(service.store)
         first = service.claim(review_id, by="U0LEA", request_key="k1")
         service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA")
         again = service.claim(review_id, by="U0LEA", request_key="k1")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from crew_runtime.config import Config, load_config
 from crew_runtime.errors import NotYourStage
 from crew_runtime.service import Countersign
 from storage import (
@@ -23,57 +22,25 @@ from storage import (
     OutboxKind,
     ReviewStatus,
     RunStatus,
-    Stage,
     StageMoved,
     Store,
 )
-from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import _approve, _at_once, _waiting_review
-
-CHAIN = [Stage("legal", 1), Stage("manager", 2)]
-
-CONFIG = """
-[crews.deal]
-factory = "tests.crews:writer"
-forbid_self_approval = true
-stages = [
-  { name = "legal",   reviewers = ["U0LEA", "U0LEX"],          approvals_required = 1 },
-  { name = "manager", reviewers = ["U0MAX", "U0MIA", "U0MOE"], approvals_required = 2 },
-]
-
-[crews.deal.tasks.2]               # the article: one approval, no chain
-approvals_required = 1
-
-[crews.research]                   # a question in a crew with a chain
-factory = "tests.crews:research"
-stages = [{ name = "legal", reviewers = ["U0LEA"] }, { name = "board", reviewers = ["U0BOB"] }]
-
-[crews.payout]
-factory = "tests.crews:payments"
-
-[crews.payout.gates.pay]
-stages = [
-  { name = "finance", reviewers = ["U0FIN"] },
-  { name = "cfo",     reviewers = ["U0CFO"] },
-]
-"""
+from tests.support.cli import Cli, assert_refused
+from tests.support.configs import CHAIN, STAGES, stages_config
+from tests.support.runs import approve as _approve
+from tests.support.runs import waiting_review
+from tests.support.timing import at_once
 
 
 def _payloads(store: Store, kind: OutboxKind) -> list[object]:
     return [m.payload for m in store.due_outbox() if m.kind == kind]
 
 
-def _config(tmp_path: Path) -> Config:
-    path = tmp_path / "countersign.toml"
-    path.write_text(CONFIG)
-    return load_config(path, environ={})
-
-
 # --- storage ---------------------------------------------------------------------------------
 
 
 def test_each_stage_counts_its_own_approvals_and_the_last_one_decides(store: Store) -> None:
-    run_id, review_id = _waiting_review(store)
+    run_id, review_id = waiting_review(store)
     moved = store.decide(review_id, _approve("U0LEA"), stages=CHAIN, stage=0)
     assert moved.status == ReviewStatus.PENDING and moved.stage == 1
     assert [(a.decided_by, a.stage) for a in moved.approvals] == [("U0LEA", "legal")]
@@ -102,7 +69,7 @@ def test_each_stage_counts_its_own_approvals_and_the_last_one_decides(store: Sto
 def test_a_decision_made_at_a_stage_the_review_left_is_refused_and_a_person_counts_once(
     store: Store,
 ) -> None:
-    _, review_id = _waiting_review(store)
+    _, review_id = waiting_review(store)
     first = store.decide(review_id, _approve("U0LEA", "trigger:1"), stages=CHAIN, stage=0)
     # The same request replayed is answered as the first time.
     again = store.decide(review_id, _approve("U0LEA", "trigger:1"), stages=CHAIN, stage=0)
@@ -121,7 +88,7 @@ def test_a_decision_made_at_a_stage_the_review_left_is_refused_and_a_person_coun
 def test_a_rejection_mid_chain_decides_at_once_and_keeps_the_approvals_with_their_stage(
     store: Store,
 ) -> None:
-    run_id, review_id = _waiting_review(store)
+    run_id, review_id = waiting_review(store)
     store.decide(review_id, _approve("U0LEA"), stages=CHAIN, stage=0)
     rejected = NewDecision(DecisionKind.REJECT, "U0MAX", "not this quarter")
     decided = store.decide(review_id, rejected, stages=CHAIN, stage=1)
@@ -139,7 +106,7 @@ def test_two_first_stage_approvers_racing_move_the_chain_once(db_url: str) -> No
     approval passes the stage, the other is told the stage moved; one REVIEW_APPROVED."""
     stores = [Store.open(db_url), Store.open(db_url)]
     try:
-        _, review_id = _waiting_review(stores[0])
+        _, review_id = waiting_review(stores[0])
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
@@ -152,7 +119,7 @@ def test_two_first_stage_approvers_racing_move_the_chain_once(db_url: str) -> No
             except StageMoved:
                 outcomes.append("late")
 
-        _at_once(approve, 2)
+        at_once(approve, 2)
         assert sorted(outcomes) == ["late", "moved"]
         review = stores[1].get_review(review_id)
         assert review.status == ReviewStatus.PENDING and review.stage == 1
@@ -169,10 +136,10 @@ def test_a_second_stage_reviewer_clicking_early_never_counts_at_the_first(
     """A legal approval and a manager's early click at the same moment, through the service
     (two stores): the manager is either refused (the review was still at legal when asked)
     or counted at the manager stage (it had moved): never at legal."""
-    config = _config(tmp_path)
+    config = stages_config(tmp_path)
     services = [Countersign(Store.open(db_url), config) for _ in range(2)]
     try:
-        _, review_id = _waiting_review(services[0].store)
+        _, review_id = waiting_review(services[0].store)
         with pytest.raises(NotYourStage) as early:
             services[1].decide(review_id, DecisionKind.APPROVE, None, by="U0MAX")
         assert "is at its legal stage (1 of 2): only U0LEA or U0LEX" in str(early.value)
@@ -191,7 +158,7 @@ def test_a_second_stage_reviewer_clicking_early_never_counts_at_the_first(
             except (NotYourStage, StageMoved):
                 outcomes[by] = "refused"
 
-        _at_once(click, 2)
+        at_once(click, 2)
         assert outcomes["U0LEA"] == "counted"
         review = services[0].store.get_review(review_id)
         assert review.stage == 1 and review.status == ReviewStatus.PENDING
@@ -210,7 +177,7 @@ def test_a_second_stage_reviewer_clicking_early_never_counts_at_the_first(
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
     config = tmp_path / "countersign.toml"
-    config.write_text(CONFIG)
+    config.write_text(STAGES)
     return Cli(db_url, config, capsys)
 
 
@@ -279,9 +246,9 @@ def test_a_gated_call_rejected_at_the_second_stage(cli: Cli) -> None:
 
 
 def test_a_delegate_approves_at_the_stage_of_the_person_away(db_url: str, tmp_path: Path) -> None:
-    service = Countersign(Store.open(db_url), _config(tmp_path))
+    service = Countersign(Store.open(db_url), stages_config(tmp_path))
     try:
-        _, review_id = _waiting_review(service.store)
+        _, review_id = waiting_review(service.store)
         service.away("U0LEA", "U0DEL", "2999-12-31", by="U0LEA")
         moved = service.decide(review_id, DecisionKind.APPROVE, None, by="U0DEL")
         assert moved.stage == 1
@@ -317,9 +284,9 @@ def test_a_question_is_answered_by_one_person_outside_the_chain(cli: Cli) -> Non
 def test_a_replayed_request_is_answered_as_the_first_after_the_stage_moved(
     db_url: str, tmp_path: Path
 ) -> None:
-    service = Countersign(Store.open(db_url), _config(tmp_path))
+    service = Countersign(Store.open(db_url), stages_config(tmp_path))
     try:
-        _, review_id = _waiting_review(service.store)
+        _, review_id = waiting_review(service.store)
         first = service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA", request_key="k1")
         assert first.stage == 1
         again = service.decide(review_id, DecisionKind.APPROVE, None, by="U0LEA", request_key="k1")

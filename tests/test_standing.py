@@ -24,13 +24,13 @@ from storage import (
     utc_now,
 )
 from storage.retention import Retention, RetentionPolicy
-from tests.harness import Bench
-from tests.test_cli import Cli, assert_refused
-from tests.test_retention import deliver
+from tests.support.cli import Cli, assert_refused
+from tests.support.harness import Bench
+from tests.support.runs import deliver
 
 PAYROLL = """
 [crews.payroll]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 description = "Three gated payments"
 
 [crews.payroll.gates.pay]
@@ -38,14 +38,14 @@ allow_standing = true
 standing_match = ["to"]
 
 [crews.payroll_any]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 description = "Three gated payments; a standing approval covers every payee"
 
 [crews.payroll_any.gates.pay]
 allow_standing = true
 
 [crews.payroll_strict]
-factory = "tests.crews:payroll"
+factory = "tests.support.crews:payroll"
 description = "Three gated payments, each reviewed"
 """
 

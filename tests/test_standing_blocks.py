@@ -19,7 +19,7 @@ from bot.slack.thread_text import approve_all_label
 from storage.details import details_from_json
 from storage.records import Review, StandingApproval
 from storage.status import ReviewKind
-from tests.test_payloads import review, run
+from tests.support.records import review, run
 
 NOW = datetime(2026, 1, 1, 12, 0)
 Json = dict[str, Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -36,22 +36,10 @@ from storage.inbox import InboxStore, NewRequest
 from storage.rows import decisions_by_review
 from storage.schema import metadata
 from storage.status import RunNote
+from tests.support.timing import FakeClock
 
 LEASE = timedelta(seconds=30)
 HOLD = timedelta(seconds=30)  # a dispatcher's claim on an outbox row
-
-
-class FakeClock:
-    """Time that tests move by hand instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, 0, 0)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs: float) -> None:
-        self.now += timedelta(**kwargs)
 
 
 def _ask(seq: int = 0, kind: ReviewKind = ReviewKind.TASK_REVIEW) -> NewReview:

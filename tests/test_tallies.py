@@ -27,8 +27,8 @@ from storage.schema import reviews, runs, tallies
 from storage.stats import read_stats
 from storage.status import ReviewStatus
 from storage.tallies import PENDING_REVIEWS, counts, fold
-from tests.test_retention import deliver, finished_run, waiting_run
-from tests.test_storage import FakeClock
+from tests.support.runs import deliver, finished_run, waiting_run
+from tests.support.timing import FakeClock
 
 LEASE = timedelta(minutes=5)
 

@@ -7,8 +7,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from tests.conftest import PG_BASE, pg_required
-from tests.tcp_proxy import TcpProxy
+from tests.support.database import PG_BASE, pg_required
+from tests.support.tcp_proxy import TcpProxy
 
 
 def test_a_cut_drops_live_connections_and_refuses_new_ones_until_restored() -> None:

@@ -13,9 +13,8 @@ from sqlalchemy import select
 from bot.tokens import Scope, TokenRefused, Tokens, parse_scopes
 from storage import ApiToken, Store, TokenExists, TokenNotFound, TokenRevoked
 from storage.schema import api_tokens
-from tests.test_cli import Cli, assert_refused
-from tests.test_quorum import _at_once
-from tests.test_storage import FakeClock
+from tests.support.cli import Cli, assert_refused
+from tests.support.timing import FakeClock, at_once
 
 
 def test_a_token_is_kept_as_its_hash_and_opens_until_revoked(db_url: str) -> None:
@@ -86,7 +85,7 @@ def _revoke_at_once(store: Store, name: str) -> list[ApiToken | TokenRevoked]:
         except TokenRevoked as exc:
             results.append(exc)
 
-    _at_once(revoke, 2)
+    at_once(revoke, 2)
     return results
 
 

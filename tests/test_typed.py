@@ -20,8 +20,8 @@ import pytest
 from crew_runtime.errors import UsageError
 from crew_runtime.offline.drafts import parse_draft
 from storage import ReviewStatus, RunStatus
-from tests.harness import Bench
-from tests.typed_crews import CONFIG, FIRST_ATTEMPT, TODO, Outline
+from tests.support.harness import Bench
+from tests.support.typed_crews import CONFIG, FIRST_ATTEMPT, TODO, Outline
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 
 from crew_runtime import Worker, WorkerSettings
 from storage import RunStatus
-from tests.harness import Bench
+from tests.support.harness import Bench
 
 
 @pytest.mark.parametrize("reviewed", ["yes", "no"], ids=["review", "output"])

@@ -22,11 +22,9 @@ from crew_runtime.config import Config
 from storage import NewDecision, NewReview, RunStatus, Store
 from storage.status import DecisionKind, ReviewKind
 from storage.wakeups import OUTBOX, RUNS, Wakeups
-from tests.harness import Bench
-from tests.slack_harness import wait_until
-from tests.tcp_proxy import TcpProxy
-
-ON_POSTGRES = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+from tests.support.harness import ON_POSTGRES, Bench
+from tests.support.slack_harness import wait_until
+from tests.support.tcp_proxy import TcpProxy
 
 
 class Heard:

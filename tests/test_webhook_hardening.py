@@ -16,9 +16,8 @@ import pytest
 from bot.webhooks.sender import MOST_RETRY_AFTER, _retry_after
 from crew_runtime.config import Config, load_config
 from storage import Store
-from tests.slack_harness import wait_until
-from tests.test_webhooks import SECRET, SenderThread, sending, start
-from tests.webhook_receiver import receiving
+from tests.support.slack_harness import wait_until
+from tests.support.webhook_receiver import SECRET, SenderThread, receiving, sending, start
 
 __all__ = ["sending"]  # the fixture, used by name
 

@@ -13,16 +13,17 @@ import pytest
 from bot.cli.main import main
 from bot.sandbox import StandInThread
 from storage import Store
-from tests.slack_harness import free_port, new_standin, wait_until
-from tests.test_slack_process import _bot_env, _serve
-from tests.webhook_receiver import HANG, receiving
+from tests.support.processes import bot_env
+from tests.support.processes import serve as _serve
+from tests.support.slack_harness import free_port, new_standin, wait_until
+from tests.support.webhook_receiver import HANG, receiving
 
 SECRET = b"whsec-process-test"
 
 
 def config(url: str) -> str:
     return (
-        '[crews.deal]\nfactory = "tests.crews:writer"\n'
+        '[crews.deal]\nfactory = "tests.support.crews:writer"\n'
         f'webhooks = [{{url = "{url}", events = ["run.finished"], secret_env = "DEAL_SECRET"}}]\n'
     )
 
@@ -34,7 +35,7 @@ def test_serve_killed_mid_delivery_delivers_after_restart(tmp_path: Path, db_url
     standin = new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")
     with receiving(SECRET, [HANG]) as receiver, StandInThread(standin) as slack:
         (tmp_path / "countersign.toml").write_text(config(receiver.url))
-        env = _bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
+        env = bot_env(tmp_path, db_url, standin.bot_token, slack.api_url)
         env["DEAL_SECRET"] = SECRET.decode()
         first = _serve(env, port)
         try:

@@ -1,6 +1,6 @@
 """Webhooks delivered at least once, signed, through a receiver's failures, on SQLite and
 PostgreSQL: the sender (``bot.webhooks``) against a real local receiver
-(``tests/webhook_receiver.py``) that checks signatures with the README's snippet.
+(``tests/support/webhook_receiver.py``) that checks signatures with the README's snippet.
 
 The events come from the Store's own transitions (a run that waits, a decision, a run that
 ends), no Slack involved: a crew without a channel, or a deployment without Slack, still
@@ -9,21 +9,14 @@ tells its webhooks.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bot.webhooks.sender import Backoff, WebhookSender
 from crew_runtime import metrics
 from crew_runtime.config import Config, load_config
-from crew_runtime.webhooks import webhook_secrets
 from storage import (
     DecisionKind,
     LeaseLost,
@@ -34,12 +27,20 @@ from storage import (
     Store,
     WebhookEventType,
 )
-from tests.slack_harness import wait_until
-from tests.webhook_receiver import HANG, Receiver, receiving
+from tests.support.slack_harness import wait_until
+from tests.support.webhook_receiver import (
+    HANG,
+    SECRET,
+    Receiver,
+    SenderThread,
+    receiving,
+    sending,
+    start,
+)
 
-SECRET = b"whsec-test-0123456789"
+__all__ = ["sending"]  # the fixture, used by name
+
 LEASE = timedelta(minutes=5)
-FAST = Backoff(first=timedelta(milliseconds=20), most=timedelta(milliseconds=200))
 EVERY = '["run.waiting", "run.finished", "review.decided"]'
 
 
@@ -54,61 +55,6 @@ def configured(tmp_path: Path, *hooks: tuple[str, str, str]) -> Config:
     path = tmp_path / "countersign.toml"
     path.write_text(text)
     return load_config(path)
-
-
-class SenderThread:
-    """A :class:`WebhookSender` running on an event loop of its own, as in ``serve``."""
-
-    def __init__(self, store: Store, config: Config, **options: Any) -> None:
-        options.setdefault("backoff", FAST)
-        options.setdefault("timeout", timedelta(seconds=2))
-        secrets = webhook_secrets(config, {"HOOK_SECRET": SECRET.decode()})
-        self.sender = WebhookSender(store, config, secrets, **options)
-        self._loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        main = self._loop.create_task(self.sender.run(self._stop, interval=0.05))
-        with contextlib.suppress(asyncio.CancelledError):  # killed by die()
-            self._loop.run_until_complete(main)
-        for task in asyncio.all_tasks(self._loop):
-            with contextlib.suppress(asyncio.CancelledError):
-                self._loop.run_until_complete(task)
-        self._loop.close()
-
-    def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._join()
-
-    def die(self) -> None:
-        """End as a killed process does: every request cut short, nothing settled, its
-        claims left to run out."""
-
-        def kill() -> None:
-            for task in asyncio.all_tasks(self._loop):
-                task.cancel()
-
-        self._loop.call_soon_threadsafe(kill)
-        self._join()
-
-    def _join(self) -> None:
-        self._thread.join(timeout=60)
-        assert not self._thread.is_alive()
-
-
-@pytest.fixture
-def sending() -> Iterator[list[SenderThread]]:
-    """Senders a test starts, stopped at its end."""
-    started: list[SenderThread] = []
-    yield started
-    for sender in started:
-        sender.stop()
-
-
-def start(sending: list[SenderThread], store: Store, config: Config, **options: Any) -> None:
-    sending.append(SenderThread(store, config, **options))
 
 
 def lifecycle(store: Store, crew: str) -> str:

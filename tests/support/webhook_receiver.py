@@ -8,6 +8,7 @@ connections, as a receiver that is down does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -15,12 +16,19 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+from bot.webhooks.sender import Backoff, WebhookSender
+from crew_runtime.config import Config
+from crew_runtime.webhooks import webhook_secrets
+from storage import Store
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 HANG = "hang"
 
 
@@ -140,3 +148,64 @@ def receiving(
         yield receiver
     finally:
         receiver.close()
+
+
+SECRET = b"whsec-test-0123456789"
+
+
+class SenderThread:
+    """A :class:`WebhookSender` running on an event loop of its own, as in ``serve``."""
+
+    def __init__(self, store: Store, config: Config, **options: Any) -> None:
+        options.setdefault("backoff", FAST_BACKOFF)
+        options.setdefault("timeout", timedelta(seconds=2))
+        secrets = webhook_secrets(config, {"HOOK_SECRET": SECRET.decode()})
+        self.sender = WebhookSender(store, config, secrets, **options)
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        main = self._loop.create_task(self.sender.run(self._stop, interval=0.05))
+        with contextlib.suppress(asyncio.CancelledError):  # killed by die()
+            self._loop.run_until_complete(main)
+        for task in asyncio.all_tasks(self._loop):
+            with contextlib.suppress(asyncio.CancelledError):
+                self._loop.run_until_complete(task)
+        self._loop.close()
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._join()
+
+    def die(self) -> None:
+        """End as a killed process does: every request cut short, nothing settled, its
+        claims left to run out."""
+
+        def kill() -> None:
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+
+        self._loop.call_soon_threadsafe(kill)
+        self._join()
+
+    def _join(self) -> None:
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive()
+
+
+@pytest.fixture
+def sending() -> Iterator[list[SenderThread]]:
+    """Senders a test starts, stopped at its end."""
+    started: list[SenderThread] = []
+    yield started
+    for sender in started:
+        sender.stop()
+
+
+def start(sending: list[SenderThread], store: Store, config: Config, **options: Any) -> None:
+    sending.append(SenderThread(store, config, **options))
+
+
+FAST_BACKOFF = Backoff(first=timedelta(milliseconds=20), most=timedelta(milliseconds=200))

@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _child(request: dict[str, Any], stdio: list[int]) -> None:
@@ -99,7 +99,7 @@ def send_request(conn: socket.socket, request: dict[str, Any], stdio: list[int])
 def serve(path: str) -> None:
     """The zygote's loop: fork on request, report exits, stop when stdin closes."""
     import bot.cli.main  # noqa: F401
-    import tests.crews  # noqa: F401
+    import tests.support.crews  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -218,7 +218,7 @@ class Zygote:
                 cls._path = os.path.join(tempfile.mkdtemp(prefix="zygote-"), "socket")
                 env = dict(os.environ, PYTHONPATH=str(ROOT))
                 cls._proc = subprocess.Popen(
-                    [sys.executable, "-m", "tests.zygote", cls._path],
+                    [sys.executable, "-m", "tests.support.zygote", cls._path],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     cwd=ROOT,

@@ -21,10 +21,10 @@ import pytest
 
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import DecisionKind, Review, Run, RunStatus, Store
-from tests.crews import effects
-from tests.zygote import Forked, Zygote
+from tests.support.crews import effects
+from tests.support.zygote import Forked, Zygote
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # For a test whose subject is a crew's shape or a provider, not storage: it runs on SQLite
 # only. Its storage calls are the same code that the storage, fencing and crash tests run
@@ -33,63 +33,63 @@ ON_SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 CONFIG = """
 [crews.writer]
-factory = "tests.crews:writer"
+factory = "tests.support.crews:writer"
 description = "Outline then article, both reviewed"
 
 [crews.research]
-factory = "tests.crews:research"
+factory = "tests.support.crews:research"
 description = "Searches, asks a human, publishes"
 
 [crews.plain]
-factory = "tests.crews:plain"
+factory = "tests.support.crews:plain"
 description = "One task, one tool, no human"
 
 [crews.broken]
-factory = "tests.crews:broken"
+factory = "tests.support.crews:broken"
 
 [crews.trilogy]
-factory = "tests.crews:trilogy"
+factory = "tests.support.crews:trilogy"
 description = "Three reviewed tasks, each on the one before"
 
 [flows.article]
-factory = "tests.crews:article_flow"
+factory = "tests.support.crews:article_flow"
 description = "A CrewAI Flow reviewed with @human_feedback"
 
 [crews.payments]
-factory = "tests.crews:payments"
+factory = "tests.support.crews:payments"
 description = "Pays a supplier; large payments are gated"
 
 [crews.gated_research]
-factory = "tests.crews:research"
+factory = "tests.support.crews:research"
 description = "The research crew with publish gated by configuration"
 approval_tools = ["publish"]
 
 [crews.newsletter]
-factory = "tests.crews:newsletter"
+factory = "tests.support.crews:newsletter"
 description = "Sends a newsletter with a slow tool, once per idempotency key"
 
 [crews.verbose]
-factory = "tests.crews:verbose"
+factory = "tests.support.crews:verbose"
 description = "A verbose crew that asks a human (or whose model fails)"
 
 [crews.parallel_payments]
-factory = "tests.crews:parallel_payments"
+factory = "tests.support.crews:parallel_payments"
 description = "One native model turn makes two gated payments"
 
 [crews.delegation]
-factory = "tests.crews:delegation"
+factory = "tests.support.crews:delegation"
 description = "A lead delegates to an analyst whose work pauses"
 
 [crews.parallel]
-factory = "tests.crews:parallel"
+factory = "tests.support.crews:parallel"
 description = "Two parallel tasks, one paused at a gate, then a task joining them"
 
 [crews.swallowing]
-factory = "tests.crews:swallowing"
+factory = "tests.support.crews:swallowing"
 description = "A task callback that swallows the pause of the agent it asks"
 
 [crews.unstorable]
-factory = "tests.crews:unstorable"
+factory = "tests.support.crews:unstorable"
 description = "Drafts holding a character a database may refuse"
 """
 
@@ -223,3 +223,6 @@ class Bench:
         run = self.run(run_id)
         assert run.status in statuses, (run.status, run.error)
         return run
+
+
+ON_POSTGRES = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)

@@ -3,7 +3,7 @@
 an agent that reasons before it works, flows whose steps pause inside crews, a
 ``@human_feedback`` with CrewAI's documented outcomes, and crews written for the console
 (``input()`` in a flow step and in a tool). All on the scripted model; side effects go to
-the effects file, as in ``tests/crews.py``.
+the effects file, as in ``tests/support/crews.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from crew_runtime import ask_human
 from crew_runtime.offline.script import ScriptedReply
 from crew_runtime.offline.scripted_llm import ScriptedLLM
-from tests.crews import _append
+from tests.support.crews import _append
 
 READY = "READY: I am ready to execute the task."
 

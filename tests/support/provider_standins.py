@@ -1,10 +1,10 @@
 """Local stand-ins for Anthropic's Messages API and Gemini's generateContent API.
 
-Like ``tests/openai_standin.py``, each is an HTTP server on 127.0.0.1 that CrewAI's native
+Like ``tests/support/openai_standin.py``, each is an HTTP server on 127.0.0.1 that CrewAI's native
 provider reaches through its SDK (``anthropic``: ``ANTHROPIC_BASE_URL``; ``google-genai``:
 ``GOOGLE_GEMINI_BASE_URL``), so a test takes the real path: HTTP, the SDK's parsing, its
 streaming, CrewAI's own handling of each provider's response objects. Answers come from the
-same scripts (:class:`tests.openai_standin.ModelScript`, read by
+same scripts (:class:`tests.support.openai_standin.ModelScript`, read by
 ``crew_runtime.offline.script.script_reply``): the request is read into OpenAI-shaped
 messages for the script, and the script's answer is sent back in the provider's own shape:
 
@@ -38,7 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from crew_runtime.offline.script import script_reply
-from tests.openai_standin import ModelScript
+from tests.support.openai_standin import ModelScript
 
 Json = dict[str, Any]
 _PIECE = 7

@@ -1,4 +1,5 @@
-"""Crews on CrewAI's real OpenAI provider, for the tests against ``tests/openai_standin.py``.
+"""Crews on CrewAI's real OpenAI provider, for the tests against its stand-in
+(``tests/support/openai_standin.py``).
 
 Each agent is built the way users build theirs, ``LLM(model="openai/<name>")``, and the
 worker's environment (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``) sends its calls to the
@@ -17,8 +18,8 @@ from crewai import LLM, Agent, Crew, Process, Task
 from pydantic import BaseModel
 
 from crew_runtime import ask_human, requires_approval
-from tests.crews import PayTool, PublishTool, SearchTool
-from tests.openai_standin import ModelScript
+from tests.support.crews import PayTool, PublishTool, SearchTool
+from tests.support.openai_standin import ModelScript
 
 # What every model of the stand-in does, in each round: the steps whose tool an agent does
 # not have are skipped, so one plan serves every crew below.
@@ -38,15 +39,15 @@ SCRIPTS = {
 
 CONFIG = """
 [crews.provider_research]
-factory = "tests.provider_crews:research"
+factory = "tests.support.provider_crews:research"
 description = "Searches, asks a human, publishes; on the OpenAI provider"
 
 [crews.provider_payments]
-factory = "tests.provider_crews:payments"
+factory = "tests.support.provider_crews:payments"
 description = "Pays ACME, gated; on the OpenAI provider"
 
 [crews.provider_writer]
-factory = "tests.provider_crews:writer"
+factory = "tests.support.provider_crews:writer"
 description = "Outline then article, both reviewed; on the OpenAI provider"
 """
 

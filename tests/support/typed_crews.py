@@ -24,11 +24,11 @@ from pydantic import BaseModel, field_validator
 from crew_runtime.offline.drafts import parse_draft
 from crew_runtime.offline.script import ScriptedReply
 from crew_runtime.offline.scripted_llm import ScriptedLLM
-from tests.crews import SearchTool, _append
+from tests.support.crews import SearchTool, _append
 
 CONFIG = """
 [crews.typed]
-factory = "tests.typed_crews:typed"
+factory = "tests.support.typed_crews:typed"
 description = "A typed outline, reviewed, then an article from it"
 """
 

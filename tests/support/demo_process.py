@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 URL_LINE = re.compile(r"Countersign demo: open (http://\S+) in your browser")
 
 T = TypeVar("T")

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from bot.hosting.openapi import document
+from bot.tokens import Scope, Tokens
+from storage import NewReview, ReviewKind, Store
+from tests.support.slack_harness import ALICE, BOB, CHANNEL, MALLORY, configured, slack_and_bot
 
 Json = dict[str, Any]
 
@@ -106,3 +114,69 @@ class ApiClient:
 
     def post(self, path: str, body: Any = None, **kwargs: Any) -> Answer:
         return self.call("POST", path, body, **kwargs)
+
+
+@dataclass
+class ApiBench:
+    store: Store
+    api: ApiClient
+    tokens: dict[str, str]  # a token by the scopes it has
+
+    def pause(
+        self, crew: str = "writer", kind: ReviewKind = ReviewKind.TASK_REVIEW, by: str = ALICE
+    ) -> str:
+        """A run of ``crew`` paused at one review, as a worker pauses it; the review's id.
+        (No run may be queued: the claim takes the oldest.)"""
+        self.store.create_run(crew, {"topic": "otters"}, started_by=by, channel=CHANNEL)
+        run = self.store.claim_run("w1", timedelta(seconds=30))
+        assert run is not None and run.lease_token is not None
+        ask = NewReview(kind=kind, stream="task0:Writer", seq=0, prompt="the draft")
+        (review,) = self.store.suspend_run(run.id, run.lease_token, [ask])
+        return review.id
+
+    def decide(self, review_id: str, **body: object) -> Answer:
+        return self.api.post(f"/reviews/{review_id}/decision", body)
+
+
+@pytest.fixture
+def bench(tmp_path: Path, db_url: str) -> Iterator[ApiBench]:
+    with configured(tmp_path, db_url, API_CONFIG) as (config, store):
+        made = Tokens(store)
+        tokens = {
+            "all": made.create("all", list(Scope), by="test")[1],
+            "read": made.create("reader", [Scope.READ], by="test")[1],
+        }
+        with slack_and_bot(config, store, workers=0) as (_slack, bot):
+            base = f"http://127.0.0.1:{bot.port}"
+            yield ApiBench(store, ApiClient(base, tokens["all"]), tokens)
+
+
+def raw_request(base: str, request: bytes) -> bytes:
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+API_CONFIG = f"""
+[crews.writer]
+factory = "tests.support.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}"]
+inputs = ["topic"]
+
+[crews.deal]
+factory = "tests.support.crews:writer"
+channel = "{CHANNEL}"
+reviewers = ["{ALICE}", "{BOB}", "{MALLORY}"]
+approvals_required = 2
+forbid_self_approval = true
+
+[crews.named]
+factory = "tests.support.crews:writer"
+inputs = ["topic", "approver"]
+reviewers_from_input = "approver"
+"""

@@ -242,3 +242,108 @@ def text_of(message: Json) -> str:
 
     walk(message.get("blocks") or [])
     return "\n".join(parts)
+
+
+def review_with_buttons(slack: StandInThread, root_ts: str, after: str = "0") -> Json:
+    """The first message in the thread, posted after ``after``, that shows buttons."""
+
+    def find() -> Json | None:
+        later = [m for m in slack.thread(CHANNEL, root_ts) if float(m["ts"]) > float(after)]
+        return next((m for m in later if buttons(m)), None)
+
+    return wait_until(find, what=f"a review message with buttons after {after}")
+
+
+def root_of(slack: StandInThread) -> Json:
+    return wait_until(
+        lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+        what="the run's root message",
+    )
+
+
+def modal_for(slack: StandInThread, user: str, block_id: str = "text") -> Json:
+    """The modal a click opened, once it shows its form (it opens as "Loading…" first).
+
+    The form is recognised by one of its inputs, ``block_id``.
+    """
+    return wait_until(
+        lambda: next(
+            (
+                v
+                for v in slack.open_views(user)
+                if any(b.get("block_id") == block_id for b in v.get("blocks", []))
+            ),
+            None,
+        ),
+        what=f"the form modal of {user}",
+    )
+
+
+def draft_in(message: Json) -> str:
+    """The scripted draft shown in a review message (one line starting with its label)."""
+    for line in text_of(message).splitlines():
+        if line.startswith(("Outline v", "Article v", "Report v")):
+            return line.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    raise AssertionError(f"no draft in {text_of(message)!r}")
+
+
+def home_says(slack: StandInThread, user: str, says: str) -> str:
+    """The text of ``user``'s Home tab, once it says ``says``."""
+
+    def shown() -> str | None:
+        view = slack.home_view(user)
+        said = None if view is None else text_of(view)
+        return said if said is not None and says in said else None
+
+    return wait_until(shown, what=f"{user}'s Home to say {says!r}")
+
+
+def answer_to(slack: StandInThread, user: str, typed: str) -> str:
+    """What ``user`` is told privately after typing ``/crew typed``."""
+    before = len(slack.ephemerals(user))
+    slack.slash_command(user, CHANNEL, "/crew", typed)
+    told = wait_until(lambda: slack.ephemerals(user)[before:], what=f"the answer to {typed!r}")
+    return str(told[0].text)
+
+
+def told(slack: StandInThread, user: str, before: int, words: str) -> str:
+    said = wait_until(
+        lambda: [e.text for e in slack.ephemerals(user)[before:] if words in e.text],
+        what=f"{user} told {words!r}",
+    )
+    return str(said[-1])
+
+
+@contextmanager
+def run_in_slack(
+    tmp_path: Path, db_url: str, config: str, command: str, groups: dict[str, list[str]]
+) -> Iterator[tuple[StandInThread, Store, Json]]:
+    """The bot and the stand-in with ``config``; Alice has typed ``/crew command``: the
+    stand-in, the store and the run's root message."""
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    store = Store.open(db_url)
+    with slack_and_bot(load_config(path), store) as (slack, _bot):
+        for group, members in groups.items():
+            slack.add_usergroup(group, members)
+        slack.slash_command(ALICE, CHANNEL, "/crew", command)
+        root = wait_until(
+            lambda: next((m for m in slack.messages(CHANNEL) if m.get("bot_id")), None),
+            what="the run's root message",
+        )
+        yield slack, store, root
+    store.close()
+
+
+NUDGED = f"""
+[crews.nudged]
+factory = "tests.support.crews:payments"
+reviewers = ["{ALICE}", "S0PAYERS"]
+remind_after = "1h"
+remind_by = "dm"
+escalate_to = ["{MALLORY}"]
+
+[crews.nudged.gates.pay]
+remind_after = "1s"
+escalate_after = "2s"
+"""

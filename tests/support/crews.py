@@ -823,7 +823,7 @@ def options(inputs: dict[str, str]) -> Crew:
 
 def unreplayable(inputs: dict[str, str]) -> Crew:
     """One task with an option Countersign refuses (``option``): ``planning`` with no
-    planning_llm (memory and knowledge: ``tests/recall_crews.py``)."""
+    planning_llm (memory and knowledge: ``tests/support/recall_crews.py``)."""
     agent = Agent(role="Clerk", goal="File", backstory="Files.", llm=_llm("Filed"), verbose=False)
     task = Task(description="File {topic}", expected_output="A file", agent=agent)
     planning = inputs["option"] == "planning"

@@ -16,7 +16,7 @@ from crewai.events.types.agent_events import (
 from crewai.events.types.crew_events import CrewKickoffCompletedEvent, CrewKickoffStartedEvent
 from crewai.events.types.task_events import TaskCompletedEvent, TaskStartedEvent
 
-from tests.crews import _append, writer
+from tests.support.crews import _append, writer
 
 WATCHED = (
     CrewKickoffStartedEvent,

@@ -1,8 +1,8 @@
 """Crews that recall: knowledge sources and memory, embedded by a local stand-in.
 
 The embedder of each crew is the one named by the run's ``embedder`` input, the base URL of
-``tests.embeddings_standin`` (CrewAI's OpenAI embedder, the real HTTP path), so a test counts
-what reached the embedding provider.
+``tests.support.embeddings_standin`` (CrewAI's OpenAI embedder, the real HTTP path), so a test
+counts what reached the embedding provider.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from crewai.tools import BaseTool
 from pydantic import BaseModel
 
 from crew_runtime.offline.scripted_llm import ScriptedLLM
-from tests.crews import _append, _pause_point
+from tests.support.crews import _append, _pause_point
 
 FACTS = "Otters hold hands while they sleep, so that they do not drift apart."
 

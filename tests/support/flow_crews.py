@@ -2,7 +2,7 @@
 scripted model.
 
 Each crew is built afresh in its step, as CrewAI's examples do. The side effects are the
-tools of tests.crews (``search``, ``publish``), recorded in the effects file; a flow
+tools of tests.support.crews (``search``, ``publish``), recorded in the effects file; a flow
 step's own code runs again whenever the flow is replayed, so it records nothing.
 """
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from crew_runtime import ask_human, requires_approval
 from crew_runtime.offline.scripted_llm import ScriptedLLM
-from tests.crews import PublishTool, SearchTool, _pause_point
+from tests.support.crews import PublishTool, SearchTool, _pause_point
 
 
 def _crew(
