@@ -1,6 +1,7 @@
 """The direction of imports (docs/architecture.md, "Layers"): bot → crew_runtime → storage;
 inside bot, cli → hosting → slack; no core crew_runtime module imports crew_runtime.offline;
-no import circle among bot.cli's modules.
+no import circle among bot.cli's modules; no test module imports another (what two share is
+in tests/support), and bench/ imports from tests/ only tests.support.
 
 Read from the source with ``ast``, so a violation anywhere in a package fails here,
 whether or not a test happens to import that module.
@@ -119,3 +120,56 @@ def test_one_module_imports_prometheus() -> None:
         if "prometheus_client" in _imports(path)
     ]
     assert importing == ["crew_runtime/metrics.py"]
+
+
+def _test_import_problems(root: Path) -> list[str]:
+    """Imports of a test module (or a conftest) from tests/ or bench/, and imports by bench/
+    of anything in tests/ outside tests.support: each as a sentence."""
+    problems: set[str] = set()
+    for path in sorted([*(root / "tests").rglob("*.py"), *(root / "bench").rglob("*.py")]):
+        where = path.relative_to(root)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                problems.add(f"{where}:{node.lineno} imports relatively (name tests.support)")
+        for name in _modules(path):
+            parts = name.split(".")
+            if parts[0] != "tests" or len(parts) < 2:
+                continue
+            test_module = next(
+                (
+                    ".".join(parts[: i + 1])
+                    for i in range(1, len(parts))
+                    if parts[i].startswith("test_") or parts[i] == "conftest"
+                ),
+                None,
+            )
+            if test_module is not None:
+                problems.add(f"{where} imports the test module {test_module}")
+            elif where.parts[0] == "bench" and parts[1] != "support":
+                problems.add(f"{where} imports tests.{parts[1]}: bench/ imports tests.support only")
+    return sorted(problems)
+
+
+def test_no_test_module_imports_another_and_bench_imports_only_support() -> None:
+    assert _test_import_problems(ROOT) == []
+
+
+def test_the_test_import_check_sees_a_violation(tmp_path: Path) -> None:
+    files = {
+        "tests/slack/test_a.py": "from tests.storage.test_b import FakeClock\n",
+        "tests/test_c.py": "from . import test_d\nimport tests.conftest\n",
+        "tests/support/timing.py": "from tests.support.harness import Bench\n",
+        "bench/x.py": "from tests.support.tcp_proxy import TcpProxy\nimport tests.harness\n",
+        "bench/y.py": "def main() -> None:\n    from tests.test_e import helper\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _test_import_problems(tmp_path) == [
+        "bench/x.py imports tests.harness: bench/ imports tests.support only",
+        "bench/y.py imports the test module tests.test_e",
+        "tests/slack/test_a.py imports the test module tests.storage.test_b",
+        "tests/test_c.py imports the test module tests.conftest",
+        "tests/test_c.py:1 imports relatively (name tests.support)",
+    ]
