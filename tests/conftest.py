@@ -69,6 +69,21 @@ def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
     made.close()
 
 
+@pytest.fixture
+def setup(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Any]:
+    """A bot's configuration and its store, for the bot with this configuration: the TOML of
+    the nearest ``bot_config`` mark (``pytestmark = pytest.mark.bot_config(CONFIG)`` in the
+    module, or on the test) loaded from tmp_path/countersign.toml, and a store on ``db_url``,
+    closed afterwards. The test starts the bot on them (``slack_and_bot(config, store)``)."""
+    from tests.support.slack_harness import configured
+
+    mark = request.node.get_closest_marker("bot_config")
+    if mark is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses setup without a bot_config mark")
+    with configured(tmp_path, db_url, mark.args[0]) as pair:
+        yield pair
+
+
 @pytest.fixture(autouse=True)
 def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
     """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""

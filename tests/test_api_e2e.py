@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from tests.support.slack_harness import (
     BOB,
     CHANNEL,
     buttons,
-    configured,
     draft_in,
     review_with_buttons,
     root_of,
@@ -40,8 +38,6 @@ from tests.support.slack_harness import (
     wait_until,
 )
 from tests.support.timing import at_once
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -54,11 +50,7 @@ reviewers = ["{ALICE}", "{BOB}"]
 inputs = ["topic"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def _pending(api: ApiClient, run_id: str, after: set[str]) -> Json:

@@ -9,8 +9,7 @@ lost (a 500, a dropped connection). What is counted is what the channel shows.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,12 +23,9 @@ from tests.support.slack_harness import (
     ALICE,
     CHANNEL,
     buttons,
-    configured,
     slack_and_bot,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -38,16 +34,12 @@ CONFIG = """
 factory = "tests.support.crews:longform"
 description = "One long draft"
 """
+
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 TWO_PARTS = "run longform topic=otters length=8000"
 AS_A_FILE = "run longform topic=otters"  # 30,000 characters
 PART_1 = t.review_fallback("longform", ReviewKind.TASK_REVIEW)  # its fallback text
 PART_2 = t.part_label(2, 2)
-
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
 
 
 def has_buttons(params: Json) -> bool:

@@ -6,7 +6,6 @@ then failed every run at its first review) and ``--lease``/``--poll``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from crew_runtime.config import Config, ConfigError, load_config
 from storage import Store
 from tests.support.cli import Cli, assert_refused, cli
-from tests.support.slack_harness import BOB, CHANNEL, MALLORY, answer_to, configured, slack_and_bot
+from tests.support.slack_harness import BOB, CHANNEL, MALLORY, answer_to, slack_and_bot
 
 __all__ = ["cli"]  # the fixture, used by name
 
@@ -66,11 +65,7 @@ channel = "{CHANNEL}"
 reviewers = ["{BOB}"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, SLACK_CONFIG) as pair:
-        yield pair
+pytestmark = pytest.mark.bot_config(SLACK_CONFIG)
 
 
 def test_crew_away_until_the_end_of_time_gets_a_reply(setup: tuple[Config, Store]) -> None:

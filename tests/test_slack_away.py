@@ -4,7 +4,6 @@ reviews to a delegate, who then may decide them, is mentioned in reminders and f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,8 +28,6 @@ from tests.support.slack_harness import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow
-
 CONFIG = f"""
 [crews.deal]
 factory = "tests.support.crews:writer"
@@ -39,11 +36,7 @@ reviewers = ["{BOB}"]
 remind_after = "1s"
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def test_the_delegate_decides_is_reminded_and_finds_the_reviews_until_the_reviewer_is_back(

@@ -3,9 +3,7 @@ whose thread, review message, reminders and private answers are what the reviewe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,6 @@ from tests.support.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
-    configured,
     modal_for,
     review_with_buttons,
     root_of,
@@ -30,8 +27,6 @@ from tests.support.slack_harness import (
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -49,11 +44,7 @@ remind_after = "1h"
 remind_by = "dm"
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def _due_now(store: Store, review_id: str) -> None:

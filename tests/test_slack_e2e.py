@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +25,6 @@ from tests.support.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
-    configured,
     draft_in,
     modal_for,
     review_with_buttons,
@@ -36,8 +33,6 @@ from tests.support.slack_harness import (
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -81,11 +76,7 @@ channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 @ON_SQLITE

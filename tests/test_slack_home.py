@@ -6,7 +6,6 @@ nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -28,8 +27,6 @@ from tests.support.slack_harness import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow
-
 CONFIG = f"""
 [crews.writer]
 factory = "tests.support.crews:writer"
@@ -37,11 +34,7 @@ channel = "{CHANNEL}"
 reviewers = ["{BOB}"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def _publishes(slack: StandInThread, user: str) -> int:

@@ -8,8 +8,6 @@ nothing waits is answered privately once, and an input the crew does not take is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,15 +21,12 @@ from tests.support.slack_harness import (
     ALICE,
     BOB,
     CHANNEL,
-    configured,
     review_with_buttons,
     root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-
-pytestmark = [pytest.mark.slow, ON_SQLITE]
 
 Json = dict[str, Any]
 
@@ -49,11 +44,7 @@ factory = "tests.support.crews:payments"
 reviewers = ["{ALICE}"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, ON_SQLITE, pytest.mark.bot_config(CONFIG)]
 
 
 def root_says(slack: StandInThread, root_ts: str, words: str) -> None:

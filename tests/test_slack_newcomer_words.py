@@ -6,8 +6,6 @@ decision made in a modal leaves a log line as a click does."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from tests.support.slack_harness import (
     BOB,
     CHANNEL,
     MALLORY,
-    configured,
     modal_for,
     review_with_buttons,
     root_of,
@@ -29,8 +26,6 @@ from tests.support.slack_harness import (
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -50,11 +45,7 @@ approvals_required = 2
 inputs = ["topic"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 @ON_SQLITE

@@ -4,8 +4,6 @@ real bot, whose messages and private answers are what the reviewers see."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +16,6 @@ from tests.support.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
-    configured,
     review_with_buttons,
     root_of,
     shows,
@@ -27,8 +24,6 @@ from tests.support.slack_harness import (
     wait_until,
 )
 from tests.support.slack_harness import told as _told
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -41,11 +36,7 @@ approvals_required = 2
 forbid_self_approval = true
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def test_two_approvers_the_starter_refused_a_second_click_told_and_a_race_decides_once(

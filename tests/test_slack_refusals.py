@@ -5,8 +5,6 @@ to the real bot, crews on the scripted LLM, as in ``test_slack_e2e``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from tests.support.slack_harness import (
     CHANNEL,
     MALLORY,
     buttons,
-    configured,
     modal_for,
     review_with_buttons,
     root_of,
@@ -29,8 +26,6 @@ from tests.support.slack_harness import (
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -55,11 +50,7 @@ channel = "{CHANNEL}"
 reviewers = ["{EDITORS}"]
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 # crew, the Web API method its reviewer check calls, how that call fails

@@ -6,7 +6,6 @@ Slack does (a channel the bot is not in, an archived one, a revoked token, a bro
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,12 @@ from tests.support.slack_harness import (
     BOB,
     CHANNEL,
     buttons,
-    configured,
     review_with_buttons,
     root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 NOBOT = "C0NOBOT"
@@ -51,11 +47,7 @@ description = "Its channel has not invited the bot"
 channel = "{NOBOT}"
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 @pytest.fixture

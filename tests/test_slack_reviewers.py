@@ -4,9 +4,6 @@ the one who may decide that run's reviews, is reminded, and finds them in ``/cre
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from crew_runtime.config import Config
@@ -17,15 +14,12 @@ from tests.support.slack_harness import (
     CHANNEL,
     MALLORY,
     answer_to,
-    configured,
     review_with_buttons,
     root_of,
     slack_and_bot,
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 CONFIG = f"""
 [crews.deal]
@@ -40,11 +34,7 @@ factory = "tests.support.crews:writer"
 channel = "{CHANNEL}"
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def test_the_named_reviewer_alone_decides_is_reminded_and_finds_the_review(

@@ -5,7 +5,6 @@ is decided there, by a click and by a reply, with those grants alone."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from slack_sdk import WebClient
@@ -21,7 +20,6 @@ from tests.support.slack_harness import (
     BOB,
     CHANNEL,
     buttons,
-    configured,
     new_standin,
     slack_and_bot,
     text_of,
@@ -35,6 +33,8 @@ CONFIG = """
 factory = "tests.support.crews:writer"
 description = "No channel, no reviewers: whoever can see the run decides"
 """
+
+pytestmark = pytest.mark.bot_config(CONFIG)
 
 
 def without(
@@ -85,12 +85,6 @@ def test_an_event_the_manifest_does_not_subscribe_to_is_not_sent(slack: StandInT
     assert not delivery.ok and not delivery.timed_out
     # Subscribed as manifest.yml is, the same reply is sent (the DM run's test, below).
     assert "message.im" in read_manifest().events
-
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
 
 
 def in_dm(slack: StandInThread, dm: str, root_ts: str, after: str = "0") -> Json:

@@ -6,7 +6,6 @@ after a crash, is answered as the first time, not as "not your stage"."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -38,8 +37,6 @@ from tests.support.slack_harness import (
 )
 from tests.support.slack_harness import told as _told
 
-pytestmark = pytest.mark.slow
-
 LEGAL = "S0LEGAL"  # a user group: only Slack can say Alice is in it
 CAROL = "UCAROL"
 
@@ -53,6 +50,8 @@ stages = [
   {{ name = "manager", reviewers = ["{BOB}", "{CAROL}"] }},
 ]
 """
+
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 NUDGED = f"""
 [crews.nudged]
@@ -68,12 +67,6 @@ stages = [
   {{ name = "manager", reviewers = ["{BOB}"] }},
 ]
 """
-
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
 
 
 def test_pending_home_and_claims_follow_the_stage_the_review_is_at(

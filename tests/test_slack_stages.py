@@ -5,7 +5,6 @@ bot restarted between two stages carries the chain on from the database."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,6 @@ from tests.support.slack_harness import (
 )
 from tests.support.slack_harness import told as _told
 
-pytestmark = pytest.mark.slow
-
 Json = dict[str, Any]
 LEGAL = "S0LEGAL"  # a user group: only Slack can say Alice is in it
 
@@ -52,11 +49,7 @@ stages = [
 approvals_required = 1
 """
 
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 
 
 def _in_thread(slack: StandInThread, root_ts: str, words: str) -> Json:

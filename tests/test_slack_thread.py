@@ -6,9 +6,7 @@ audit trail has what an edit changed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +21,6 @@ from tests.support.slack_harness import (
     BOB,
     CHANNEL,
     buttons,
-    configured,
     modal_for,
     review_with_buttons,
     root_of,
@@ -31,8 +28,6 @@ from tests.support.slack_harness import (
     text_of,
     wait_until,
 )
-
-pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 
@@ -53,13 +48,9 @@ factory = "tests.support.crews:long_loop"
 channel = "{CHANNEL}"
 reviewers = ["{ALICE}"]
 """
+
+pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]
 SEARCHES = 30
-
-
-@pytest.fixture
-def setup(tmp_path: Path, db_url: str) -> Iterator[tuple[Config, Store]]:
-    with configured(tmp_path, db_url, CONFIG) as pair:
-        yield pair
 
 
 def _pending(slack: StandInThread, user: str) -> Json:
