@@ -50,8 +50,8 @@ ELSEWHERE = {
     "test_reviewer_input.py::test_the_cli_takes_a_user_id_as_the_reviewer",
     "countersign reviews claim REVIEW_ID --by U0ANA01": "tests/test_claims.py::"
     "test_only_a_named_reviewer_claims_or_is_given_a_review",
-    "countersign reviews reassign REVIEW_ID --to U0BEN01 --by U0ANA01": "tests/test_claims.py::"
-    "test_only_a_named_reviewer_claims_or_is_given_a_review",
+    "countersign reviews reassign REVIEW_ID --to U0BEN01 --by U0ANA01": "tests/"
+    "test_claims.py::test_only_a_named_reviewer_claims_or_is_given_a_review",
     "countersign reviews decide rev_5e0c2a91d4b7 approve --standing --by U0ANA01": "tests/"
     "test_standing.py::test_the_cli_grants_shows_and_revokes_a_standing_approval",
     "countersign reviews revoke std_9b41c07e2d5a --by U0BEN02": "tests/"
