@@ -160,14 +160,14 @@ def test_the_test_import_check_sees_a_violation(tmp_path: Path) -> None:
         "tests/slack/test_a.py": "from tests.storage.test_b import FakeClock\n",
         "tests/test_c.py": "from . import test_d\nimport tests.conftest\n",
         "tests/support/timing.py": "from tests.support.harness import Bench\n",
-        "bench/x.py": "from tests.support.tcp_proxy import TcpProxy\nimport tests.harness\n",
+        "bench/x.py": "from tests.support.tcp_proxy import TcpProxy\nimport tests.sandbox.x\n",
         "bench/y.py": "def main() -> None:\n    from tests.test_e import helper\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert _test_import_problems(tmp_path) == [
-        "bench/x.py imports tests.harness: bench/ imports tests.support only",
+        "bench/x.py imports tests.sandbox: bench/ imports tests.support only",
         "bench/y.py imports the test module tests.test_e",
         "tests/slack/test_a.py imports the test module tests.storage.test_b",
         "tests/test_c.py imports the test module tests.conftest",
