@@ -19,10 +19,10 @@ CREWAI_CI := 1.15.30
 # under .compat/ (gitignored), on SQLite (what a CrewAI release changes is not storage). Not
 # part of `make test`: 3 to 20 minutes a release on 2 CPUs, by how busy they are.
 COMPAT_VERSIONS ?= 1.15.19 1.15.25 newest
-COMPAT_TESTS ?= tests/test_durable.py tests/test_delegation.py tests/test_flow_crews.py \
-  tests/test_typed.py tests/test_crew_options.py tests/test_event_listeners.py \
-  tests/test_gates.py tests/test_parallel_gates.py tests/test_quiet_pauses.py \
-  tests/test_providers.py tests/test_provider_shapes.py tests/test_compat.py
+COMPAT_TESTS ?= tests/runtime/test_durable.py tests/runtime/test_delegation.py tests/runtime/test_flow_crews.py \
+  tests/runtime/test_typed.py tests/runtime/test_crew_options.py tests/runtime/test_event_listeners.py \
+  tests/runtime/test_gates.py tests/runtime/test_parallel_gates.py tests/runtime/test_quiet_pauses.py \
+  tests/runtime/test_providers.py tests/runtime/test_provider_shapes.py tests/runtime/test_compat.py
 COMPAT_SELECT ?= not postgres
 
 .PHONY: test check lint types unit fast venv demo bench clean compat

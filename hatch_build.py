@@ -11,7 +11,7 @@ becomes ``from countersign.storage.engine import x``, ``import bot`` becomes
 ``import countersign.bot as bot``. The imports are found with ``ast`` and changed where
 ``tokenize`` puts them (as pip's ``vendoring`` tool does), never by a pattern over the
 text, so a docstring or a string that names a module is left as it is. The code names no
-module in a string (``tests/test_architecture.py`` checks it), so nothing else needs
+module in a string (``tests/house/test_architecture.py`` checks it), so nothing else needs
 rewriting.
 
 Editable installs (``make venv``) are not rewritten: they put the repository's root on

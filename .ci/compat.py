@@ -8,7 +8,7 @@ tried the first time this runs after it is published. Prints one line per releas
 when any release failed (to install or in its tests); each release's pytest output is kept in
 its venv folder as ``pytest.log``.
 
-    python3 .ci/compat.py --tests "tests/test_providers.py" -k "not postgres" 1.15.19 1.15.25 newest
+    python3 .ci/compat.py --tests "tests/runtime/test_providers.py" -k "not postgres" 1.15.19 newest
 """
 
 from __future__ import annotations

@@ -39,9 +39,8 @@ from bot.slack.payloads import action_id
 from storage import RunStatus, Store
 from storage.base import utc_now
 from storage.schema import decisions
-from tests.slack_harness import ALICE, CHANNEL, configured, slack_and_bot, wait_until
-from tests.test_api_batch import paused
-from tests.test_slack_batch import answered, choose, from_home
+from tests.support.batch import answered, choose, from_home, paused
+from tests.support.slack_harness import ALICE, CHANNEL, configured, slack_and_bot, wait_until
 
 GOAL = 5.0
 CREW = "batch"  # the bot's; not the worker's, which fails its runs as it claims them

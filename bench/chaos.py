@@ -65,7 +65,7 @@ from sandbox import SlackStandIn, StandInThread  # noqa: E402
 from storage import ReviewStatus, Store  # noqa: E402
 from storage.inbox import InboxStore  # noqa: E402
 from storage.schema import inbox  # noqa: E402
-from tests.tcp_proxy import TcpProxy  # noqa: E402
+from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 Json = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """How many crews one worker process executes at once: throughput against the ideal.
 
 Real crews spend almost all their time waiting on the model. Here every LLM call waits a fixed
-``--delay`` (1 s) in a local stand-in of OpenAI's API (``tests/openai_standin.py``), reached
+``--delay`` (1 s) in a local stand-in of OpenAI's API (``tests/support/openai_standin.py``), reached
 over HTTP by CrewAI's real OpenAI provider, so a worker at ``--concurrency N`` executing N
 runs at once could at best make N / delay calls a second. For each N (``--n 1,10,50,200``)
 and each database (``--backends sqlite,postgres``), one ``countersign worker --concurrency N``
@@ -48,7 +48,7 @@ from _common import BENCH, PG_DEFAULT, ROOT, database, machine, table
 from concurrency_crews import scripts
 
 from storage import DecisionKind, NewDecision, RunStatus, Store
-from tests.openai_standin import ChatRequest, OpenAIStandIn
+from tests.support.openai_standin import ChatRequest, OpenAIStandIn
 
 CONFIG = '[crews.team]\nfactory = "concurrency_crews:team"\ndescription = "bench"\n'
 TOPIC = re.compile(r"bench-(\d+)-")

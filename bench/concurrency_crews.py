@@ -1,10 +1,11 @@
 """The crew of ``bench/concurrency.py``: three agents on CrewAI's real OpenAI provider.
 
 Each agent is ``LLM(model="openai/gpt-4o-mini")``, sent by the worker's environment to the
-benchmark's stand-in of the API (``tests/openai_standin.py``), which answers every call after
-a fixed delay: HTTP, the ``openai`` SDK and the provider's own parsing run on every call. Each
-of the three tasks makes ``lookups`` native tool calls (default 3) and a final answer, the
-last task's reviewed by a person (``human_input=True``): 12 LLM calls and 9 tool calls a run.
+benchmark's stand-in of the API (``tests/support/openai_standin.py``), which answers every
+call after a fixed delay: HTTP, the ``openai`` SDK and the provider's own parsing run on every
+call. Each of the three tasks makes ``lookups`` native tool calls (default 3) and a final
+answer, the last task's reviewed by a person (``human_input=True``): 12 LLM calls and 9 tool
+calls a run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from _common import LookupTool
 from crewai import LLM, Agent, Crew, Process, Task
 
-from tests.openai_standin import ModelScript
+from tests.support.openai_standin import ModelScript
 
 MODEL = "gpt-4o-mini"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import _common as c  # first: sets CrewAI's opt-outs, puts the repo on sys.path
 
-from tests.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
+from tests.support.demo_process import DemoProcess, SandboxClient, pending_button, run_thread
 
 PHASES = ("start", "first review", "resume", "stop")
 

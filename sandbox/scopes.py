@@ -5,7 +5,7 @@ Why: a method called without its scope works in a stand-in that grants everythin
 fails in a real workspace (``missing_scope``), and an event the manifest does not subscribe
 to is never sent by Slack. So the stand-in grants what the manifest asks for, no more,
 answers ``missing_scope`` with ``needed`` and ``provided`` as Slack does, and delivers
-only the subscribed events; ``tests/test_manifest.py`` checks every method the bot calls
+only the subscribed events; ``tests/house/test_manifest.py`` checks every method the bot calls
 against the same table.
 
 The scopes are those of Slack's method reference for bot tokens. A method that reads a
@@ -15,7 +15,7 @@ the kind of its conversation (``message.im``, ``message.channels``, ...).
 
 The manifest is read without a YAML library (it is a dev dependency only): the two lists
 this needs, ``oauth_config.scopes.bot`` and ``settings.event_subscriptions.bot_events``,
-are plain block sequences (``tests/test_manifest.py`` checks the reading against PyYAML's).
+are plain block sequences (``tests/house/test_manifest.py`` checks the reading against PyYAML's).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ the tables of ``storage.status``.
 tables do not list (that is a bug in the caller, not a race: :class:`IllegalTransition`), then
 update only rows still in one of the expected statuses. What they return says whether the row
 moved; the caller decides whether not moving is an error (``LeaseLost``, ``AlreadyDecided``...).
-No other code writes a status: ``tests/test_transitions.py`` checks it, and that every entry of
-the tables is a transition the store makes. Being the only writer, they also keep the counts
-of runs by status and of pending reviews (``storage.tallies``) in the same transaction.
+No other code writes a status: ``tests/storage/test_transitions.py`` checks it, and that every
+entry of the tables is a transition the store makes. Being the only writer, they also keep the
+counts of runs by status and of pending reviews (``storage.tallies``) in the same transaction.
 """
 
 from __future__ import annotations

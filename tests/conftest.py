@@ -29,33 +29,9 @@ for _name, _value in {
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
-from tests.templates import open_store  # noqa: E402
-
-PG_BASE = os.environ.get("COUNTERSIGN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-_pg_state: dict[str, str | None] = {}
-
-
-def _pg_unreachable() -> str | None:
-    """None when PostgreSQL answers, else why not (checked once per session)."""
-    if "error" not in _pg_state:
-        try:
-            engine = create_engine(PG_BASE, connect_args={"connect_timeout": 3})
-            with engine.connect() as conn:
-                conn.execute(text("select 1"))
-            engine.dispose()
-            _pg_state["error"] = None
-        except Exception as exc:
-            _pg_state["error"] = f"{type(exc).__name__}: {exc}"
-    return _pg_state["error"]
-
-
-def pg_required() -> None:
-    """Skip (fail in CI) a test that needs PostgreSQL when it is unreachable."""
-    error = _pg_unreachable()
-    if error is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI and is unreachable: {error}")
-        pytest.skip(f"PostgreSQL unreachable: {error}")
+from tests.support.database import PG_BASE, pg_required  # noqa: E402
+from tests.support.reports import REPORTS  # noqa: E402
+from tests.support.templates import open_store  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -90,18 +66,33 @@ def store(db_url: str) -> Iterator[Store]:
 @pytest.fixture
 def bench(tmp_path: Path, db_url: str) -> Iterator[Any]:
     """A config with the test crews, a store, and worker processes on demand."""
-    from tests.harness import Bench
+    from tests.support.harness import Bench
 
     made = Bench(tmp_path, db_url)
     yield made
     made.close()
 
 
+@pytest.fixture
+def setup(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Any]:
+    """A bot's configuration and its store, for the bot with this configuration: the TOML of
+    the nearest ``bot_config`` mark (``pytestmark = pytest.mark.bot_config(CONFIG)`` in the
+    module, or on the test) loaded from tmp_path/countersign.toml, and a store on ``db_url``,
+    closed afterwards. The test starts the bot on them (``slack_and_bot(config, store)``)."""
+    from tests.support.slack_harness import configured
+
+    mark = request.node.get_closest_marker("bot_config")
+    if mark is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses setup without a bot_config mark")
+    with configured(tmp_path, db_url, mark.args[0]) as pair:
+        yield pair
+
+
 @pytest.fixture(autouse=True)
 def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
     """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""
     if request.node.get_closest_marker("slow") is None:
-        from tests.zygote import Zygote
+        from tests.support.zygote import Zygote
 
         def refuse(*args: object, **kwargs: object) -> None:
             raise AssertionError("this test starts a worker process: mark it slow")
@@ -109,25 +100,15 @@ def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: 
         monkeypatch.setattr(Zygote, "fork", refuse)
 
 
-# A fixture's teardown can ask whether its test failed (to keep a screenshot, say).
-_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    item.stash.setdefault(REPORTS, {})[report.when] = report
     return report
-
-
-def failed(request: pytest.FixtureRequest) -> bool:
-    """Whether the test using the fixture behind ``request`` failed (in its call phase)."""
-    report = request.node.stash.get(_REPORTS, {}).get("call")
-    return report is not None and report.failed
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the zygote the worker processes were forked from, if a test started it."""
-    from tests.zygote import Zygote
+    from tests.support.zygote import Zygote
 
     Zygote.stop()

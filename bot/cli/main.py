@@ -35,7 +35,7 @@ Exit codes: 0 done; 2 the request was wrong (one ``error: ...`` line on stderr, 
 changed: validation happens before any write); 1 the database could not be opened.
 
 ``import crewai`` takes seconds, so only ``worker`` imports it (the configuration and the
-runtime's service do not); ``tests/test_cli.py`` checks it in a fresh process.
+runtime's service do not); ``tests/cli/test_cli.py`` checks it in a fresh process.
 """
 
 from __future__ import annotations

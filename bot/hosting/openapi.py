@@ -2,7 +2,7 @@
 
 Written by hand beside the shapes it describes (``bot.documents``, ``bot.hosting.api_errors``),
 with the vocabularies (statuses, kinds, scopes) taken from the code that defines them;
-``tests/test_api.py`` validates the document and every response the tests get against it.
+``tests/api/test_api.py`` validates the document and every response the tests get against it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from crewai.project import CrewBase, agent, before_kickoff, crew, llm, task, too
 from crewai.tools import BaseTool
 
 from countersign import ask_human as ask_a_person
-from tests.crews import SearchTool
+from tests.support.crews import SearchTool
 
 
 @CrewBase

@@ -1,0 +1,1 @@
+"""Tests of the repository's own rules: import layers, README commands, the manifest."""

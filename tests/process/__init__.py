@@ -1,0 +1,1 @@
+"""Tests of whole `serve`, demo and replica processes, killed and started again."""

@@ -1,0 +1,1 @@
+"""Tests of crews and flows through the real runtime and worker processes."""

@@ -1,0 +1,76 @@
+"""What keeps Countersign working across CrewAI releases and providers, tested without a
+process: the supported range, and the check that a replayed tool-call turn reads as one."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crew_runtime.compat import agent_executor
+from crew_runtime.shapes import TurnUnreadable, check_readable
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+MAKEFILE = ROOT / "Makefile"
+
+
+def test_a_list_crewai_does_not_read_as_tool_calls_is_refused() -> None:
+    """The check itself: Gemini's Part as a plain dict is what CrewAI read as no tool call."""
+    part = {"function_call": {"name": "pay", "args": {"amount": 1}}, "text": None}
+    with pytest.raises(TurnUnreadable, match="does not read as tool calls"):
+        check_readable([part], None, "LLM turn 0 of task0:Clerk")
+    call = {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": "{}"}}
+    check_readable([call], [call], "LLM turn 0 of task0:Clerk")
+
+
+def test_the_supported_range_holds_the_release_ci_pins() -> None:
+    """pyproject.toml's CrewAI range holds the release CI pins, ``make compat`` starts at its
+    lowest release, and the CrewAI running these tests is inside it."""
+    low, below = re.search(r'"crewai>=([0-9.]+),<([0-9.]+)"', PYPROJECT.read_text()).groups()
+    makefile = MAKEFILE.read_text()
+    ci = re.search(r"^CREWAI_CI := ([0-9.]+)$", makefile, re.MULTILINE).group(1)
+    versions = re.search(r"^COMPAT_VERSIONS \?= (.+)$", makefile, re.MULTILINE).group(1).split()
+    assert _key(low) <= _key(ci) < _key(below)
+    assert versions[0] == low and versions[-1] == "newest"
+    assert _key(low) <= _key(importlib.metadata.version("crewai")) < _key(below)
+
+
+def test_the_default_agent_executor_is_found_wherever_the_release_keeps_it() -> None:
+    assert isinstance(agent_executor.AgentExecutor, type)
+    assert callable(agent_executor.handle_unknown_error)  # what crew_runtime.quiet wraps
+    crewai = _key(importlib.metadata.version("crewai"))
+    # What crew_runtime.snapshot wraps, from the release that counts repeated calls.
+    assert hasattr(agent_executor, "check_repeated_tool_call") == (crewai >= (1, 15, 29))
+
+
+@pytest.mark.slow
+def test_crews_on_the_litellm_path_build_in_several_threads_at_once() -> None:
+    """CrewAI's lazy LiteLLM import marks itself done before it is; the shim makes the
+    threads of a fresh process (a worker's) wait for it instead of failing."""
+    code = (
+        "import threading, crew_runtime.journal_llm\n"
+        "from crewai import LLM\n"
+        "errors = []\n"
+        "def build():\n"
+        "    try: LLM(model='openai/gpt-4o-mini', is_litellm=True)\n"
+        "    except Exception as exc: errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=build) for _ in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(errors)\n"
+    )
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))

@@ -1,0 +1,242 @@
+"""Rules that decide the easy gated calls (``crew_runtime.rules``): checked when the file
+loads, applied by the worker (journaled, audited, counted, said in the thread), the same on a
+replay whatever the rules say since, and tried with ``countersign rules test``."""
+
+from __future__ import annotations
+
+import io
+import shlex
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.cli.main import main
+from bot.slack.blocks import rule_message
+from crew_runtime import metrics
+from crew_runtime.config import ConfigError, load_config
+from crew_runtime.digests import call_digest
+from crew_runtime.offline.drafts import parse_draft
+from storage import DecisionKind, OutboxKind, RunStatus
+from tests.support import docs
+from tests.support.harness import Bench
+
+# A TOML inline table is one line.
+RULE_LIST = """rules = [
+  { name = "huge", when = "args.amount >= 100000", decide = "reject", reason = "payments of \
+100000 or more go through the treasury crew" },
+  { name = "big", when = "args.amount >= 5000", approvals = 2 },
+  { name = "small-payments", when = "args.amount < 2000 && args.to == 'ACME'", \
+decide = "approve" },
+]""".replace("\\\n", "")
+RULES = f"""
+[crews.ruled]
+factory = "tests.support.crews:payments"
+
+[crews.ruled.gates.pay]
+{RULE_LIST}
+"""
+
+
+def _config(tmp_path: Path, rules: str) -> Path:
+    path = tmp_path / "countersign.toml"
+    path.write_text(f'[crews.pay]\nfactory = "a:b"\napproval_tools = ["pay"]\n{rules}\n')
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (
+            'rules = [{ name = "r", tool = "pay", when = "args.amount <", decide = "approve" }]',
+            "crews.pay.rules[0] (rule 'r').when: 'args.amount <' does not compile as CEL",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", when = "amount < 3", decide = "approve" }]',
+            "crews.pay.rules[0] (rule 'r').when: names 'amount': an expression may use only "
+            "args, inputs, tool, run",
+        ),
+        (
+            'rules = [{ name = "all", tool = "pay", decide = "approve" },\n'
+            '  { name = "later", tool = "pay", when = "args.amount > 1", approvals = 2 }]',
+            "crews.pay.rules[1] (rule 'later'): can never apply: rule 'all' before it applies "
+            "to every call of pay",
+        ),
+        (
+            'rules = [{ name = "any", when = "true", decide = "approve" },\n'
+            '  { name = "mail", tool = "send_email", decide = "reject", reason = "no" }]',
+            "crews.pay.rules[1] (rule 'mail'): can never apply: rule 'any' before it applies "
+            "to every call",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", decide = "reject" }]',
+            "crews.pay.rules[0] (rule 'r').reason: a rule that rejects needs a reason",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", decide = "approve", approvals = 2 }]',
+            "crews.pay.rules[0] (rule 'r').approvals: a rule that decides (approve) raises no",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", when = "true", decide = "maybe" }]',
+            'crews.pay.rules[0] (rule \'r\').decide: expected "approve" or "reject"',
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", whenever = "true", decide = "approve" }]',
+            "crews.pay.rules[0].whenever: unknown key",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", when = "args.a < 1", decide = "approve" },\n'
+            '  { name = "r", tool = "pay", when = "args.a > 9", decide = "approve" }]',
+            "crews.pay.rules[1] (rule 'r'): another rule of the crew has this name",
+        ),
+        (
+            '[crews.pay.gates.pay]\nrules = [{ name = "r", tool = "pay", decide = "approve" }]',
+            "crews.pay.gates.pay.rules[0] (rule 'r').tool: a gate's rule is for the gate's tool",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", when = "args.a < 1" }]',
+            "crews.pay.rules[0] (rule 'r'): set decide",
+        ),
+    ],
+)
+def test_a_bad_rule_is_an_error_line_naming_it(tmp_path: Path, rules: str, expected: str) -> None:
+    path = _config(tmp_path, rules)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert expected in str(caught.value)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert main(["crews", "list", "--config", str(path)], {}) == 2
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("error: ") and expected in line
+
+
+def test_rules_test_says_which_rule_matches_and_what_it_does(tmp_path: Path) -> None:
+    path = _config(tmp_path, RULE_LIST)
+    argv = ["rules", "test", "pay", "--config", str(path), "--tool", "pay", "--args"]
+
+    def said(args: str) -> str:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main([*argv, args], {}) == 0
+        return out.getvalue()
+
+    assert said('{"amount": 42, "to": "ACME"}') == (
+        'rule small-payments (crews.pay.rules[2]) matches: amount 42 < 2000 && to "ACME" '
+        "== 'ACME'\napprove: the call runs, nobody is asked\n"
+    )
+    assert said('{"amount": 250000}').splitlines() == [
+        "rule huge (crews.pay.rules[0]) matches: amount 250000 >= 100000",
+        "reject: the call does not run; the model is told 'payments of 100000 or more go "
+        "through the treasury crew'",
+    ]
+    assert said('{"amount": 7000}').endswith("a person reviews it, with 2 approvals\n")
+    assert said('{"amount": 2500, "to": "ACME"}') == (
+        "no rule matches: a person reviews this pay call as its gate says\n"
+    )
+    assert said('{"to": "ACME"}').startswith("no rule matches")  # no amount: no rule applies
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert main([*argv, "[1]"], {}) == 2
+    assert err.getvalue().startswith("error: --args: expected a JSON object")
+
+
+GUIDE = ("docs/guide/rules-and-digests.md", "Rules")
+
+
+def test_the_guides_rules_load_and_its_tries_answer_as_it_shows(tmp_path: Path) -> None:
+    """The guide's configuration loads, and each ``countersign rules test`` line it shows
+    prints what the comment lines under it say (``…`` where the guide leaves a part out)."""
+    body = docs.section(*GUIDE)
+    (config,) = docs.blocks(body, "toml")
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    load_config(path)
+    (session,) = docs.blocks(body, "sh")
+    tries: list[tuple[str, list[str]]] = []
+    for line in session.splitlines():
+        if line.startswith("# "):
+            tries[-1][1].append(line[2:])
+        else:
+            tries.append((line, []))
+    assert [c for c, _ in tries] == docs.section_commands(*GUIDE)
+    for command, shown in tries:
+        argv = shlex.split(command)
+        assert argv[:3] == ["countersign", "rules", "test"], command
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main([*argv[1:], "--config", str(path)], {}) == 0, command
+        assert out.getvalue().splitlines() == shown, command
+
+
+def test_a_rule_approves_a_call_journaled_audited_counted_and_said(bench: Bench) -> None:
+    bench.add_crews(RULES)
+    counted = metrics.RULE_DECISIONS.labels("ruled", "small-payments", "approve")
+    before = counted._value.get()
+    run = bench.start("ruled", amount="1500")
+    bench.work_here()
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert [e["amount"] for e in bench.effects("paid")] == [1500]
+    assert bench.store.list_reviews(run_id=run.id, status=None) == []  # nobody was asked
+    (entry,) = [e for e in bench.store.load_journal(run.id) if e.kind == "rule"]
+    digest = call_digest(run.id, entry.stream, entry.seq, "pay", {"amount": 1500, "to": "ACME"})
+    assert entry.payload["digest"] == digest
+    assert (entry.payload["rule"], entry.payload["decide"]) == ("small-payments", "approve")
+    assert counted._value.get() == before + 1
+
+    (said,) = [m for m in bench.store.due_outbox() if m.kind == OutboxKind.RULE_DECIDED]
+    words = rule_message(said.payload).text
+    assert words.startswith(
+        'pay approved by rule `small-payments`: amount 1500 &lt; 2000 &amp;&amp; to "ACME"'
+    )
+    assert f"action `{digest[:12]}`" in words
+    now = datetime.now()
+    (record,) = bench.store.audit_records(since=now - timedelta(1), until=now + timedelta(1))
+    assert (record.decision, record.decided_by, record.rule) == (
+        "rule",
+        "rule:small-payments",
+        "small-payments",
+    )
+    assert record.digest == digest and record.approved_args == {"amount": 1500, "to": "ACME"}
+
+
+def test_a_rule_rejects_a_call_with_the_reason_the_model_reads(bench: Bench) -> None:
+    bench.add_crews(RULES)
+    run = bench.start("ruled", amount="250000")
+    bench.work_here()
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert bench.effects("paid") == []
+    (note,) = parse_draft(done.output or "").notes
+    assert "pay was rejected by rule huge: payments of 100000 or more go through the" in note
+
+
+def test_a_rule_raises_what_the_review_needs(bench: Bench) -> None:
+    bench.add_crews(RULES)
+    run = bench.start("ruled", amount="7000")
+    bench.work_here()
+    review = bench.pending(run.id)
+    assert review.details.rule == "big"
+    assert bench.service.approvals_required(review) == 2
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U1")
+    assert bench.pending(run.id).approvals  # one approval counted, still pending
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U2")
+    bench.work_here()
+    assert [e["amount"] for e in bench.effects("paid")] == [7000]
+
+
+@pytest.mark.slow
+def test_a_replay_makes_the_rules_choice_even_after_the_rules_changed(bench: Bench) -> None:
+    bench.add_crews(RULES)
+    run = bench.start("ruled", amount="1500")
+    doomed = bench.spawn(COUNTERSIGN_TEST_HOLD="pay 1500 ACME")
+    bench.kill_when_holding(doomed, "pay 1500 ACME")  # approved by the rule, about to pay
+    # The rules change meanwhile: the call would now be rejected.
+    bench.add_crews(RULES.replace('decide = "approve"', 'decide = "reject", reason = "no"'))
+    bench.work()
+    done = bench.run(run.id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert [e["amount"] for e in bench.effects("paid")] == [1500]  # once, as first decided
+    assert len([e for e in bench.store.load_journal(run.id) if e.kind == "rule"]) == 1

@@ -1,0 +1,1 @@
+"""Tests of the database layer on SQLite and PostgreSQL: leases, claims, quorum, retention."""

@@ -1,0 +1,1 @@
+"""What more than one test module uses: harnesses, crews, stand-ins."""
