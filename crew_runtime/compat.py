@@ -14,6 +14,11 @@ before any crew is built (``crew_runtime.journal_llm`` calls it on import).
   building an ``LLM(..., is_litellm=True)`` meanwhile is told "the LiteLLM fallback package
   is not installed" and its crew fails to build. A worker builds crews in several threads at
   once; the shim makes the lazy import one at a time.
+- Releases whose ``Flow`` (every agent executor is one) has ``flow_definition``: it builds a
+  class's definition on first use by walking the class's ``__dict__`` and then stores it
+  there, so a second thread building the same class's meanwhile fails ("dictionary changed
+  size during iteration") and so does its run, in the first executions of a fresh worker.
+  The shim builds each class's definition one at a time (a built one is read without a wait).
 """
 
 from __future__ import annotations
@@ -55,6 +60,24 @@ def _one_at_a_time(ensure: Callable[[], bool]) -> Callable[[], bool]:
     return ensure_locked
 
 
+def _flow_definitions_one_at_a_time(flow: Any) -> None:
+    """Wrap ``flow.flow_definition`` (a classmethod) so that definitions are built under a
+    lock; one already built (in the class's own ``__dict__``) is returned as CrewAI would."""
+    build = vars(flow)["flow_definition"].__func__
+    guard = threading.Lock()
+
+    @functools.wraps(build)
+    def flow_definition(cls: type) -> Any:
+        built = cls.__dict__.get("_flow_definition")
+        if built is not None:
+            return built
+        with guard:
+            return build(cls)
+
+    flow_definition.__countersign_shim__ = True  # type: ignore[attr-defined]
+    flow.flow_definition = classmethod(flow_definition)
+
+
 def install() -> None:
     """Apply every shim this CrewAI release needs; idempotent."""
     global _installed
@@ -65,3 +88,12 @@ def install() -> None:
         ensure: Any = getattr(crewai_llm, "_ensure_litellm", None)
         if callable(ensure) and not getattr(ensure, "__countersign_shim__", False):
             crewai_llm._ensure_litellm = _one_at_a_time(ensure)
+        try:
+            flow: Any = importlib.import_module("crewai.flow.runtime").Flow
+        except (ModuleNotFoundError, AttributeError):
+            return  # a release whose Flow builds no definition
+        defined = vars(flow).get("flow_definition")
+        if isinstance(defined, classmethod) and not getattr(
+            defined.__func__, "__countersign_shim__", False
+        ):
+            _flow_definitions_one_at_a_time(flow)

@@ -72,5 +72,39 @@ def test_crews_on_the_litellm_path_build_in_several_threads_at_once() -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_an_executors_flow_definition_is_built_once_in_several_threads_at_once() -> None:
+    """CrewAI builds a Flow class's definition on first use, walking the class's ``__dict__``
+    while another thread may store its own there; the shim builds each one at a time. Sixteen
+    threads of a fresh process ask for the default executor's at once: one build, one
+    definition, no error."""
+    code = (
+        "import threading, crew_runtime.journal_llm\n"
+        "import crewai.flow.runtime as runtime\n"
+        "from crew_runtime.compat import agent_executor\n"
+        "built = []\n"
+        "original = runtime.build_flow_definition\n"
+        "def counted(cls):\n"
+        "    built.append(cls)\n"
+        "    return original(cls)\n"
+        "runtime.build_flow_definition = counted\n"
+        "executor = agent_executor.AgentExecutor\n"
+        "start = threading.Barrier(16)\n"
+        "found, errors = [], []\n"
+        "def ask():\n"
+        "    start.wait()\n"
+        "    try: found.append(executor.flow_definition())\n"
+        "    except Exception as exc: errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=ask) for _ in range(16)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(errors, len(built), len({id(d) for d in found}))\n"
+    )
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[] 1 1"
+
+
 def _key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
