@@ -25,13 +25,14 @@ from crew_runtime.specs import (
     FACTORY_RE,
     RETENTION_KEYS,
     USER_ID_RE,
+    Chain,
     Config,
     CrewSpec,
     Deadlines,
     Kind,
     RemindBy,
 )
-from crew_runtime.stage_checks import parse_stages
+from crew_runtime.stage_checks import parse_stages, read_reviewers
 from crew_runtime.webhooks import parse_webhooks
 from storage.retention import Retention
 from storage.status import OnExpire
@@ -43,7 +44,6 @@ _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # user groups S….
 _CHANNEL_ID_RE = re.compile(r"[CGD][A-Z0-9]{2,}")
 _CHANNEL_NAME_RE = re.compile(r"#?[^\sA-Z#.,@<>]{1,80}")  # Slack: lowercase, no spaces/periods
-_REVIEWER_ID_RE = re.compile(r"[UWS][A-Z0-9]{2,}")
 _INPUT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used as {placeholders} in crewai
 _DURATION_RE = re.compile(r"(?:\d+[ydhms])+")
 _DURATION_PART_RE = re.compile(r"(\d+)([ydhms])")
@@ -165,14 +165,7 @@ def _parse_spec(name: str, kind: Kind, key: str, table: dict[str, Any], where: W
                 f'expected a channel id like "C0123ABCD" or a name like "#reviews", '
                 f"got {show(channel)}",
             )
-    reviewers = read_strings(
-        table,
-        key,
-        "reviewers",
-        _REVIEWER_ID_RE,
-        'a Slack user id ("U…", "W…") or user-group id ("S…")',
-        where,
-    )
+    reviewers = read_reviewers(table, key, where)
     approvals = read_count(table.get("approvals_required", 1), f"{key}.approvals_required", where)
     gate_rules = _rules(table, key, "gates", where, _GATE_KEYS)
     task_rules = _rules(table, key, "tasks", where, _RULE_KEYS)
@@ -276,11 +269,25 @@ def _decision_rules(
                 where.error,
                 parse_duration,
                 lambda value, at: read_count(value, at, where),
+                lambda rule, at, approvals: _rule_people(rule, at, approvals, where),
             )
             for n, rule in enumerate(listed)
         )
     check_reachable(found, where.error)
     return rule_set(found, tuple(dict.fromkeys(r.tool for r in found if r.tool)))
+
+
+def _rule_people(
+    table: dict[str, Any], key: str, approvals: int | None, where: Where
+) -> tuple[tuple[str, ...], Chain]:
+    """A rule's ``reviewers`` and ``stages``, checked as a crew's reviewers and a gate's
+    stages are (the same messages), its ``approvals`` reachable by its reviewers."""
+    reviewers = read_reviewers(table, key, where)
+    if "reviewers" in table and not reviewers:
+        raise where.error(f"{key}.reviewers", "empty; name who reviews the calls it applies to")
+    if approvals is not None:
+        _reachable(reviewers, key, "approvals", approvals, where)
+    return reviewers, parse_stages(table, key, where)
 
 
 def _reviewer_input(

@@ -43,7 +43,6 @@ from storage import (
     Snapshot,
     StandingApproval,
     Store,
-    ToolApprovalDetails,
 )
 from storage.journal import RULE_ENTRY
 
@@ -443,9 +442,9 @@ class RunContext(LeaseHolder):
             lambda: self.store.standing_for(self.run.id, tool, args),
         )
 
-    def ask(self, review: NewReview) -> None:
+    def ask(self, review: NewReview, *, expire_after: timedelta | None = None) -> None:
         """Queue a review to open when the run suspends, with its due times (its gate's or
-        its task's, else the crew's).
+        its task's, else the crew's; ``expire_after``: the deadline a rule raised).
 
         Once kickoff() is over the reviews to open are taken; one asked later (by a
         parallel task still stopping) is asked again by the next execution.
@@ -453,12 +452,8 @@ class RunContext(LeaseHolder):
         now = self.store.clock()
         tool, task = rule_of(review.kind, review.stream, review.details)
         due = self.spec.deadlines_for(tool=tool, task=task)
-        details = review.details
-        raised = self.spec.rules.named(
-            details.rule if isinstance(details, ToolApprovalDetails) else None
-        )
-        if raised is not None and raised.expire_after is not None:
-            due = Deadlines(expire_after=raised.expire_after).over(due)
+        if expire_after is not None:
+            due = Deadlines(expire_after=expire_after).over(due)
         review = replace(
             review,
             remind_at=now + due.remind_after if due.remind_after else None,

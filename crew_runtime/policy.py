@@ -7,11 +7,12 @@ decision.
 
 The table it implements (``docs/architecture.md`` draws it):
 
-* **Asked now** for a review: with an approval chain, its current stage's ``reviewers``;
-  else the run's reviewers (the crew's ``reviewers``, or the person its
-  ``reviewers_from_input`` names); where neither names anyone, the members of the run's
-  channel (of the app's DM: who started the run there). Someone away is replaced by their
-  delegate, who may do whatever the person away could.
+* **Asked now** for a review: what a rule raised for it (``Review.raised``: its chain, or
+  its reviewers) in place of the configuration's, whatever the file says since; with an
+  approval chain, its current stage's ``reviewers``; else the run's reviewers (the crew's
+  ``reviewers``, or the person its ``reviewers_from_input`` names); where neither names
+  anyone, the members of the run's channel (of the app's DM: who started the run there).
+  Someone away is replaced by their delegate, who may do whatever the person away could.
 * **Decide** (approve, edit, reject, request changes, answer): one of those asked now; not
   an approval of one's own run where the crew sets ``forbid_self_approval``; not a second
   approval by whoever counts already. A claim is a note, never a lock.
@@ -19,8 +20,9 @@ The table it implements (``docs/architecture.md`` draws it):
   bot nor a deactivated account, not ``by``: Claim is for oneself) who could approve it
   now (asked now, not its starter where self-approval is forbidden, not counted already).
 * **Cancel**, **revoke a standing approval**: who started the run, or one of its deciders
-  (the run's reviewers and every stage's, else its channel). **Revise an earlier task**:
-  one of its deciders. **See** a run's status: the above, or anyone in its channel.
+  (the run's reviewers, every stage's and those its crew's rules name, else its channel).
+  **Revise an earlier task**: one of its deciders. **See** a run's status: the above, or
+  anyone in its channel.
 * **Start**: refused when a review of the run that follows no chain would have nobody to
   decide it (no reviewers and no channel; or the app's DM, whose one person started the
   run, where the crew forbids self-approval) — see :func:`start_refusal`.
@@ -47,6 +49,7 @@ from crew_runtime.errors import (
 from crew_runtime.reviewers import (
     approvals_required,
     covered,
+    named_of,
     stage_at,
     stage_people,
     stages_of,
@@ -207,13 +210,14 @@ def asked_now(spec: CrewSpec, run: Run, review: Review) -> Asked:
     chain = stages_of(spec, review)
     if chain:
         return Asked(chain[stage_at(chain, review)].reviewers)
-    named = _run_reviewers(spec, run)
+    named = named_of(spec, run, review)
     return Asked(named) if named else Asked(channel=run.channel)
 
 
 def deciders(spec: CrewSpec, run: Run) -> Asked:
-    """Everyone who may decide some review of ``run``: its reviewers and every stage's of
-    the crew's chains; the members of its channel where none are named."""
+    """Everyone who may decide some review of ``run``: its reviewers, every stage's of the
+    crew's chains and those its rules name; the members of its channel where none are
+    named."""
     named = tuple(dict.fromkeys((*_run_reviewers(spec, run), *stage_people(spec))))
     return Asked(named) if named else Asked(channel=run.channel)
 

@@ -10,15 +10,24 @@ tables::
       decide = "reject", reason = "external recipients need the outreach crew" }
     { name = "big-payments", tool = "pay", when = "args.amount >= 10000", approvals = 2,
       expire_after = "4h" }
+    { name = "huge-payments", tool = "pay", when = "args.amount >= 100000", stages = [
+        { name = "finance", reviewers = ["U0FIN1", "U0FIN2"] },
+        { name = "cfo", reviewers = ["U0CFO"] } ] }
 
 ``name`` (required, unique in the crew) is what the thread, the audit and the metrics say;
 ``tool`` the gated tool it applies to (implied in a gate's table; left out of a crew's, every
 gated tool); ``when`` a CEL expression, true where the rule applies (left out: always).
 A rule does one of: ``decide = "approve"`` (the call runs, nobody is asked),
 ``decide = "reject"`` with a ``reason`` (the call does not run; the model reads the reason),
-or raises what the review needs: ``approvals`` (distinct reviewers' approvals) and
-``expire_after`` (its deadline). A gate's rules are tried before the crew's, each list in
-its order; the first that applies wins; none: the call is reviewed as the gate says.
+or raises what the review needs: ``approvals`` (distinct reviewers' approvals),
+``expire_after`` (its deadline), and who reviews it: ``reviewers`` (users and user groups,
+as a crew's) or an approval chain ``stages`` (as a gate's; each stage its own
+``approvals_required``, so not with ``approvals``). A rule's reviewers or stages *replace*
+the gate's and the crew's for that review (its quorum is then the rule's ``approvals``, 1
+where left out), and are kept with the review (``storage.records.Raised``), so the review
+policy answers from the review whatever the file says since. A gate's rules are tried
+before the crew's, each list in its order; the first that applies wins; none: the call is
+reviewed as the gate says.
 
 The names an expression may use (anything else is an error when the file loads):
 
@@ -48,10 +57,14 @@ from typing import Any, Literal
 
 import cel
 
+from storage import Raised, StageSpec
+
 Decide = Literal["approve", "reject"]
 NAMES = ("args", "inputs", "tool", "run")
 """The names an expression may use (see the module's docstring)."""
-KEYS = ("name", "tool", "when", "decide", "reason", "approvals", "expire_after")
+RAISES = ("approvals", "expire_after", "reviewers", "stages")
+"""What a rule that does not decide may raise of the review."""
+KEYS = ("name", "tool", "when", "decide", "reason", *RAISES)
 """The keys a rule's table takes."""
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _FIELD_RE = re.compile(r"\b(args|inputs)\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -71,7 +84,17 @@ class Rule:
     reason: str | None = None
     approvals: int | None = None
     expire_after: timedelta | None = None
+    reviewers: tuple[str, ...] = ()  # who reviews in the gate's reviewers' place
+    stages: tuple[StageSpec, ...] = ()  # the approval chain in the gate's chain's place
     program: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def raised(self) -> Raised | None:
+        """What the review of a call it applies to keeps (None: nothing but its deadline, or
+        a rule that decides)."""
+        if self.approvals is None and not self.reviewers and not self.stages:
+            return None
+        return Raised(self.reviewers, self.stages, self.approvals)
 
     @property
     def label(self) -> str:
@@ -160,6 +183,11 @@ def rule_set(rules: list[Rule], tools: tuple[str, ...]) -> RuleSet:
 
 Fail = Callable[[str, str], Exception]
 """Makes the error for a key and what is wrong with it (``Where.error``)."""
+People = Callable[
+    [dict[str, Any], str, "int | None"], tuple[tuple[str, ...], tuple[StageSpec, ...]]
+]
+"""Reads a rule's ``reviewers`` and ``stages`` (the table, its key, its ``approvals``) with
+the checks the file's other reviewers and stages get (``crew_runtime.config_checks``)."""
 
 
 def parse_rule(
@@ -169,6 +197,7 @@ def parse_rule(
     fail: Fail,
     duration: Callable[[object], timedelta | None],
     count: Callable[[object, str], int],
+    people: People,
 ) -> Rule:
     """One rule's table, checked: its keys, its name, its expression (compiled, with only
     :data:`NAMES`), what it does. ``tool`` is the gate's (a gate's own rules), else None."""
@@ -205,18 +234,29 @@ def parse_rule(
         raise fail(f"{where}.reason", "a rule that rejects needs a reason the model reads")
     if decide != "reject" and reason is not None:
         raise fail(f"{where}.reason", 'only a rule with decide = "reject" gives a reason')
-    raises = [k for k in ("approvals", "expire_after") if k in table]
+    raises = [k for k in RAISES if k in table]
     if decide is not None and raises:
         raise fail(f"{where}.{raises[0]}", f"a rule that decides ({decide}) raises no review")
     if decide is None and not raises:
         raise fail(
             where,
-            'set decide = "approve" or "reject", or what the review needs '
-            "(approvals, expire_after)",
+            f'set decide = "approve" or "reject", or what the review needs ({", ".join(RAISES)})',
         )
     approvals = (
         None if "approvals" not in table else count(table["approvals"], f"{where}.approvals")
     )
+    if "stages" in table and "approvals" in table:
+        raise fail(
+            f"{where}.stages",
+            "cannot be combined with approvals in the same rule: "
+            "each stage sets its own approvals_required",
+        )
+    if "stages" in table and "reviewers" in table:
+        raise fail(
+            f"{where}.reviewers",
+            "cannot be combined with stages in the same rule: each stage names its reviewers",
+        )
+    reviewers, stages = people(table, where, approvals)
     expire_after = None
     if "expire_after" in table:
         expire_after = duration(table["expire_after"])
@@ -231,6 +271,8 @@ def parse_rule(
         reason=reason,
         approvals=approvals,
         expire_after=expire_after,
+        reviewers=reviewers,
+        stages=stages,
         program=program,
     )
 

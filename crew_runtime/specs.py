@@ -16,7 +16,7 @@ from typing import Any, Literal
 from crew_runtime import streams
 from crew_runtime.errors import CrewRuntimeError
 from crew_runtime.rules import RuleSet
-from storage import Stage
+from storage import StageSpec
 from storage.details import ReviewDetails, ToolApprovalDetails
 from storage.retention import Retention, RetentionPolicy
 from storage.status import OnExpire, ReviewKind
@@ -85,22 +85,7 @@ class WebhookSpec:
     secret_env: str
 
 
-@dataclass(frozen=True)
-class StageSpec:
-    """One stage of an approval chain (a rule's ``stages``): who is asked at it and how many
-    of them must approve before the next stage is asked (the last stage's decide)."""
-
-    name: str
-    reviewers: tuple[str, ...]
-    approvals_required: int = 1
-
-    @property
-    def rule(self) -> Stage:
-        """What storage counts of it."""
-        return Stage(self.name, self.approvals_required)
-
-
-Chain = tuple[StageSpec, ...]  # a rule's stages, in order; empty: no approval chain
+Chain = tuple[StageSpec, ...]  # a table's stages, in order; empty: no approval chain
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,8 @@ from crew_runtime.config_values import (
     read_strings,
     show,
 )
-from crew_runtime.specs import USER_ID_RE, Chain, StageSpec
+from crew_runtime.specs import USER_ID_RE, Chain
+from storage import StageSpec
 
 _STAGE_KEYS = ("name", "reviewers", "approvals_required")
 _STAGE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _-]{0,39}")
@@ -71,6 +72,19 @@ def parse_stages(table: dict[str, Any], key: str, where: Where) -> Chain:
     return tuple(chain)
 
 
+def read_reviewers(table: dict[str, Any], key: str, where: Where) -> tuple[str, ...]:
+    """The ``reviewers`` ``table`` lists (a crew's, a stage's, a rule's): Slack user and
+    user-group ids, each once; () where it lists none."""
+    return read_strings(
+        table,
+        key,
+        "reviewers",
+        _REVIEWER_ID_RE,
+        'a Slack user id ("U…", "W…") or user-group id ("S…")',
+        where,
+    )
+
+
 def _stage(item: object, key: str, where: Where) -> StageSpec:
     if not isinstance(item, dict):
         raise where.error(key, f"expected a table like {_EXAMPLE}, got {show(item)}")
@@ -84,14 +98,7 @@ def _stage(item: object, key: str, where: Where) -> StageSpec:
             f"expected a short name (letters, digits, spaces, - and _, at most 40), "
             f"got {show(name)}",
         )
-    reviewers = read_strings(
-        item,
-        key,
-        "reviewers",
-        _REVIEWER_ID_RE,
-        'a Slack user id ("U…", "W…") or user-group id ("S…")',
-        where,
-    )
+    reviewers = read_reviewers(item, key, where)
     if not reviewers:
         raise where.error(
             f"{key}.reviewers", "missing or empty; each stage names who approves at it"

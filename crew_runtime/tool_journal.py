@@ -30,6 +30,8 @@ model sees.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from crewai.hooks.dispatch import InterceptionPoint, register_scoped
@@ -45,11 +47,13 @@ from storage import (
     DecisionKind,
     JournalEntry,
     NewReview,
+    Raised,
+    Review,
     ReviewKind,
     ReviewStatus,
     ToolApprovalDetails,
 )
-from storage.journal import RULE_ENTRY, STANDING_ENTRY
+from storage.journal import RAISE_ENTRY, RULE_ENTRY, STANDING_ENTRY
 
 AWAITING_HUMAN = "AWAITING_HUMAN"
 
@@ -135,9 +139,10 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     proposed = json.loads(json.dumps(hook.tool_input, default=str))
     review = ctx.find_review(ReviewKind.TOOL_APPROVAL, key.stream, key.seq)
     digest = call_digest(ctx.run.id, key.stream, key.seq, hook.tool_name, proposed)
-    raised: str | None = None
+    raised: Raising | None = None
     if review is None:
         ruled = ctx.recorded(key.stream, RULE_ENTRY, key.seq)
+        ruled = ruled or ctx.recorded(key.stream, RAISE_ENTRY, key.seq)
         if ruled is None and _standing(ctx, hook.tool_name, proposed, slot, digest):
             return None
         runs, raised = _ruling(ctx, hook.tool_name, proposed, slot, digest, ruled)
@@ -174,7 +179,7 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
                 "args": about_to_run,
             },
         )
-        _ask(ctx, gate, hook.tool_name, proposed, slot, None)
+        _ask(ctx, gate, hook.tool_name, proposed, slot, Raising.of(review))
         slot.awaiting_approval = True
         return False
     if decision.kind == DecisionKind.EDIT and decision.text:
@@ -190,15 +195,53 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     return None
 
 
+@dataclass(frozen=True)
+class Raising:
+    """What a rule raised of a call's review: the rule, what the review keeps (who reviews
+    it, how many), its deadline."""
+
+    rule: str
+    raised: Raised | None = None
+    expire_after: timedelta | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """What the journal keeps of it (:data:`RAISE_ENTRY`), JSON."""
+        return {
+            "rule": self.rule,
+            "raised": None if self.raised is None else self.raised.to_json(),
+            "expire_after": None
+            if self.expire_after is None
+            else int(self.expire_after.total_seconds()),
+        }
+
+    @classmethod
+    def read(cls, payload: dict[str, Any]) -> Raising:
+        """What :meth:`payload` journaled."""
+        seconds = payload.get("expire_after")
+        return cls(
+            str(payload["rule"]),
+            Raised.from_json(payload.get("raised")),
+            None if not isinstance(seconds, int) else timedelta(seconds=seconds),
+        )
+
+    @classmethod
+    def of(cls, review: Review) -> Raising | None:
+        """What a rule raised of ``review``, to ask it again as it was asked (its deadline
+        aside: the gate's)."""
+        details = review.details
+        rule = details.rule if isinstance(details, ToolApprovalDetails) else None
+        return None if rule is None else cls(rule, review.raised)
+
+
 def _ask(
     ctx: RunContext,
     gate: Gate,
     tool: str,
     proposed: dict[str, Any],
     slot: ToolSlot,
-    rule: str | None,
+    raised: Raising | None,
 ) -> None:
-    """Open the review of the call (``rule``: the rule that raised what it needs)."""
+    """Open the review of the call (``raised``: what the rule that applies raised of it)."""
     ctx.ask(
         NewReview(
             kind=ReviewKind.TOOL_APPROVAL,
@@ -210,9 +253,11 @@ def _ask(
                 description=gate.description,
                 args=proposed,
                 schema=gate.schema,
-                rule=rule,
+                rule=None if raised is None else raised.rule,
             ),
-        )
+            raised=None if raised is None else raised.raised,
+        ),
+        expire_after=None if raised is None else raised.expire_after,
     )
 
 
@@ -249,14 +294,15 @@ def _ruling(
     slot: ToolSlot,
     digest: str,
     ruled: JournalEntry | None,
-) -> tuple[bool | None, str | None]:
+) -> tuple[bool | None, Raising | None]:
     """What the crew's rules (``crew_runtime.rules``) say of the call: ``(True, None)`` run
     it (approved), ``(False, None)`` block it (rejected: the reason is the model's),
-    ``(None, rule)`` a person reviews it, as ``rule`` (None: no rule applies) raises it.
+    ``(None, raising)`` a person reviews it, as ``raising`` (None: no rule applies) says.
 
-    The first execution to meet the call evaluates the rules and journals a decision with
-    its digest; a replay reads the journal and makes the same choice whatever the rules say
-    now, for the same call (another digest: a person is asked)."""
+    The first execution to meet the call evaluates the rules and journals a decision, or
+    what a rule raised of the review, with its digest; a replay reads the journal and makes
+    the same choice whatever the rules say now, for the same call (another digest: a person
+    is asked, as the gate says)."""
     payload = None if ruled is None else ruled.payload
     if payload is None:
         match = ctx.spec.rules.match(
@@ -268,7 +314,11 @@ def _ruling(
         if match is None:
             return None, None
         if match.rule.decide is None:
-            return None, match.rule.name
+            raising = Raising(match.rule.name, match.rule.raised, match.rule.expire_after)
+            payload = {"tool": tool, "args": args, "why": match.why, "digest": digest}
+            payload.update(raising.payload())
+            ctx.record(slot.key.stream, RAISE_ENTRY, slot.key.seq, payload)
+            return None, raising
         payload = {
             "rule": match.rule.name,
             "decide": match.rule.decide,
@@ -283,6 +333,8 @@ def _ruling(
         )
     elif payload.get("digest") != digest:
         return None, None  # a rule decided another call here: a person is asked
+    elif "decide" not in payload:  # journaled: a rule raised the review
+        return None, Raising.read(payload)
     if payload["decide"] == "approve":
         return True, None
     slot.override = (

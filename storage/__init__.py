@@ -55,10 +55,12 @@ from storage.records import (
     NewReview,
     OutboxMessage,
     PendingReviews,
+    Raised,
     Review,
     Run,
     Snapshot,
     Stage,
+    StageSpec,
     StandingApproval,
 )
 from storage.schema import PERSON_LENGTH
@@ -123,6 +125,7 @@ __all__ = [
     "OutboxMessage",
     "PendingReviews",
     "QuestionDetails",
+    "Raised",
     "Review",
     "ReviewDetails",
     "ReviewEventKind",
@@ -136,6 +139,7 @@ __all__ = [
     "Snapshot",
     "Stage",
     "StageMoved",
+    "StageSpec",
     "StandingApproval",
     "StandingNotFound",
     "StorageError",

@@ -199,6 +199,9 @@ class JournalStore(StoreBase):
 
 RULE_ENTRY = "rule"
 """The journal's kind of a rule's decision of a gated call."""
+RAISE_ENTRY = "raised"
+"""The journal's kind of a rule's raise of a gated call's review: which rule, and what the
+review keeps (its reviewers or stages, its quorum, its deadline)."""
 STANDING_ENTRY = "standing"
 """The journal's kind of a standing approval's approval of a gated call (and which one)."""
 

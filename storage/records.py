@@ -75,6 +75,85 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class StageSpec:
+    """One stage of an approval chain (a ``stages`` list: the crew's, a gate's, a task's or
+    a rule's): who is asked at it and how many of them must approve before the next stage
+    is asked (the last stage's decide)."""
+
+    name: str
+    reviewers: tuple[str, ...]
+    approvals_required: int = 1
+
+    @property
+    def rule(self) -> Stage:
+        """What storage counts of it."""
+        return Stage(self.name, self.approvals_required)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What a rule (``crew_runtime.rules``) raised for one review, kept with it so that the
+    review policy answers from it whatever the configuration says since: its ``reviewers``
+    (in place of the run's), or its approval chain ``stages`` (in place of its gate's), and
+    its quorum ``approvals``; each left empty (None) where the rule does not set it."""
+
+    reviewers: tuple[str, ...] = ()
+    stages: tuple[StageSpec, ...] = ()
+    approvals: int | None = None
+
+    @property
+    def names_people(self) -> bool:
+        """Whether it replaces who is asked (its reviewers, or its stages)."""
+        return bool(self.reviewers or self.stages)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object stored for it (``reviews.reviewers``; JSON, never pickle)."""
+        stored: dict[str, Any] = {}
+        if self.reviewers:
+            stored["reviewers"] = list(self.reviewers)
+        if self.stages:
+            stored["stages"] = [
+                {
+                    "name": s.name,
+                    "reviewers": list(s.reviewers),
+                    "approvals_required": s.approvals_required,
+                }
+                for s in self.stages
+            ]
+        if self.approvals is not None:
+            stored["approvals"] = self.approvals
+        return stored
+
+    @classmethod
+    def from_json(cls, data: object) -> Raised | None:
+        """What :meth:`to_json` stored; None for a row without (NULL: no rule raised it)."""
+        if not isinstance(data, dict):
+            return None
+        stages = data.get("stages")
+        return cls(
+            reviewers=_strings(data.get("reviewers")),
+            stages=tuple(
+                StageSpec(
+                    str(stage.get("name", "")),
+                    _strings(stage.get("reviewers")),
+                    _count(stage.get("approvals_required")) or 1,
+                )
+                for stage in (stages if isinstance(stages, list) else [])
+                if isinstance(stage, dict)
+            ),
+            approvals=_count(data.get("approvals")),
+        )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
 class StandingApproval:
     """An approval of a gated tool's call that approves the tool's later calls in the run
     whose arguments named in ``match`` have those values (all of them: an empty ``match``),
@@ -121,6 +200,7 @@ class Review:
     claimed_at: datetime | None = None
     stage: int = 0  # where an approval chain stands: the stage asked now, from 0
     digest: str | None = None  # the action digest of what it proposes (None: a question)
+    raised: Raised | None = None  # what a rule raised for it (None: its configuration's)
 
     def made_by(self, request_key: str | None) -> bool:
         """Whether it was decided, or approved, by the request ``request_key`` (None: no
@@ -192,6 +272,7 @@ class NewReview:
     expires_at: datetime | None = None
     on_expire: OnExpire = OnExpire.REJECT  # what expires_at does
     digest: str | None = None  # the action digest of what it proposes (crew_runtime.digests)
+    raised: Raised | None = None  # what a rule raised for it: who is asked, how many
 
     def __post_init__(self) -> None:
         if self.details is not None and self.details.kind is not self.kind:

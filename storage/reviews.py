@@ -361,6 +361,7 @@ class ReviewStore(ApprovalCounting):
                     created_at=now,
                     decided_at=now,
                     digest=old.digest,
+                    reviewers=None if old.raised is None else old.raised.to_json(),
                 )
             )
             conn.execute(

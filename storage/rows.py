@@ -10,7 +10,15 @@ from sqlalchemy import Connection, Row, select
 
 from storage.details import details_from_json
 from storage.errors import ReviewNotFound, RunNotFound, StandingNotFound
-from storage.records import Approval, Decision, OutboxMessage, Review, Run, StandingApproval
+from storage.records import (
+    Approval,
+    Decision,
+    OutboxMessage,
+    Raised,
+    Review,
+    Run,
+    StandingApproval,
+)
 from storage.schema import approvals, decisions, reviews, runs, standing_approvals
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 
@@ -149,6 +157,7 @@ def to_review(
         claimed_at=row.claimed_at,
         stage=row.stage,
         digest=row.digest,
+        raised=Raised.from_json(row.reviewers),
     )
 
 

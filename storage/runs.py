@@ -350,6 +350,7 @@ class RunStore(StoreBase):
                         expires_at=ask.expires_at,
                         on_expire=ask.on_expire if ask.expires_at else None,
                         digest=ask.digest,
+                        reviewers=None if ask.raised is None else ask.raised.to_json(),
                     )
                 )
                 self._enqueue(conn, run_id, OutboxKind.REVIEW_OPENED, review_id)

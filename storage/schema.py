@@ -93,6 +93,9 @@ reviews = Table(
     # The action digest of what it proposes (crew_runtime.digests); NULL for a question and
     # for rows from before digests.
     Column("digest", String(64)),
+    # What a rule raised for it (storage.records.Raised, as JSON): its own reviewers or
+    # approval chain, and its quorum; NULL where no rule did (its configuration decides).
+    Column("reviewers", JSON),
     Index("ix_reviews_run", "run_id"),
     Index("ix_reviews_status", "status"),
     # The pending reviews, oldest first, without sorting every review that waits (with their

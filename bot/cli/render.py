@@ -221,5 +221,14 @@ def rule_match(tool: str, match: Match | None) -> str:
             raised.append(f"{rule.approvals} approvals")
         if rule.expire_after is not None:
             raised.append(f"expires after {rule.expire_after}")
+        if rule.reviewers:
+            raised.append(f"reviewers {', '.join(rule.reviewers)} (in the gate's place)")
+        if rule.stages:
+            chain = " then ".join(
+                f"{s.name} ({', '.join(s.reviewers)}; {s.approvals_required} "
+                f"{'approval' if s.approvals_required == 1 else 'approvals'})"
+                for s in rule.stages
+            )
+            raised.append(f"stages {chain} (in the gate's place)")
         does = "a person reviews it, with " + ", ".join(raised)
     return f"rule {rule.name} ({rule.key}) matches: {match.why}\n{does}"

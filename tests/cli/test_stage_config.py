@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crew_runtime.config import ConfigError, CrewSpec, load_config
-from crew_runtime.specs import StageSpec
+from storage import StageSpec
 from tests.support import docs
 
 LEGAL = '{ name = "legal", reviewers = ["S0LEGAL"] }'

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from crew_runtime import policy
 from crew_runtime.policy import Asked, Facts, Reason
-from crew_runtime.specs import CrewSpec, StageSpec
-from storage import Approval, DecisionKind, ReviewKind, RunStatus
+from crew_runtime.specs import CrewSpec
+from storage import Approval, DecisionKind, ReviewKind, RunStatus, StageSpec
 from tests.support.records import NOW, make_review, make_run
 
 CHANNEL = "C0WRITING"

@@ -17,8 +17,9 @@ from bot.slack.blocks import rule_message
 from crew_runtime import metrics
 from crew_runtime.config import ConfigError, load_config
 from crew_runtime.digests import call_digest
+from crew_runtime.errors import NotAReviewer, NotYourStage
 from crew_runtime.offline.drafts import parse_draft
-from storage import DecisionKind, OutboxKind, RunStatus
+from storage import DecisionKind, OutboxKind, Raised, RunStatus, StageSpec
 from tests.support import docs
 from tests.support.harness import Bench
 
@@ -26,7 +27,11 @@ from tests.support.harness import Bench
 RULE_LIST = """rules = [
   { name = "huge", when = "args.amount >= 100000", decide = "reject", reason = "payments of \
 100000 or more go through the treasury crew" },
+  { name = "huge-chain", when = "args.amount >= 20000", stages = [\
+{ name = "finance", reviewers = ["U0FIN1", "U0FIN2"] }, { name = "cfo", reviewers = ["U0CFO"] }] },
   { name = "big", when = "args.amount >= 5000", approvals = 2 },
+  { name = "globex", when = "args.to == 'GLOBEX' && args.amount >= 2000", \
+reviewers = ["U0GLOBEX"] },
   { name = "small-payments", when = "args.amount < 2000 && args.to == 'ACME'", \
 decide = "approve" },
 ]""".replace("\\\n", "")
@@ -98,6 +103,51 @@ def _config(tmp_path: Path, rules: str) -> Path:
             'rules = [{ name = "r", tool = "pay", when = "args.a < 1" }]',
             "crews.pay.rules[0] (rule 'r'): set decide",
         ),
+        # A rule's reviewers and stages: the checks (and the words) of a crew's and a gate's.
+        (
+            'rules = [{ name = "r", tool = "pay", reviewers = ["bob"] }]',
+            "crews.pay.rules[0] (rule 'r').reviewers[0]: expected a Slack user id "
+            '("U…", "W…") or user-group id ("S…"), got "bob"',
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", reviewers = [] }]',
+            "crews.pay.rules[0] (rule 'r').reviewers: empty; name who reviews",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", reviewers = ["U0A"], approvals = 2 }]',
+            "crews.pay.rules[0] (rule 'r').approvals: 2 approvals can never be given: "
+            "reviewers lists 1 people",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", stages = [{ name = "cfo" }] }]',
+            "crews.pay.rules[0] (rule 'r').stages[0].reviewers: missing or empty; each stage "
+            "names who approves at it",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", stages = [{ name = "a", reviewers = ["U0A"] }, '
+            '{ name = "b", reviewers = ["U0A"] }] }]',
+            'crews.pay.rules[0] (rule \'r\').stages[1].reviewers: "U0A" is in the "a" stage '
+            "already",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", stages = [] }]',
+            "crews.pay.rules[0] (rule 'r').stages: empty; list the stages in order",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", approvals = 2, stages = [{ name = "a", '
+            'reviewers = ["U0A", "U0B"] }] }]',
+            "crews.pay.rules[0] (rule 'r').stages: cannot be combined with approvals in the "
+            "same rule: each stage sets its own approvals_required",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", reviewers = ["U0B"], stages = [{ name = "a", '
+            'reviewers = ["U0A"] }] }]',
+            "crews.pay.rules[0] (rule 'r').reviewers: cannot be combined with stages",
+        ),
+        (
+            'rules = [{ name = "r", tool = "pay", decide = "approve", reviewers = ["U0A"] }]',
+            "crews.pay.rules[0] (rule 'r').reviewers: a rule that decides (approve) raises no",
+        ),
     ],
 )
 def test_a_bad_rule_is_an_error_line_naming_it(tmp_path: Path, rules: str, expected: str) -> None:
@@ -123,7 +173,7 @@ def test_rules_test_says_which_rule_matches_and_what_it_does(tmp_path: Path) -> 
         return out.getvalue()
 
     assert said('{"amount": 42, "to": "ACME"}') == (
-        'rule small-payments (crews.pay.rules[2]) matches: amount 42 < 2000 && to "ACME" '
+        'rule small-payments (crews.pay.rules[4]) matches: amount 42 < 2000 && to "ACME" '
         "== 'ACME'\napprove: the call runs, nobody is asked\n"
     )
     assert said('{"amount": 250000}').splitlines() == [
@@ -132,6 +182,13 @@ def test_rules_test_says_which_rule_matches_and_what_it_does(tmp_path: Path) -> 
         "through the treasury crew'",
     ]
     assert said('{"amount": 7000}').endswith("a person reviews it, with 2 approvals\n")
+    assert said('{"amount": 25000}').splitlines()[1] == (
+        "a person reviews it, with stages finance (U0FIN1, U0FIN2; 1 approval) then "
+        "cfo (U0CFO; 1 approval) (in the gate's place)"
+    )
+    assert said('{"amount": 3000, "to": "GLOBEX"}').splitlines()[1] == (
+        "a person reviews it, with reviewers U0GLOBEX (in the gate's place)"
+    )
     assert said('{"amount": 2500, "to": "ACME"}') == (
         "no rule matches: a person reviews this pay call as its gate says\n"
     )
@@ -240,3 +297,98 @@ def test_a_replay_makes_the_rules_choice_even_after_the_rules_changed(bench: Ben
     assert done.status == RunStatus.SUCCEEDED, done.error
     assert [e["amount"] for e in bench.effects("paid")] == [1500]  # once, as first decided
     assert len([e for e in bench.store.load_journal(run.id) if e.kind == "rule"]) == 1
+
+
+FINANCE = StageSpec("finance", ("U0FIN1", "U0FIN2"))
+CFO = StageSpec("cfo", ("U0CFO",))
+
+
+def test_a_rules_stages_are_kept_with_the_review_and_decide_it_whatever_the_file_says_since(
+    bench: Bench,
+) -> None:
+    """A rule's ``stages`` replace the gate's reviewers (the crew names none: anyone in the
+    channel), are stored with the review and answer for it after the rules changed."""
+    bench.add_crews(RULES)
+    run = bench.start("ruled", amount="25000")
+    bench.work_here()
+    review = bench.pending(run.id)
+    assert review.details.rule == "huge-chain"
+    assert review.raised == Raised(stages=(FINANCE, CFO))
+    # The rule changes meanwhile: someone else would be asked now; this review is not.
+    bench.add_crews(RULES.replace('reviewers = ["U0CFO"]', 'reviewers = ["U0NEW"]'))
+    with pytest.raises(NotYourStage):
+        bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0CFO")
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0FIN2")
+    assert bench.store.get_review(review.id).stage == 1
+    with pytest.raises(NotYourStage):
+        bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0NEW")
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0CFO")
+    bench.work_here()
+    assert bench.run(run.id).status == RunStatus.SUCCEEDED
+    assert [e["amount"] for e in bench.effects("paid")] == [25000]
+
+
+def test_a_rules_reviewers_replace_the_crews(bench: Bench) -> None:
+    bench.add_crews(
+        """
+[crews.named_pay]
+factory = "tests.support.crews:payments"
+reviewers = ["U0BOB"]
+
+[crews.named_pay.gates.pay]
+rules = [{ name = "big", when = "args.amount >= 10000", reviewers = ["U0ALI", "U0EVE"] }]
+"""
+    )
+    run = bench.start("named_pay", amount="12000")
+    bench.work_here()
+    review = bench.pending(run.id)
+    assert review.raised == Raised(reviewers=("U0ALI", "U0EVE"))
+    assert bench.service.approvals_required(review) == 1
+    with pytest.raises(NotAReviewer):  # the crew's reviewer is not asked for this one
+        bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0BOB")
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0EVE")
+    bench.work_here()
+    assert [e["amount"] for e in bench.effects("paid")] == [12000]
+    small = bench.start("named_pay", amount="1500")  # no rule: the crew's reviewers
+    bench.work_here()
+    review = bench.pending(small.id)
+    assert review.raised is None
+    with pytest.raises(NotAReviewer):
+        bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0ALI")
+    bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U0BOB")
+
+
+ACME_STAGES = (
+    'stages = [{ name = "finance", reviewers = ["U0FIN1", "U0FIN2"] }, '
+    '{ name = "cfo", reviewers = ["U0CFO"] }]'
+)
+SPLIT = """
+[crews.split]
+factory = "tests.support.crews:parallel_payments"
+
+[crews.split.gates.pay]
+rules = [
+  { name = "globex", when = "args.to == 'GLOBEX'", decide = "approve" },
+  { name = "acme", when = "args.to == 'ACME'", RAISED },
+]
+"""
+
+
+@pytest.mark.slow
+def test_a_replay_asks_whom_the_rule_named_even_after_the_rules_changed(bench: Bench) -> None:
+    """One model turn: ACME's call is raised to the rule's stages (journaled), GLOBEX's is
+    approved by a rule and the worker is killed paying it, before ACME's review is opened.
+    The rules change; the replay asks ACME's review of the stages first raised."""
+    bench.add_crews(SPLIT.replace("RAISED", ACME_STAGES))
+    run = bench.start("split", sequential="yes")
+    doomed = bench.spawn(COUNTERSIGN_TEST_HOLD="pay 2000 GLOBEX")
+    bench.kill_when_holding(doomed, "pay 2000 GLOBEX")
+    assert bench.store.list_reviews(run_id=run.id) == []
+    (raised,) = [e for e in bench.store.load_journal(run.id) if e.kind == "raised"]
+    assert raised.payload["rule"] == "acme"
+    bench.add_crews(SPLIT.replace("RAISED", 'reviewers = ["U0NEW"]'))
+    assert bench.config.crews["split"].rules.named("acme").reviewers == ("U0NEW",)
+    bench.work()
+    review = bench.pending(run.id)
+    assert (review.details.rule, review.raised) == ("acme", Raised(stages=(FINANCE, CFO)))
+    assert [e for e in bench.store.load_journal(run.id) if e.kind == "raised"] == [raised]
