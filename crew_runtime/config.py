@@ -98,9 +98,11 @@ key                 meaning                                     default
                     (all but ``allow_standing``, ``standing_match``
                     and ``rules``)
 ``rules``           ``[{name, tool, when, decide, reason,      ``[]``
-                    approvals, expire_after}]``: rules that
-                    approve, reject or raise a gated call's
-                    review, in CEL (``crew_runtime.rules``)
+                    approvals, expire_after, reviewers,
+                    stages}]``: rules that approve, reject
+                    or raise a gated call's review (its
+                    reviewers or stages in the gate's
+                    place), in CEL (``crew_runtime.rules``)
 ``webhooks``        ``[{url, events, secret_env}]``: where to   ``[]``
                     POST which of ``run.waiting``,
                     ``run.finished``, ``review.decided``,

@@ -5,8 +5,9 @@ its facts fetched by ``Reviewers.facts``).
 A review with an approval chain (``stages``) is listed for its current stage's reviewers
 only. Which stage a review is at is in its row but which chain it follows is configuration
 (or, for a review a rule raised, its own: ``Review.raised``), so the crews with a chain or
-a rule naming reviewers (``chains_of``) are read apart: their pending reviews, at most :data:`CHAIN_READ`
-of them, are kept where the person (or whoever away left their reviews to them) is asked now.
+a rule naming reviewers (``chains_of``) are read apart: their pending reviews, at most
+:data:`CHAIN_READ` of them, are kept where the person (or whoever away left their reviews to
+them) is asked now.
 """
 
 from __future__ import annotations

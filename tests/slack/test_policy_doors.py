@@ -46,6 +46,7 @@ from tests.support.slack_harness import (
     configured,
     modal_for,
     slack_and_bot,
+    text_of,
     wait_until,
 )
 from tests.support.timing import at_once
@@ -73,7 +74,22 @@ forbid_self_approval = true
 [crews.open]
 factory = "tests.support.crews:writer"
 inputs = ["topic"]
-"""
+
+[crews.bigpay]
+factory = "tests.support.crews:payments"
+reviewers = ["{BOB}"]
+
+[crews.bigpay.gates.pay]
+rules = [{{ name = "big", when = "args.amount >= 10000", reviewers = ["{ALICE}"] }}]
+
+[crews.bigchain]
+factory = "tests.support.crews:payments"
+reviewers = ["{BOB}"]
+
+[crews.bigchain.gates.pay]
+rules = [{{ name = "big", when = "args.amount >= 10000", stages = [\
+{{ name = "finance", reviewers = ["{LEGAL}"] }}, {{ name = "cfo", reviewers = ["{MALLORY}"] }}] }}]
+""".replace("\\\n", "")
 PEOPLE = (ALICE, BOB, MALLORY)
 FACTS = Facts(
     groups={LEGAL: frozenset({ALICE, LEA})},
@@ -96,8 +112,10 @@ class Bench:
     api: ApiClient
     argv: list[str]
 
-    def start(self, crew: str, by: str, channel: str | None = CHANNEL) -> str:
-        body: Json = {"crew": crew, "inputs": {"topic": "otters"}, "by": by}
+    def start(
+        self, crew: str, by: str, channel: str | None = CHANNEL, inputs: Json | None = None
+    ) -> str:
+        body: Json = {"crew": crew, "inputs": inputs or {"topic": "otters"}, "by": by}
         if channel is not None:
             body["channel"] = channel
         started = self.api.post("/runs", body)
@@ -280,6 +298,44 @@ def test_every_door_gives_the_policys_answer_and_only_allowed_ones_change_anythi
                 break
             sent += _round(bench, run_id, rng, seen)
     assert sent >= 100
+
+
+def test_a_review_a_rule_raised_is_the_rules_people_to_decide_through_every_door(
+    bench: Bench,
+) -> None:
+    """A rule's reviewers (or stages) replace the crew's for the review it raised: whom the
+    rule names may decide, through every door; whom only the crew names may not; the review
+    waits for the rule's people (the chain's card says so). On SQLite and PostgreSQL."""
+    rng = random.Random(25)
+    big = {"amount": "25000"}
+    run_id = bench.start("bigpay", MALLORY, inputs=big)
+    review = bench.pending(run_id)
+    run, spec = bench.store.get_run(run_id), bench.config.crews["bigpay"]
+    assert review.raised is not None and review.raised.reviewers == (ALICE,)
+    assert policy.decide(spec, run, review, ALICE, DecisionKind.APPROVE, FACTS) is None
+    refused = policy.decide(spec, run, review, BOB, DecisionKind.APPROVE, FACTS)
+    assert refused is not None and refused.reason is policy.Reason.NOT_A_REVIEWER
+    # Reminders and DMs go to whom the review waits for: the rule's reviewer.
+    assert policy.waiting_for(spec, run, review, {}) == (ALICE,)
+    sent = _round(bench, run_id, rng, set())
+    assert bench.store.get_review(review.id).status == ReviewStatus.DECIDED
+    # A rule's approval chain: legal's group, then Mallory; Bob (the crew's) never.
+    chain_run = bench.start("bigchain", BOB, inputs=big)
+    seen: set[str] = set()
+    first = bench.pending(chain_run)
+    card = text_of(bench.slack.standin.workspace.message(CHANNEL, first.message_ts))
+    assert f"<!subteam^{LEGAL}>" in card and f"<@{BOB}>" not in card, card
+    for _ in range(2):
+        sent += _round(bench, chain_run, rng, seen)
+    decided = bench.store.get_review(first.id)
+    assert decided.status == ReviewStatus.DECIDED
+    assert [a.stage for a in decided.approvals] == ["finance", "cfo"]
+    assert BOB not in {a.decided_by for a in decided.approvals}
+    wait_until(
+        lambda: bench.store.get_run(chain_run).status.value == "succeeded",
+        what="the chained payment to run",
+    )
+    assert sent >= 2 * len(DOORS)
 
 
 @ON_SQLITE
