@@ -302,7 +302,8 @@ def _ruling(
     The first execution to meet the call evaluates the rules and journals a decision, or
     what a rule raised of the review, with its digest; a replay reads the journal and makes
     the same choice whatever the rules say now, for the same call (another digest: a person
-    is asked, as the gate says)."""
+    is asked, as the gate says where a rule decided, as the rule raised it where it
+    raised)."""
     payload = None if ruled is None else ruled.payload
     if payload is None:
         match = ctx.spec.rules.match(
@@ -331,10 +332,11 @@ def _ruling(
         ctx.record_auto(
             slot.key.stream, RULE_ENTRY, slot.key.seq, payload, by=f"rule:{match.rule.name}"
         )
+    elif "decide" not in payload:
+        # A rule raised the review: asked of whom it named, even for a changed call here.
+        return None, Raising.read(payload)
     elif payload.get("digest") != digest:
         return None, None  # a rule decided another call here: a person is asked
-    elif "decide" not in payload:  # journaled: a rule raised the review
-        return None, Raising.read(payload)
     if payload["decide"] == "approve":
         return True, None
     slot.override = (

@@ -64,6 +64,9 @@ ELSEWHERE = {
             """countersign rules test payments --tool pay --args '{"amount": 42}'""",
             """countersign rules test payments --tool pay --args '{"amount": 250}'""",
             """countersign rules test payments --tool pay --args '{"amount": 25000}'""",
+            """countersign rules test payments --tool pay --args '{"amount": 250000}'""",
+            "countersign rules test payments --tool send_email "
+            """--args '{"to": "board@ourco.com"}'""",
         ),
         "tests/runtime/test_rules.py::test_the_guides_rules_load_and_its_tries_answer_as_it_shows",
     ),
