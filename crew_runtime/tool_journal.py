@@ -143,7 +143,8 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     if review is None:
         ruled = ctx.recorded(key.stream, RULE_ENTRY, key.seq)
         ruled = ruled or ctx.recorded(key.stream, RAISE_ENTRY, key.seq)
-        if ruled is None and _standing(ctx, hook.tool_name, proposed, slot, digest):
+        standing = ruled is None and not _names_people(ctx, hook.tool_name, proposed)
+        if standing and _standing(ctx, hook.tool_name, proposed, slot, digest):
             return None
         runs, raised = _ruling(ctx, hook.tool_name, proposed, slot, digest, ruled)
         if runs is not None:
@@ -287,6 +288,19 @@ def _standing(
     return True
 
 
+def _names_people(ctx: RunContext, tool: str, args: dict[str, Any]) -> bool:
+    """Whether the rule that applies to the call names who reviews it (its reviewers or
+    stages): no standing approval, granted by others, covers such a call."""
+    match = ctx.spec.rules.match(tool, args, inputs=ctx.run.inputs, run=_run_values(ctx))
+    raised = None if match is None else match.rule.raised
+    return raised is not None and raised.names_people
+
+
+def _run_values(ctx: RunContext) -> dict[str, str]:
+    """What a rule's ``run`` is (``crew_runtime.rules``)."""
+    return {"id": ctx.run.id, "crew": ctx.run.crew, "started_by": ctx.run.started_by or ""}
+
+
 def _ruling(
     ctx: RunContext,
     tool: str,
@@ -306,12 +320,7 @@ def _ruling(
     raised)."""
     payload = None if ruled is None else ruled.payload
     if payload is None:
-        match = ctx.spec.rules.match(
-            tool,
-            args,
-            inputs=ctx.run.inputs,
-            run={"id": ctx.run.id, "crew": ctx.run.crew, "started_by": ctx.run.started_by or ""},
-        )
+        match = ctx.spec.rules.match(tool, args, inputs=ctx.run.inputs, run=_run_values(ctx))
         if match is None:
             return None, None
         if match.rule.decide is None:

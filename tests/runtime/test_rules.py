@@ -392,3 +392,31 @@ def test_a_replay_asks_whom_the_rule_named_even_after_the_rules_changed(bench: B
     review = bench.pending(run.id)
     assert (review.details.rule, review.raised) == ("acme", Raised(stages=(FINANCE, CFO)))
     assert [e for e in bench.store.load_journal(run.id) if e.kind == "raised"] == [raised]
+
+
+def test_no_standing_approval_covers_a_call_a_rule_gives_its_own_reviewers(bench: Bench) -> None:
+    """ACME's first payment is approved for the run's later calls too; GLOBEX's, which a
+    rule gives to the CFO, is still asked of the CFO."""
+    bench.add_crews(
+        """
+[crews.standing_pay]
+factory = "tests.support.crews:payroll"
+
+[crews.standing_pay.gates.pay]
+allow_standing = true
+rules = [{ name = "globex", when = "args.to == 'GLOBEX'", reviewers = ["U0CFO"] }]
+"""
+    )
+    run = bench.start("standing_pay")
+    bench.work_here()
+    first = bench.pending(run.id)
+    bench.service.decide(first.id, DecisionKind.APPROVE, None, by="U0ANA", standing=True)
+    bench.work_here()
+    asked = [r for r in bench.store.list_reviews(run_id=run.id) if r.id != first.id]
+    assert [(r.details.args, r.raised) for r in asked] == [
+        ({"amount": 1200, "to": "GLOBEX"}, Raised(reviewers=("U0CFO",)))
+    ]
+    assert [(e["amount"], e["to"]) for e in bench.effects("paid")] == [
+        (1500, "ACME"),
+        (2000, "ACME"),
+    ]
