@@ -18,10 +18,13 @@ from bot.slack.batch_payloads import (
     DECISIONS,
     MAX_BATCH,
     REASON_LIMIT,
+    SHOWN,
     BatchChoice,
     ItemResult,
+    Picked,
     pick_block_id,
     pick_value,
+    shown_value,
 )
 from bot.slack.elements import Block, args_line, plain, ran_args, section
 from bot.slack.message import listing
@@ -34,15 +37,35 @@ GROUP = 10  # a checkboxes element holds ten options
 OPTION_TEXT = 75  # an option's text and description, Slack's limit
 
 
-def batch_button() -> Block:
-    """The button that opens the choosing modal."""
+def batch_button(shown: Sequence[Review] = ()) -> Block:
+    """The button that opens the choosing modal and, where ``shown`` (the reviews listed
+    beside it) has some a batch can decide, *Approve all N shown* and *Reject all N shown*:
+    their value names those reviews with their digests as shown (at most twenty of them
+    fit a button's value of 2,000 characters: ``bot.slack.batch_payloads``)."""
     button = {
         "type": "button",
         "action_id": action_id(BATCH),
         "text": plain(t.BATCH_BUTTON, 75),
         "value": BATCH,
     }
-    return {"type": "actions", "block_id": BATCH, "elements": [button]}
+    elements = [button]
+    picks = [(r.id, review_digest(r)) for r in shown if batchable(r)][:MAX_BATCH]
+    for kind in DECISIONS if picks else ():
+        elements.append(
+            {
+                "type": "button",
+                "action_id": action_id(SHOWN[kind]),
+                "text": plain(t.batch_shown_button(kind, len(picks)), 75),
+                "value": shown_value(picks),
+            }
+        )
+    return {"type": "actions", "block_id": BATCH, "elements": elements}
+
+
+def picked(review: Review, run: Run | None, digest: str | None) -> Picked:
+    """``review`` as a confirmation lists it, with ``digest`` (what its decider was shown
+    of it: a review that changed since is skipped)."""
+    return Picked(review.id, digest, label(review, run), _about(review))
 
 
 def batchable(review: Review) -> bool:
@@ -187,10 +210,15 @@ def _option(review: Review, pending: PendingReviews) -> dict[str, Any]:
     """A review's checkbox: its crew and kind, the start of what it is about, and (its
     value) its id and digest as shown."""
     run = pending.runs.get(review.run_id)
-    args = ran_args(review)
-    about = args_line(args) if args else " ".join(review.prompt.split())
     return {
         "text": plain(label(review, run), OPTION_TEXT),
-        "description": plain(about, OPTION_TEXT),
+        "description": plain(_about(review), OPTION_TEXT),
         "value": pick_value(review.id, review_digest(review)),
     }
+
+
+def _about(review: Review) -> str:
+    """The start of what a review is about, on one line: its call's arguments, else its
+    draft or question."""
+    args = ran_args(review)
+    return args_line(args) if args else " ".join(review.prompt.split())

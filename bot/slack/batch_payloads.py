@@ -13,12 +13,17 @@ since (a new review, a new digest) is skipped, not decided. The confirmation
 like any; the chosen reviews (those values), the reason and the
 channel travel in its ``private_metadata``, at most 3,000 characters: a hundred reviews and
 a reason of :data:`REASON_LIMIT`.
+
+*Approve all N shown* and *Reject all N shown* (``countersign:batch_approve_shown``,
+``countersign:batch_reject_shown``) sit by it: their value is the reviews the person is
+shown there, as the checkboxes' values are (``<review id> <digest>``, comma-separated); a
+click opens the same confirmation, listing them, whose button is the same click.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +53,8 @@ CONFIRM = "batch_confirm"
 DECISIONS = (DecisionKind.APPROVE, DecisionKind.REJECT)
 """What a batch decides: approvals and rejections (an edit, a question's answer, changes
 asked for are one review's, with their own words)."""
+SHOWN = {DecisionKind.APPROVE: "batch_approve_shown", DecisionKind.REJECT: "batch_reject_shown"}
+"""The ``action_id`` suffix of *Approve all N shown* and *Reject all N shown*."""
 PICK_PREFIX = "pick:"
 REASON_LIMIT = 250
 """A batch's reason, at most: with a hundred reviews it fits the confirmation's metadata."""
@@ -135,6 +142,36 @@ def parse_batch_click(body: Mapping[str, Any]) -> BatchClick:
     _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (BATCH,), "action_id")
     channel_id, _ts = _clicked_message(body)
     return BatchClick(_user(body), _optional_id(body, "trigger_id", "payload"), channel_id)
+
+
+@dataclass(frozen=True)
+class ShownClick:
+    """A click on *Approve all N shown* or *Reject all N shown*: the reviews it was shown
+    with (their ids and digests; no words yet) and where (the Home tab: no channel)."""
+
+    click: BatchClick
+    kind: DecisionKind
+    picked: tuple[Picked, ...]
+
+
+def shown_value(picks: Sequence[tuple[str, str | None]]) -> str:
+    """The value of *Approve all N shown*: each review (its id and digest as shown)."""
+    return ",".join(pick_value(review_id, digest) for review_id, digest in picks)
+
+
+def parse_shown_click(body: Mapping[str, Any]) -> ShownClick:
+    """A ``block_actions`` payload of a click on ``countersign:batch_approve_shown`` (or
+    ``…reject_shown``)."""
+    body, clicked = _click(body)
+    action = _str(clicked, "action_id", "actions[0]")
+    word = _suffix(action, ACTION_PREFIX, tuple(SHOWN.values()), "action_id")
+    kind = next(k for k, suffix in SHOWN.items() if suffix == word)
+    items = _str(clicked, "value", "actions[0]").split(",")
+    if len(items) > MAX_BATCH:
+        raise PayloadError(f"actions[0].value names more than {MAX_BATCH} reviews")
+    channel_id, _ts = _clicked_message(body)
+    click = BatchClick(_user(body), _optional_id(body, "trigger_id", "payload"), channel_id)
+    return ShownClick(click, kind, tuple(_pick(i, "actions[0].value") for i in items))
 
 
 def parse_batch_submission(body: Mapping[str, Any]) -> BatchChoice:
@@ -233,14 +270,18 @@ __all__ = [
     "DECISIONS",
     "MAX_BATCH",
     "REASON_LIMIT",
+    "SHOWN",
     "BatchChoice",
     "BatchClick",
     "BatchItem",
     "ItemResult",
     "Picked",
+    "ShownClick",
     "parse_batch_click",
     "parse_batch_confirm",
     "parse_batch_submission",
+    "parse_shown_click",
     "pick_block_id",
     "pick_value",
+    "shown_value",
 ]
