@@ -14,6 +14,7 @@ from bot.slack import block_text as t
 from bot.slack import text
 from bot.slack.batch_payloads import (
     BATCH,
+    CARRIED_DIGITS,
     CONFIRM,
     DECISIONS,
     MAX_BATCH,
@@ -138,7 +139,8 @@ def choose_view(pending: PendingReviews, channel_id: str | None) -> dict[str, An
 def confirm_view(choice: BatchChoice) -> dict[str, Any]:
     """The confirmation: what will happen (the decision, the reason, each chosen review in
     the words it was shown with), and the one button that records them; the reviews travel
-    in its ``private_metadata`` (``bot.slack.batch_payloads`` reads them back)."""
+    in its ``private_metadata``, the reason in its button's value (``bot.slack.batch_payloads``
+    reads them back)."""
     lines = [t.batch_line(p.label, p.about) for p in choice.picked]
     blocks: list[Block] = [
         section(t.batch_confirm_head(choice.kind, len(choice.picked), choice.text)),
@@ -148,14 +150,15 @@ def confirm_view(choice: BatchChoice) -> dict[str, Any]:
         "type": "button",
         "action_id": action_id(CONFIRM),
         "text": plain(t.batch_confirm_button(choice.kind, len(choice.picked)), 75),
-        "value": choice.kind.value,
+        "value": f"{choice.kind.value} {choice.text[:REASON_LIMIT]}".strip(),
         "style": "primary" if choice.kind is DecisionKind.APPROVE else "danger",
     }
     blocks.append({"type": "actions", "block_id": CONFIRM, "elements": [button]})
     meta = {
         "channel_id": choice.channel_id,
-        "text": choice.text[:REASON_LIMIT],
-        "items": [pick_value(p.review_id, p.digest) for p in choice.picked],
+        "items": [
+            pick_value(p.review_id, p.digest and p.digest[:CARRIED_DIGITS]) for p in choice.picked
+        ],
     }
     return {
         "type": "modal",

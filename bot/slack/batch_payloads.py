@@ -9,10 +9,10 @@ action ``pick``), the decision (``decision``, radio buttons) and an optional rea
 digits of its action digest (``service.review_digest``), so a review whose action changed
 since (a new review, a new digest) is skipped, not decided. The confirmation
 (``countersign:modal:batch_confirm``) lists the chosen ones, and its button
-(``countersign:batch_confirm``, value the decision) is a click, recorded before it is acked
-like any; the chosen reviews (those values), the reason and the
-channel travel in its ``private_metadata``, at most 3,000 characters: a hundred reviews and
-a reason of :data:`REASON_LIMIT`.
+(``countersign:batch_confirm``, value the decision and, after a space, the reason) is a
+click, recorded before it is acked like any; the chosen reviews and the channel travel in
+its ``private_metadata``, at most 3,000 characters: a hundred reviews, each with the first
+:data:`CARRIED_DIGITS` digits of its digest (``rev_… 1a2b3c4d``, 28 characters in the JSON).
 
 *Approve all N shown* and *Reject all N shown* (``countersign:batch_approve_shown``,
 ``countersign:batch_reject_shown``) sit by it: their value is the reviews the person is
@@ -59,6 +59,9 @@ PICK_PREFIX = "pick:"
 REASON_LIMIT = 250
 """A batch's reason, at most: with a hundred reviews it fits the confirmation's metadata."""
 _MAX_DIGEST = 128
+CARRIED_DIGITS = 8
+"""How much of a review's digest a confirmation carries: the fewest a decision may name
+(``digests.matches``), so that a hundred reviews fit its metadata."""
 # A checkbox's value for a review with no action digest (a question).
 NO_DIGEST = "-"
 _MAX_METADATA = 3000  # Slack's cap on private_metadata: longer cannot be ours
@@ -197,9 +200,8 @@ def parse_batch_confirm(body: Mapping[str, Any]) -> BatchChoice:
     clicked in (its id; the reviews, reason and channel its ``private_metadata`` carries)."""
     body, clicked = _click(body)
     _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (CONFIRM,), "action_id")
-    kind = _decision(
-        ACTION_PREFIX + _str(clicked, "value", "actions[0]"), ACTION_PREFIX, DECISIONS, "value"
-    )
+    word, _, text = _str(clicked, "value", "actions[0]").partition(" ")
+    kind = _decision(ACTION_PREFIX + word, ACTION_PREFIX, DECISIONS, "value")
     view = _optional_mapping(body, "view")
     if view is None:
         raise PayloadError("a confirmation's click comes from its modal: no view")
@@ -212,9 +214,6 @@ def parse_batch_confirm(body: Mapping[str, Any]) -> BatchChoice:
     items = meta.get("items") if isinstance(meta, dict) else None
     if not isinstance(meta, dict) or not isinstance(items, list) or len(items) > MAX_BATCH:
         raise PayloadError("view.private_metadata is not ours")
-    text = meta.get("text") or ""
-    if not isinstance(text, str):
-        raise PayloadError("view.private_metadata.text must be a string")
     where = "view.private_metadata.items"
     return BatchChoice(
         user_id=_user(body),
@@ -266,6 +265,7 @@ def _words(option: Mapping[str, Any], key: str) -> str:
 
 __all__ = [
     "BATCH",
+    "CARRIED_DIGITS",
     "CONFIRM",
     "DECISIONS",
     "MAX_BATCH",

@@ -147,7 +147,7 @@ def forged_confirmation(
     """A click on a batch confirmation's button naming ``items`` (``<review id> <digest>``)
     that Slack's client would not send (reviews never offered, a digest not the one shown);
     a forged request, or a stale one, would."""
-    meta = {"channel_id": CHANNEL, "text": "", "items": items}
+    meta = {"channel_id": CHANNEL, "items": items}
     view = {
         "id": view_id,
         "type": "modal",
