@@ -7,7 +7,8 @@ name, the arguments as they would be executed, the run and the call's place (its
 JSON of a typed task's model, else null), the run and the review round's place. The digest
 is stored with the review; the decision carries the digest it approved (an edit's is that of
 the edited call or draft, made by :func:`approved_digest`), and before a gated call runs the
-worker computes the digest of what it is about to run and compares (``tool_journal``).
+worker computes the digest of what it is about to run and compares (``tool_journal``); a
+resumed run does the same for the draft it goes on with (``review``).
 
 A question (``ask_human``) does nothing by itself, so it has no digest.
 """

@@ -31,11 +31,19 @@ from pydantic import BaseModel, ValidationError
 from pydantic.errors import PydanticUserError
 
 from crew_runtime.context import RunContext, current_run
+from crew_runtime.digests import draft_digest
 from crew_runtime.guardrails import guardrail_refusal
 from crew_runtime.people import reviewer
 from crew_runtime.signals import PauseRun, RunRejected
 from crew_runtime.snapshot import note_setup
-from storage import DecisionKind, NewReview, ReviewKind, ReviewStatus, TaskReviewDetails
+from storage import (
+    DecisionKind,
+    NewReview,
+    Review,
+    ReviewKind,
+    ReviewStatus,
+    TaskReviewDetails,
+)
 
 # CrewAI's own way to find the JSON in an answer with text around it (utilities/converter.py).
 _JSON_IN_TEXT = re.compile(r"({.*})", re.DOTALL)
@@ -111,6 +119,11 @@ def _rounds(
         decision = review.decision
         if decision is None:
             raise ctx.signal(RunRejected(f"the review of {stream} was {review.status}"))
+        if not _as_approved(ctx, review, draft, stream, seq):
+            # Not what was approved (a changed replay, an edit lost): not passed on, the
+            # refusal recorded, the draft reviewed again.
+            ctx.ask(_task_review(context, stream, seq, draft, None))
+            raise ctx.signal(PauseRun(f"waiting for a review of {stream} round {seq}"))
         if decision.kind == DecisionKind.APPROVE:
             return _finish(answer, draft.output)
         if decision.kind == DecisionKind.EDIT:
@@ -127,6 +140,28 @@ def _rounds(
             reason = "the review expired before anyone decided"
         ctx.reject(reason)
         raise RunRejected(reason)
+
+
+def _as_approved(ctx: RunContext, review: Review, draft: Draft, stream: str, seq: int) -> bool:
+    """Whether what the run would go on with has the digest ``review``'s approval covers:
+    the draft as replayed now, or an edit's text (``crew_runtime.digests``). Where it has
+    another, the decision is voided (the review superseded, ``digest_mismatch`` audited) and
+    False returned. A decision with no digest (an older row), or one that does not pass a
+    draft on (changes asked, a rejection), is not checked."""
+    decision = review.decision
+    if decision is None or decision.digest is None:
+        return True
+    if decision.kind == DecisionKind.APPROVE:
+        going_on = draft.text
+    elif decision.kind == DecisionKind.EDIT:
+        going_on = decision.text or draft.text
+    else:
+        return True
+    found = draft_digest(ctx.run.id, stream, seq, going_on, draft.model is not None)
+    if found == decision.digest:
+        return True
+    ctx.void(review, {"task": stream, "round": seq, "approved": decision.digest, "found": found})
+    return False
 
 
 def feed_back(answer: AgentFinish, feedback: str, context: Any) -> None:

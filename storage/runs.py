@@ -24,7 +24,7 @@ from storage.schema import flow_pending, reviews, runs, snapshots
 from storage.status import FINAL_RUN_STATUSES, OutboxKind, ReviewStatus, RunStatus
 from storage.tallies import add as add_tallies
 from storage.tallies import reviews_opened
-from storage.transitions import move_reviews, move_run
+from storage.transitions import move_reviews, move_run, moved_run
 from storage.wakeups import RUNS, notify
 from storage.webhooks import WebhookEventType, record_event
 
@@ -158,7 +158,7 @@ class RunStore(StoreBase):
                     self._enqueue(conn, row.id, OutboxKind.RUN_FINISHED)
                     record_event(conn, now, WebhookEventType.RUN_FINISHED, row.id)
                     continue
-                claimed = move_run(
+                claimed = moved_run(
                     conn,
                     row.id,
                     RunStatus(row.status),
@@ -169,8 +169,8 @@ class RunStore(StoreBase):
                     attempts=attempts,
                     updated_at=now,
                 )
-                if claimed:
-                    return load_run(conn, row.id)
+                if claimed is not None:
+                    return to_run(claimed)
 
     def extend_lease(self, run_id: str, token: str, lease: timedelta) -> bool:
         """Renew the lease of the claim ``token`` if it still holds the run.
@@ -219,7 +219,7 @@ class RunStore(StoreBase):
         if status not in FINAL_RUN_STATUSES:
             raise ValueError(f"{status} is not a final status")
         with self._tx() as conn:
-            finished = move_run(
+            finished = moved_run(
                 conn,
                 run_id,
                 RunStatus.RUNNING,
@@ -230,13 +230,15 @@ class RunStore(StoreBase):
                 **NO_LEASE,
                 updated_at=self.clock(),
             )
-            if not finished:
+            if finished is None:
                 raise LeaseLost(run_id, token)
             # Nothing resumes a finished run from where it paused (a revise cuts the journal).
             conn.execute(delete(snapshots).where(snapshots.c.run_id == run_id))
             self._enqueue(conn, run_id, OutboxKind.RUN_FINISHED)
-            record_event(conn, self.clock(), WebhookEventType.RUN_FINISHED, run_id)
-            return load_run(conn, run_id)
+            record_event(
+                conn, self.clock(), WebhookEventType.RUN_FINISHED, run_id, crew=finished.crew
+            )
+            return to_run(finished)
 
     def cancel_run(self, run_id: str, by: str, *, why: str | None = None) -> Run:
         """Cancel a run in any non-final state; its pending reviews are cancelled with it.

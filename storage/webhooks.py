@@ -56,10 +56,14 @@ def record_event(
     run_id: str,
     review_id: str | None = None,
     payload: JSON | None = None,
+    *,
+    crew: str | None = None,
 ) -> None:
-    """Write the event in the caller's transaction (the change it announces). The wake-up
-    is the outbox's: every change that makes an event also writes an outbox row."""
-    crew = conn.execute(select(runs.c.crew).where(runs.c.id == run_id)).scalar_one()
+    """Write the event in the caller's transaction (the change it announces); ``crew``: the
+    run's, where the caller has read it. The wake-up is the outbox's: every change that
+    makes an event also writes an outbox row."""
+    if crew is None:
+        crew = conn.execute(select(runs.c.crew).where(runs.c.id == run_id)).scalar_one()
     conn.execute(
         insert(webhook_events).values(
             id=new_id("evt"),

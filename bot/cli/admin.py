@@ -19,10 +19,20 @@ from bot.cli.context import CliError, Context
 from bot.settings import mask_url
 from crew_runtime import policy
 from crew_runtime.config import ConfigError
+from crew_runtime.policy import Facts
 from crew_runtime.reviewers import stage_at, stages_of
-from crew_runtime.service import parse_decision
+from crew_runtime.service import Countersign, parse_decision
 from crew_runtime.specs import Chain
-from storage import DecisionKind, Review, ReviewStatus, RunStatus, ToolApprovalDetails
+from storage import (
+    ALLOWED_DECISIONS,
+    HUMAN_DECISIONS,
+    CountersignError,
+    DecisionKind,
+    Review,
+    ReviewStatus,
+    RunStatus,
+    ToolApprovalDetails,
+)
 from storage.migrate import current_revision
 
 # The names crewai interpolates as {placeholders} in task descriptions (same rule as the
@@ -168,23 +178,121 @@ def _chain(ctx: Context, crew: str, review: Review) -> Chain:
 
 
 def reviews_decide(ctx: Context) -> int:
+    """One review decided (its line, and a standing approval's), or several approved or
+    rejected (``REVIEW_ID…``, ``--all-pending``): each its own decision by the one path,
+    one line each, in order; exit 2 if any was refused."""
     args = ctx.args
-    text: str | None = args.text
+    picks, kind, text = _decide_words(args.words)
     if text == "-":
         text = sys.stdin.read()
     service = ctx.service(ctx.config())  # the crew's review rules: quorum, self-approval
-    kind = parse_decision(args.decision)
+    if args.crew is not None and not args.all_pending:
+        raise CliError("--crew chooses among --all-pending")
+    if len(picks) == 1 and not args.all_pending:
+        review_id, digest = picks[0]
+        if digest is not None and args.digest is not None:
+            raise CliError(f"{review_id}'s digest is given twice (@ and --digest)")
+        return _decide_one(ctx, service, review_id, kind, text, digest or args.digest)
+    if kind not in BATCH_DECISIONS:
+        raise CliError("several reviews are approved or rejected together; decide others alone")
+    if args.digest is not None or args.standing or args.outcome is not None:
+        raise CliError("with several reviews give each its digest as REVIEW_ID@DIGEST, alone")
+    if args.all_pending:
+        mine = _pending_for(service, args.by, kind, args.crew)
+        known = {review_id for review_id, _ in picks}
+        picks += [(r.id, None) for r in mine if r.id not in known]
+    if not picks:
+        print(f"no pending reviews {args.by} may {kind.value}")
+        return 0
+    failed = 0
+    for review_id, digest in picks:
+        try:
+            review = service.decide(review_id, kind, text, by=args.by, expected_digest=digest)
+        except CountersignError as exc:
+            failed += 1
+            print(f"{review_id}: error: {render.error_words(exc)}")
+        else:
+            print(_decided_line(ctx, service, review))
+    return 2 if failed else 0
+
+
+BATCH_DECISIONS = (DecisionKind.APPROVE, DecisionKind.REJECT)
+
+
+def _decide_words(
+    words: Sequence[str],
+) -> tuple[list[tuple[str, str | None]], DecisionKind, str | None]:
+    """``REVIEW_ID[@DIGEST]… DECISION [TEXT]`` read: the reviews (each with the digest its
+    decider was shown, if given), the decision and its text. A review id is never a
+    decision's word, so the first word that is one ends the ids."""
+    at = next((i for i, w in enumerate(words) if w.strip().lower() in _DECISION_WORDS), None)
+    if at is None and len(words) > 1:
+        parse_decision(words[1])  # not one: says so, and which are
+    if at is None or len(words) > at + 2:
+        raise CliError("expected REVIEW_ID... DECISION [TEXT]: the decision, then at most its text")
+    picks = []
+    for word in words[:at]:
+        review_id, mark, digest = word.partition("@")
+        if not review_id or (mark and not digest):
+            raise CliError(f"malformed review {word!r}: expected REVIEW_ID or REVIEW_ID@DIGEST")
+        picks.append((review_id, digest or None))
+    return picks, parse_decision(words[at]), words[at + 1] if len(words) > at + 1 else None
+
+
+_DECISION_WORDS = frozenset(k.value for k in HUMAN_DECISIONS)
+
+
+def _pending_for(
+    service: Countersign, by: str, kind: DecisionKind, crew: str | None
+) -> list[Review]:
+    """The pending reviews ``by`` may ``kind`` now by the review policy (as the operator's
+    door asks it), oldest first; only ``crew``'s if given."""
+    store = service.store
+    if crew is not None and crew not in service.config.crews:
+        raise CliError(f"unknown crew {crew!r}")
+    facts = Facts(away=store.delegates(), vouched=True)
+    mine = []
+    for review in store.list_reviews(status=ReviewStatus.PENDING):
+        run = store.get_run(review.run_id)
+        if crew is not None and run.crew != crew:
+            continue
+        if kind not in ALLOWED_DECISIONS[review.kind]:
+            continue
+        spec = service.config.crews.get(run.crew)
+        if policy.decide(spec, run, review, by.strip(), kind, facts) is None:
+            mine.append(review)
+    return mine
+
+
+def _decide_one(
+    ctx: Context,
+    service: Countersign,
+    review_id: str,
+    kind: DecisionKind,
+    text: str | None,
+    digest: str | None,
+) -> int:
+    args = ctx.args
     if kind is DecisionKind.EDIT and text is not None:
-        text = _over_proposed(service.store.get_review(args.review_id), text)
+        text = _over_proposed(service.store.get_review(review_id), text)
     review = service.decide(
-        args.review_id,
+        review_id,
         kind,
         text,
         by=args.by,
         standing=args.standing,
         outcome=args.outcome,
-        expected_digest=args.digest,
+        expected_digest=digest,
     )
+    print(_decided_line(ctx, service, review))
+    for standing in service.store.standing_approvals(review.run_id):
+        if standing.review_id == review.id:
+            print(f"{standing.id}: approves {render.standing_calls(standing)}")
+    return 0
+
+
+def _decided_line(ctx: Context, service: Countersign, review: Review) -> str:
+    """``rev_…: approve by alice; run run_… is queued`` (or how far its approvals are)."""
     run = service.store.get_run(review.run_id)
     decision = review.decision
     how = f"{decision.kind.value} by {decision.decided_by}" if decision else review.status.value
@@ -195,11 +303,7 @@ def reviews_decide(ctx: Context) -> int:
         given = ", ".join(a.decided_by for a in review.approvals)
         required = service.approvals_required(review)
         how = f"approval counted, {len(review.approvals)} of {required} ({given})"
-    print(f"{review.id}: {how}; run {run.id} is {run.status.value}")
-    for standing in service.store.standing_approvals(run.id):
-        if standing.review_id == review.id:
-            print(f"{standing.id}: approves {render.standing_calls(standing)}")
-    return 0
+    return f"{review.id}: {how}; run {run.id} is {run.status.value}"
 
 
 def _counted_at_stage(chain: Chain, review: Review) -> str:

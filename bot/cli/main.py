@@ -10,7 +10,9 @@ Commands::
     countersign reviews list [--all] [--run RUN_ID] [--json]
     countersign reviews show REVIEW_ID [--json]
     countersign reviews decide REVIEW_ID approve|edit|changes|reject|answer [TEXT|-] --by USER
-                               [--standing]
+                               [--standing] [--digest HEX]
+    countersign reviews decide REVIEW_ID[@DIGEST]... [--all-pending [--crew NAME]]
+                               approve|reject [TEXT|-] --by USER   one line each
     countersign reviews revoke STANDING_ID --by USER
     countersign reviews claim REVIEW_ID --by USER
     countersign reviews reassign REVIEW_ID --to USER --by USER
@@ -49,15 +51,14 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.cli import admin as c
-from bot.cli import retention, tokens
+from bot.cli import render, retention, tokens
 from bot.cli.context import Context
 from bot.cli.demo import STATE_DIR, run_demo
-from bot.cli.render import iso
 from bot.cli.serve import run_serve
 from bot.cli.worker import run_worker
 from bot.settings import Settings
 from crew_runtime.sizing import DEFAULT_CONCURRENCY
-from storage import HUMAN_DECISIONS, AlreadyDecided, CountersignError, RunStatus
+from storage import HUMAN_DECISIONS, CountersignError, RunStatus
 
 __all__ = ["build_parser", "main"]
 
@@ -90,10 +91,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # `countersign runs list | head`: the reader is gone, which is no error of ours.
         _detach_stdout()
         return 1
-    except AlreadyDecided as exc:
-        return _fail(f"{exc} at {iso(exc.at)}" if exc.at else str(exc), 2)
     except CountersignError as exc:  # bad input, settings, not found, refused, unreachable
-        return _fail(str(exc), 2)
+        return _fail(render.error_words(exc), 2)
 
 
 def _fail(message: str, code: int) -> int:
@@ -242,14 +241,22 @@ def build_parser() -> argparse.ArgumentParser:
     rshow.add_argument("--json", action="store_true", help="print JSON")
 
     decide = command(reviews, "decide", c.reviews_decide, "record a decision on a review")
-    decide.add_argument("review_id", metavar="REVIEW_ID")
-    decide.add_argument("decision", metavar=DECISIONS)
     decide.add_argument(
-        "text",
-        metavar="TEXT",
-        nargs="?",
-        help="needed by edit, changes and answer; optional reason for reject; - reads stdin",
+        "words",
+        metavar="WORD",
+        nargs="+",
+        help=(
+            f"REVIEW_ID[@DIGEST]... then {DECISIONS}, then TEXT: needed by edit, changes and "
+            "answer; optional reason for reject; - reads stdin. Several reviews (or "
+            "--all-pending) are approved or rejected, each its own decision"
+        ),
     )
+    decide.add_argument(
+        "--all-pending",
+        action="store_true",
+        help="also every pending review --by may decide now (approve or reject)",
+    )
+    decide.add_argument("--crew", metavar="CREW", help="with --all-pending: only this crew's")
     decide.add_argument("--by", metavar="USER", required=True, help="who decides")
     decide.add_argument(
         "--standing",

@@ -15,7 +15,7 @@ from crew_runtime.config import CrewSpec
 from crew_runtime.reviewers import stage_at
 from crew_runtime.rules import Match
 from crew_runtime.specs import Chain
-from storage import Review, ReviewStatus, Run, StandingApproval
+from storage import AlreadyDecided, CountersignError, Review, ReviewStatus, Run, StandingApproval
 
 __all__ = [
     "crews_table",
@@ -232,3 +232,10 @@ def rule_match(tool: str, match: Match | None) -> str:
             raised.append(f"stages {chain} (in the gate's place)")
         does = "a person reviews it, with " + ", ".join(raised)
     return f"rule {rule.name} ({rule.key}) matches: {match.why}\n{does}"
+
+
+def error_words(exc: CountersignError) -> str:
+    """What an ``error:`` line says of ``exc`` (a decision recorded already: and when)."""
+    if isinstance(exc, AlreadyDecided) and exc.at:
+        return f"{exc} at {iso(exc.at)}"
+    return str(exc)

@@ -14,14 +14,18 @@ from bot.slack import block_text as t
 from bot.slack import text
 from bot.slack.batch_payloads import (
     BATCH,
+    CARRIED_DIGITS,
     CONFIRM,
     DECISIONS,
     MAX_BATCH,
     REASON_LIMIT,
+    SHOWN,
     BatchChoice,
     ItemResult,
+    Picked,
     pick_block_id,
     pick_value,
+    shown_value,
 )
 from bot.slack.elements import Block, args_line, plain, ran_args, section
 from bot.slack.message import listing
@@ -34,15 +38,35 @@ GROUP = 10  # a checkboxes element holds ten options
 OPTION_TEXT = 75  # an option's text and description, Slack's limit
 
 
-def batch_button() -> Block:
-    """The button that opens the choosing modal."""
+def batch_button(shown: Sequence[Review] = ()) -> Block:
+    """The button that opens the choosing modal and, where ``shown`` (the reviews listed
+    beside it) has some a batch can decide, *Approve all N shown* and *Reject all N shown*:
+    their value names those reviews with their digests as shown (at most twenty of them
+    fit a button's value of 2,000 characters: ``bot.slack.batch_payloads``)."""
     button = {
         "type": "button",
         "action_id": action_id(BATCH),
         "text": plain(t.BATCH_BUTTON, 75),
         "value": BATCH,
     }
-    return {"type": "actions", "block_id": BATCH, "elements": [button]}
+    elements = [button]
+    picks = [(r.id, review_digest(r)) for r in shown if batchable(r)][:MAX_BATCH]
+    for kind in DECISIONS if picks else ():
+        elements.append(
+            {
+                "type": "button",
+                "action_id": action_id(SHOWN[kind]),
+                "text": plain(t.batch_shown_button(kind, len(picks)), 75),
+                "value": shown_value(picks),
+            }
+        )
+    return {"type": "actions", "block_id": BATCH, "elements": elements}
+
+
+def picked(review: Review, run: Run | None, digest: str | None) -> Picked:
+    """``review`` as a confirmation lists it, with ``digest`` (what its decider was shown
+    of it: a review that changed since is skipped)."""
+    return Picked(review.id, digest, label(review, run), _about(review))
 
 
 def batchable(review: Review) -> bool:
@@ -115,7 +139,8 @@ def choose_view(pending: PendingReviews, channel_id: str | None) -> dict[str, An
 def confirm_view(choice: BatchChoice) -> dict[str, Any]:
     """The confirmation: what will happen (the decision, the reason, each chosen review in
     the words it was shown with), and the one button that records them; the reviews travel
-    in its ``private_metadata`` (``bot.slack.batch_payloads`` reads them back)."""
+    in its ``private_metadata``, the reason in its button's value (``bot.slack.batch_payloads``
+    reads them back)."""
     lines = [t.batch_line(p.label, p.about) for p in choice.picked]
     blocks: list[Block] = [
         section(t.batch_confirm_head(choice.kind, len(choice.picked), choice.text)),
@@ -125,14 +150,15 @@ def confirm_view(choice: BatchChoice) -> dict[str, Any]:
         "type": "button",
         "action_id": action_id(CONFIRM),
         "text": plain(t.batch_confirm_button(choice.kind, len(choice.picked)), 75),
-        "value": choice.kind.value,
+        "value": f"{choice.kind.value} {choice.text[:REASON_LIMIT]}".strip(),
         "style": "primary" if choice.kind is DecisionKind.APPROVE else "danger",
     }
     blocks.append({"type": "actions", "block_id": CONFIRM, "elements": [button]})
     meta = {
         "channel_id": choice.channel_id,
-        "text": choice.text[:REASON_LIMIT],
-        "items": [pick_value(p.review_id, p.digest) for p in choice.picked],
+        "items": [
+            pick_value(p.review_id, p.digest and p.digest[:CARRIED_DIGITS]) for p in choice.picked
+        ],
     }
     return {
         "type": "modal",
@@ -187,10 +213,15 @@ def _option(review: Review, pending: PendingReviews) -> dict[str, Any]:
     """A review's checkbox: its crew and kind, the start of what it is about, and (its
     value) its id and digest as shown."""
     run = pending.runs.get(review.run_id)
-    args = ran_args(review)
-    about = args_line(args) if args else " ".join(review.prompt.split())
     return {
         "text": plain(label(review, run), OPTION_TEXT),
-        "description": plain(about, OPTION_TEXT),
+        "description": plain(_about(review), OPTION_TEXT),
         "value": pick_value(review.id, review_digest(review)),
     }
+
+
+def _about(review: Review) -> str:
+    """The start of what a review is about, on one line: its call's arguments, else its
+    draft or question."""
+    args = ran_args(review)
+    return args_line(args) if args else " ".join(review.prompt.split())

@@ -3,6 +3,8 @@ opens a modal choosing among the clicker's pending reviews (the review policy's 
 ``bot.slack.pending``), then a confirmation listing what will happen; its button records
 each chosen review as its own decision (``Handlers._decide_batch``: the one path a click on
 a review takes) and answers with what was recorded and what was skipped, and why.
+*Approve all N shown* and *Reject all N shown* beside it open that same confirmation for the
+reviews listed there, each with its digest as shown.
 
 The confirmation's button is a click, recorded in the inbox before it is acked like any
 (``bot.slack.intake``), so a crash after the ack loses nothing; each item's request key is
@@ -27,16 +29,21 @@ from bot.slack.batch_blocks import (
     done_text,
     done_view,
     label,
+    picked,
     recording_view,
 )
 from bot.slack.batch_payloads import (
     BATCH,
     CONFIRM,
     MAX_BATCH,
+    SHOWN,
+    BatchChoice,
     BatchItem,
+    Picked,
     parse_batch_click,
     parse_batch_confirm,
     parse_batch_submission,
+    parse_shown_click,
     pick_block_id,
 )
 from bot.slack.handlers import THREAD, Handlers
@@ -53,6 +60,8 @@ class BatchButtons(Handlers):
         app.action(action_id(BATCH))(self.on_batch)
         app.view(callback_id(BATCH))(self.on_batch_submission)
         app.action(action_id(CONFIRM))(self.on_batch_confirm)
+        for suffix in SHOWN.values():
+            app.action(action_id(suffix))(self.on_batch_shown)
 
     async def on_batch(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         """Open the choosing modal (at once, as the trigger id lives 3 s), then fill it with
@@ -73,6 +82,36 @@ class BatchButtons(Handlers):
         else:
             view = choose_view(pending, click.channel_id)
         await self._update_view(client, view_id, view)
+
+    async def on_batch_shown(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        """*Approve all N shown* (or *Reject…*): open the confirmation listing the reviews
+        the click was shown with, each with its digest as shown then (nothing recorded yet;
+        its button records them, as after choosing them one by one)."""
+        await ack()
+        try:
+            shown = parse_shown_click(body)
+        except PayloadError as exc:
+            log.warning("ignoring a malformed batch click: %s", exc)
+            return
+        view_id = await self._open_loading_view(client, shown.click)
+        if view_id is None:
+            return
+        listed = []
+        for pick in shown.picked:
+            found = await self._review_and_run(pick.review_id)
+            listed.append(
+                Picked(pick.review_id, pick.digest, pick.review_id)
+                if found is None
+                else picked(*found, pick.digest)
+            )
+        THREAD.set((None, None))
+        click = shown.click
+        choice = BatchChoice(
+            click.user_id, view_id, shown.kind, "", tuple(listed), click.channel_id
+        )
+        await self._update_view(client, view_id, confirm_view(choice))
 
     async def on_batch_submission(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """The reviews chosen: the modal becomes their confirmation (nothing recorded yet)."""

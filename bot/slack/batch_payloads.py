@@ -9,16 +9,21 @@ action ``pick``), the decision (``decision``, radio buttons) and an optional rea
 digits of its action digest (``service.review_digest``), so a review whose action changed
 since (a new review, a new digest) is skipped, not decided. The confirmation
 (``countersign:modal:batch_confirm``) lists the chosen ones, and its button
-(``countersign:batch_confirm``, value the decision) is a click, recorded before it is acked
-like any; the chosen reviews (those values), the reason and the
-channel travel in its ``private_metadata``, at most 3,000 characters: a hundred reviews and
-a reason of :data:`REASON_LIMIT`.
+(``countersign:batch_confirm``, value the decision and, after a space, the reason) is a
+click, recorded before it is acked like any; the chosen reviews and the channel travel in
+its ``private_metadata``, at most 3,000 characters: a hundred reviews, each with the first
+:data:`CARRIED_DIGITS` digits of its digest (``rev_… 1a2b3c4d``, 28 characters in the JSON).
+
+*Approve all N shown* and *Reject all N shown* (``countersign:batch_approve_shown``,
+``countersign:batch_reject_shown``) sit by it: their value is the reviews the person is
+shown there, as the checkboxes' values are (``<review id> <digest>``, comma-separated); a
+click opens the same confirmation, listing them, whose button is the same click.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,10 +53,15 @@ CONFIRM = "batch_confirm"
 DECISIONS = (DecisionKind.APPROVE, DecisionKind.REJECT)
 """What a batch decides: approvals and rejections (an edit, a question's answer, changes
 asked for are one review's, with their own words)."""
+SHOWN = {DecisionKind.APPROVE: "batch_approve_shown", DecisionKind.REJECT: "batch_reject_shown"}
+"""The ``action_id`` suffix of *Approve all N shown* and *Reject all N shown*."""
 PICK_PREFIX = "pick:"
 REASON_LIMIT = 250
 """A batch's reason, at most: with a hundred reviews it fits the confirmation's metadata."""
 _MAX_DIGEST = 128
+CARRIED_DIGITS = 8
+"""How much of a review's digest a confirmation carries: the fewest a decision may name
+(``digests.matches``), so that a hundred reviews fit its metadata."""
 # A checkbox's value for a review with no action digest (a question).
 NO_DIGEST = "-"
 _MAX_METADATA = 3000  # Slack's cap on private_metadata: longer cannot be ours
@@ -137,6 +147,36 @@ def parse_batch_click(body: Mapping[str, Any]) -> BatchClick:
     return BatchClick(_user(body), _optional_id(body, "trigger_id", "payload"), channel_id)
 
 
+@dataclass(frozen=True)
+class ShownClick:
+    """A click on *Approve all N shown* or *Reject all N shown*: the reviews it was shown
+    with (their ids and digests; no words yet) and where (the Home tab: no channel)."""
+
+    click: BatchClick
+    kind: DecisionKind
+    picked: tuple[Picked, ...]
+
+
+def shown_value(picks: Sequence[tuple[str, str | None]]) -> str:
+    """The value of *Approve all N shown*: each review (its id and digest as shown)."""
+    return ",".join(pick_value(review_id, digest) for review_id, digest in picks)
+
+
+def parse_shown_click(body: Mapping[str, Any]) -> ShownClick:
+    """A ``block_actions`` payload of a click on ``countersign:batch_approve_shown`` (or
+    ``…reject_shown``)."""
+    body, clicked = _click(body)
+    action = _str(clicked, "action_id", "actions[0]")
+    word = _suffix(action, ACTION_PREFIX, tuple(SHOWN.values()), "action_id")
+    kind = next(k for k, suffix in SHOWN.items() if suffix == word)
+    items = _str(clicked, "value", "actions[0]").split(",")
+    if len(items) > MAX_BATCH:
+        raise PayloadError(f"actions[0].value names more than {MAX_BATCH} reviews")
+    channel_id, _ts = _clicked_message(body)
+    click = BatchClick(_user(body), _optional_id(body, "trigger_id", "payload"), channel_id)
+    return ShownClick(click, kind, tuple(_pick(i, "actions[0].value") for i in items))
+
+
 def parse_batch_submission(body: Mapping[str, Any]) -> BatchChoice:
     """A ``view_submission`` of the choosing modal: what was ticked, the decision (radio
     buttons ``decision``) and the reason (``text``)."""
@@ -160,9 +200,8 @@ def parse_batch_confirm(body: Mapping[str, Any]) -> BatchChoice:
     clicked in (its id; the reviews, reason and channel its ``private_metadata`` carries)."""
     body, clicked = _click(body)
     _suffix(_str(clicked, "action_id", "actions[0]"), ACTION_PREFIX, (CONFIRM,), "action_id")
-    kind = _decision(
-        ACTION_PREFIX + _str(clicked, "value", "actions[0]"), ACTION_PREFIX, DECISIONS, "value"
-    )
+    word, _, text = _str(clicked, "value", "actions[0]").partition(" ")
+    kind = _decision(ACTION_PREFIX + word, ACTION_PREFIX, DECISIONS, "value")
     view = _optional_mapping(body, "view")
     if view is None:
         raise PayloadError("a confirmation's click comes from its modal: no view")
@@ -175,9 +214,6 @@ def parse_batch_confirm(body: Mapping[str, Any]) -> BatchChoice:
     items = meta.get("items") if isinstance(meta, dict) else None
     if not isinstance(meta, dict) or not isinstance(items, list) or len(items) > MAX_BATCH:
         raise PayloadError("view.private_metadata is not ours")
-    text = meta.get("text") or ""
-    if not isinstance(text, str):
-        raise PayloadError("view.private_metadata.text must be a string")
     where = "view.private_metadata.items"
     return BatchChoice(
         user_id=_user(body),
@@ -229,18 +265,23 @@ def _words(option: Mapping[str, Any], key: str) -> str:
 
 __all__ = [
     "BATCH",
+    "CARRIED_DIGITS",
     "CONFIRM",
     "DECISIONS",
     "MAX_BATCH",
     "REASON_LIMIT",
+    "SHOWN",
     "BatchChoice",
     "BatchClick",
     "BatchItem",
     "ItemResult",
     "Picked",
+    "ShownClick",
     "parse_batch_click",
     "parse_batch_confirm",
     "parse_batch_submission",
+    "parse_shown_click",
     "pick_block_id",
     "pick_value",
+    "shown_value",
 ]

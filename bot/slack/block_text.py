@@ -620,6 +620,12 @@ def batch_confirm_button(kind: DecisionKind, count: int) -> str:
     return f"{verb} {count} review{'s' if count != 1 else ''}"
 
 
+def batch_shown_button(kind: DecisionKind, count: int) -> str:
+    """*Approve all N shown*: beside *Decide several…*, for the reviews listed there."""
+    verb = "Approve" if kind is DecisionKind.APPROVE else "Reject"
+    return f"{verb} all {count} shown"
+
+
 def batch_line(label: str, about: str) -> str:
     """One review the confirmation lists: its words (escaped here) and what it is about."""
     said = f"• *{escape(label)}*"

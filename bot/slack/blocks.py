@@ -182,8 +182,8 @@ def pending_message(
     count = len(reviews) if total is None else total
     if not count:
         return Message(t.NO_PENDING, [section(t.NO_PENDING)])
-    blocks = [section(t.pending_title(count)), batch_button()]
     listed = sorted(reviews, key=lambda r: r.created_at)[:MAX_LISTED]
+    blocks = [section(t.pending_title(count)), batch_button(listed)]
     for review in listed:
         run = runs.get(review.run_id)
         crew = f"*{escape(run.crew)}* · " if run else ""

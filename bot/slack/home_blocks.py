@@ -64,7 +64,7 @@ def _pending(pending: PendingReviews | None, links: Links) -> list[Block]:
     if not pending.total:
         return [section(t.HOME_NOTHING_PENDING)]
     shown = sorted(pending.reviews, key=lambda r: (r.created_at, r.id))[:PENDING_SHOWN]
-    blocks: list[Block] = [context(t.home_pending_count(pending.total)), batch_button()]
+    blocks: list[Block] = [context(t.home_pending_count(pending.total)), batch_button(shown)]
     for review in shown:
         run = pending.runs.get(review.run_id)
         line = t.home_waiting(run.crew if run else "", review.kind, review.created_at)

@@ -13,7 +13,7 @@ import pytest
 from crew_runtime.config import load_config
 from sandbox import SlackStandIn, StandInThread
 from storage import RunNotFound, Store
-from tests.support.cli import Cli, assert_refused
+from tests.support.cli import Cli, assert_refused, configured_cli
 from tests.support.runs import APPROVED, PROPOSED, finished_run, waiting_run
 from tests.support.slack_harness import slack_and_bot, wait_until
 from tests.support.timing import FakeClock
@@ -33,9 +33,7 @@ keep_runs = "1y"
 
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    config = tmp_path / "countersign.toml"
-    config.write_text(CONFIG)
-    return Cli(db_url, config, capsys)
+    return configured_cli(db_url, tmp_path, capsys, CONFIG)
 
 
 @pytest.fixture

@@ -365,6 +365,7 @@ def test_the_command_line_section_runs_as_written(session: Session) -> None:
     assert runs["research:sea otters"]["status"] == "succeeded"
     assert runs["outreach:otter tours"]["status"] == "succeeded"
     assert runs["writer:otters"]["status"] == "rejected"
+    assert runs["writer:tides"]["status"] == runs["writer:kelp"]["status"] == "rejected"
     sent = effects(session.tmp / "sent-emails.jsonl")
     assert [e["subject"] for e in sent] == ["Otter tours, this spring"]
     today = datetime.now(UTC).date()

@@ -15,10 +15,10 @@ from sqlalchemy import select, update
 from bot.cli.main import main
 from bot.hosting.api_errors import refusal as api_refusal
 from bot.slack.text import refusal as slack_refusal
-from crew_runtime.digests import call_digest
-from storage import DecisionKind, DigestMismatch, ReviewStatus, RunStatus
+from crew_runtime.digests import call_digest, draft_digest
+from storage import DecisionKind, DigestMismatch, Review, ReviewStatus, RunStatus
 from storage.audit import AuditRecord
-from storage.schema import journal
+from storage.schema import decisions, journal
 from tests.support.harness import Bench
 
 
@@ -37,6 +37,23 @@ def _executed_digest(bench: Bench, run_id: str) -> str:
     return call_digest(
         run_id, entry.stream, entry.seq, entry.payload["tool"], entry.payload["args"]
     )
+
+
+def _rewrite_model_turns(bench: Bench, run_id: str, old: str, new: str) -> None:
+    """The run's journaled model turns with ``old`` written ``new``: what a replay that
+    differs from the recording (a journal edited, code changed since the pause) gives."""
+    with bench.store.engine.begin() as conn:
+        for pos, payload in conn.execute(
+            select(journal.c.pos, journal.c.payload).where(
+                journal.c.run_id == run_id, journal.c.kind == "llm"
+            )
+        ):
+            changed = json.loads(json.dumps(payload).replace(old, new))
+            conn.execute(
+                update(journal)
+                .where(journal.c.run_id == run_id, journal.c.pos == pos)
+                .values(payload=changed)
+            )
 
 
 def _audit(bench: Bench) -> list[AuditRecord]:
@@ -85,18 +102,7 @@ def test_a_replay_whose_call_changed_does_not_run_and_asks_again(bench: Bench) -
     approved = bench.service.decide(review_id, DecisionKind.APPROVE, None, by="U1")
     # What the model proposed changes under the approval (a journal edited, code changed
     # between pause and resume): the replayed turn now pays 1600.
-    with bench.store.engine.begin() as conn:
-        for pos, payload in conn.execute(
-            select(journal.c.pos, journal.c.payload).where(
-                journal.c.run_id == run_id, journal.c.kind == "llm"
-            )
-        ):
-            changed = json.loads(json.dumps(payload).replace("1500", "1600"))
-            conn.execute(
-                update(journal)
-                .where(journal.c.run_id == run_id, journal.c.pos == pos)
-                .values(payload=changed)
-            )
+    _rewrite_model_turns(bench, run_id, "1500", "1600")
     bench.work_here()
     assert bench.effects("paid") == []  # not run
     assert bench.store.get_review(review_id).status == ReviewStatus.SUPERSEDED
@@ -148,3 +154,77 @@ def test_a_lone_surrogate_has_a_digest_of_its_own() -> None:
     odd = call_digest("run_1", "task0:writer", 0, "pay", {"to": "x\udc80", "\ud800": ["\udfff"]})
     assert odd != call_digest("run_1", "task0:writer", 0, "pay", {"to": "x"})
     assert odd != call_digest("run_1", "task0:writer", 0, "pay", {"to": "x\udc81", "\ud800": []})
+
+
+# -- reviewed drafts: what a resumed run goes on with has the approved digest
+
+
+def _outline(bench: Bench) -> tuple[str, Review]:
+    run = bench.start("writer", topic="otters")
+    bench.work_here()
+    review = bench.pending(run.id)
+    assert review.digest == draft_digest(run.id, review.stream, review.seq, review.prompt, False)
+    return run.id, review
+
+
+def _draft_refusals(bench: Bench) -> list[AuditRecord]:
+    return [r for r in _audit(bench) if r.decision == "digest_mismatch"]
+
+
+def test_a_resume_whose_approved_draft_changed_does_not_pass_it_on_and_asks_again(
+    bench: Bench,
+) -> None:
+    run_id, review = _outline(bench)
+    assert "otters" in review.prompt
+    approved = bench.service.decide(review.id, DecisionKind.APPROVE, None, by="U1")
+    assert approved.decision is not None and approved.decision.digest == review.digest
+    # What the model wrote changes under the approval (a journal edited, a replay that
+    # differs): the replayed outline is about beavers now.
+    _rewrite_model_turns(bench, run_id, "otters", "beavers")
+    bench.work_here()
+    assert bench.store.get_review(review.id).status == ReviewStatus.SUPERSEDED
+    again = bench.pending(run_id)  # the outline again, not the article
+    assert (again.stream, again.seq) == (review.stream, review.seq)
+    assert "beavers" in again.prompt and again.digest != review.digest
+    assert bench.run(run_id).status == RunStatus.WAITING
+    (refused,) = _draft_refusals(bench)
+    assert refused.review_id == review.id
+    assert refused.details["approved"] == review.digest
+    assert refused.details["found"] == again.digest
+    # Approved as it is now, the run goes on with it: the article is reviewed next.
+    bench.service.decide(again.id, DecisionKind.APPROVE, None, by="U1")
+    bench.work_here()
+    article = bench.pending(run_id)
+    assert article.stream != review.stream and "beavers" in article.prompt
+    assert len(_draft_refusals(bench)) == 1
+
+
+def test_an_edit_lost_before_the_resume_is_not_passed_on(bench: Bench) -> None:
+    run_id, review = _outline(bench)
+    edited = bench.service.decide(review.id, DecisionKind.EDIT, "A better outline", by="U1")
+    assert edited.decision is not None
+    covers = draft_digest(run_id, review.stream, review.seq, "A better outline", False)
+    assert edited.decision.digest == covers != review.digest
+    with bench.store.engine.begin() as conn:  # the edit's text is not what was approved now
+        conn.execute(
+            update(decisions).where(decisions.c.review_id == review.id).values(text="Other")
+        )
+    bench.work_here()
+    assert bench.store.get_review(review.id).status == ReviewStatus.SUPERSEDED
+    again = bench.pending(run_id)
+    assert (again.stream, again.prompt) == (review.stream, review.prompt)
+    (refused,) = _draft_refusals(bench)
+    assert (refused.details["approved"], refused.details["task"]) == (covers, review.stream)
+
+
+def test_an_approved_and_an_edited_draft_resume_as_before(bench: Bench) -> None:
+    run_id, review = _outline(bench)
+    bench.service.decide(review.id, DecisionKind.EDIT, "A better outline", by="U1")
+    bench.work_here()
+    article = bench.pending(run_id)
+    assert article.stream != review.stream
+    bench.service.decide(article.id, DecisionKind.APPROVE, None, by="U1")
+    bench.work_here()
+    done = bench.run(run_id)
+    assert done.status == RunStatus.SUCCEEDED, done.error
+    assert _draft_refusals(bench) == []

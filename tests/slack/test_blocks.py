@@ -15,12 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.slack import block_text, blocks, modals, review_blocks
+from bot.slack.batch_blocks import confirm_view
+from bot.slack.batch_payloads import (
+    CARRIED_DIGITS,
+    MAX_BATCH,
+    REASON_LIMIT,
+    BatchChoice,
+    Picked,
+    parse_batch_confirm,
+)
 from bot.slack.elements import split_text
 from bot.slack.message import Message
 from bot.slack.mrkdwn import escape, unescape
 from bot.slack.payloads import ACTIONS
 from bot.slack.review_blocks import FILE_THRESHOLD
-from sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks
+from sandbox.blockkit import MAX_BLOCK_TEXT_TOTAL, validate_blocks, validate_view
 from storage.records import Approval, Review
 from storage.status import DecisionKind, ReviewKind, ReviewStatus, RunStatus
 from tests.support.records import (
@@ -486,3 +495,29 @@ def test_rejecting_says_what_it_does_for_each_kind_of_review() -> None:
     view = modals.modal(DecisionKind.REJECT, email_review(), None, None)
     placeholder = view["blocks"][-1]["element"]
     assert "carries on" in placeholder["placeholder"]["text"]
+
+
+def test_a_confirmation_of_a_hundred_reviews_fits_slacks_limits_and_reads_back() -> None:
+    """The most a batch takes, each review with a whole digest, and the longest reason of
+    characters JSON escapes: the confirmation passes Slack's checks (its metadata's 3,000
+    characters), and its button's click reads back every review and the reason."""
+    reason = ('"\\\n' * REASON_LIMIT)[:REASON_LIMIT]
+    picked = tuple(
+        Picked(f"rev_{n:012x}", f"{n:064x}", "writer · a task review", "x" * 75)
+        for n in range(MAX_BATCH)
+    )
+    choice = BatchChoice("UALICE", "V1", DecisionKind.REJECT, reason, picked, "C0123456789")
+    view = confirm_view(choice)
+    assert validate_view(view) == []
+    (button,) = view["blocks"][-1]["elements"]
+    click = {
+        "type": "block_actions",
+        "user": {"id": "UALICE"},
+        "view": {**view, "id": "V1"},
+        "actions": [{"action_id": button["action_id"], "value": button["value"]}],
+    }
+    back = parse_batch_confirm(click)
+    assert (back.kind, back.text, back.channel_id) == (DecisionKind.REJECT, reason, "C0123456789")
+    assert [(p.review_id, p.digest) for p in back.picked] == [
+        (p.review_id, p.digest[:CARRIED_DIGITS]) for p in picked if p.digest
+    ]

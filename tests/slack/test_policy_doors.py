@@ -10,7 +10,6 @@ who may not decide (issue 24's second wall)."""
 from __future__ import annotations
 
 import io
-import json
 import random
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -23,7 +22,7 @@ import pytest
 from bot.cli.main import main as cli_main
 from bot.hosting.api_errors import refusal as api_refusal
 from bot.slack import block_text, text
-from bot.slack.batch_payloads import CONFIRM
+from bot.slack.batch_payloads import BATCH, CONFIRM, SHOWN
 from bot.slack.handlers import said
 from bot.slack.payloads import action_id, callback_id
 from bot.tokens import Scope, Tokens
@@ -32,10 +31,16 @@ from crew_runtime.config import Config
 from crew_runtime.policy import Facts
 from crew_runtime.service import review_digest
 from sandbox import StandInThread
-from sandbox.payloads import interaction_base
 from storage import DecisionKind, Review, ReviewStatus, Store
 from tests.support.api_harness import ApiClient
-from tests.support.batch import answered, choose, from_home, from_pending
+from tests.support.batch import (
+    answered,
+    choose,
+    forged_confirmation,
+    from_home,
+    from_pending,
+    modal,
+)
 from tests.support.harness import ON_SQLITE
 from tests.support.slack_harness import (
     ALICE,
@@ -99,7 +104,9 @@ FACTS = Facts(
 # pending; "batch-api": POST /decisions. A batch lists only what the policy lets the person
 # decide (the listing's test is the last one here), so a refused person's item is a forged
 # confirmation: the door that records is the confirmation's click, whatever listed it.
-DOORS = ("click", "reply", "api", "cli", "home", "pending", "batch-api")
+# "home-all" and "pending-all": their Approve all N shown (the person's others too, if any).
+DOORS = ("click", "reply", "api", "cli", "home", "pending", "home-all", "pending-all", "batch-api")
+BATCH_DOORS = ("home", "pending", "home-all", "pending-all")
 
 Json = dict[str, Any]
 
@@ -182,38 +189,26 @@ def _send(bench: Bench, review: Review, person: str, door: str) -> Callable[[], 
         item = {"review_id": review.id, "kind": "approve"}
         answer = bench.api.post("/decisions", {"by": person, "decisions": [item]})
         return lambda: answer.body["results"][0]
-    if door in ("home", "pending"):
+    if door in BATCH_DOORS:
         if _expected(bench, review, person, door) is None:
-            (from_home if door == "home" else from_pending)(slack, person)
-            _, confirm = choose(slack, person, only=review.id)
+            if door == "home":
+                from_home(slack, person)
+            elif door == "home-all":
+                from_home(slack, person, SHOWN[DecisionKind.APPROVE], showing=review.id)
+            else:
+                from_pending(
+                    slack, person, BATCH if door == "pending" else SHOWN[DecisionKind.APPROVE]
+                )
+            if door in ("home", "pending"):
+                _, confirm = choose(slack, person, only=review.id)
+            else:
+                confirm = modal(slack, person, callback_id(CONFIRM))
             slack.click_in_view(person, confirm["id"], action_id(CONFIRM))
             return lambda: answered(slack, person, confirm["id"])
-        _forged_confirmation(bench, review, person)
+        forged_confirmation(slack, person, "VFORGED", [f"{review.id} {review_digest(review)}"])
         return lambda: [e.text for e in slack.ephemerals(person)[before:]]
     code, said_ = bench.cli("reviews", "decide", review.id, "approve", "--by", person)
     return lambda: (code, said_)
-
-
-def _forged_confirmation(bench: Bench, review: Review, person: str) -> None:
-    """A batch confirmation's click naming ``review``, which ``person`` was never offered
-    (Slack's client would not send it; a forged request would)."""
-    meta = {"channel_id": CHANNEL, "text": "", "items": [f"{review.id} {review_digest(review)}"]}
-    view = {
-        "id": "VFORGED",
-        "type": "modal",
-        "callback_id": callback_id(CONFIRM),
-        "private_metadata": json.dumps(meta),
-        "blocks": [],
-        "state": {"values": {}},
-    }
-    payload = interaction_base(bench.slack.standin.workspace, "block_actions", person, "x")
-    button = {"action_id": action_id(CONFIRM), "block_id": CONFIRM, "type": "button"}
-    payload.update(
-        container={"type": "view", "view_id": "VFORGED"},
-        view=view,
-        actions=[{**button, "value": "approve", "action_ts": "1.0"}],
-    )
-    assert bench.slack.send_interaction(payload).ok
 
 
 def _check(bench: Bench, review: Review, person: str, door: str) -> bool:
@@ -234,10 +229,12 @@ def _check(bench: Bench, review: Review, person: str, door: str) -> bool:
             assert answer()["status"] == 200, answer()
         if door in ("home", "pending"):
             assert block_text.batch_done(DecisionKind.APPROVE, 1, 0, 0).split(".")[0] in answer()
+        if door in ("home-all", "pending-all"):  # with the person's others, if any
+            assert "*Approved " in answer() and "*Approved 0 " not in answer()
         if door == "cli":
             assert answer()[0] == 0, answer()[1]
         return True
-    if door in ("click", "reply", "home", "pending"):
+    if door in ("click", "reply", *BATCH_DOORS):
         words = said(expected, review, run)
         told = wait_until(answer, what=f"{person} told why, after a {door}")
         if door in ("click", "reply"):

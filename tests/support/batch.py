@@ -1,10 +1,11 @@
 """What the batch review tests and ``bench/batch.py`` share: a configuration with a crew per
 case, runs paused at one review each (as a worker pauses them), and a person's steps through
-*Decide several…* in the Slack stand-in (from Home or ``/crew pending``, the choosing modal,
-the confirmation, the answer)."""
+*Decide several…* (or *Approve all N shown*) in the Slack stand-in (from Home or ``/crew
+pending``, the choosing modal, the confirmation, the answer)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from bot.slack.batch_payloads import BATCH, CONFIRM
 from bot.slack.payloads import action_id, callback_id
 from crew_runtime.digests import proposed_digest
 from sandbox import StandInThread
+from sandbox.payloads import interaction_base
 from storage import NewReview, ReviewKind, Store
 from tests.support.slack_harness import ALICE, BOB, CHANNEL, MALLORY, wait_until
 
@@ -113,25 +115,52 @@ def answered(slack: StandInThread, user: str, view_id: str) -> str:
     return wait_until(said, what=f"{user}'s batch answer")
 
 
-def from_home(slack: StandInThread, user: str) -> None:
-    """``user`` opens Home and clicks *Decide several…* there."""
+def from_home(slack: StandInThread, user: str, action: str = BATCH, showing: str = "") -> None:
+    """``user`` opens Home and clicks *Decide several…* there (or ``action``: *Approve all
+    N shown*, ``SHOWN[kind]``), once the Home tab offers it (and lists ``showing``)."""
     slack.open_home(user)
     home = wait_until(
         lambda: (
             (v := slack.home_view(user))
-            and any(b.get("block_id") == BATCH for b in v["blocks"])
+            and any(b.get("block_id") == BATCH and showing in str(b) for b in v["blocks"])
             and v
         ),
         what=f"{user}'s Home to offer Decide several",
     )
-    click = slack.click_in_view(user, home["id"], action_id(BATCH))
+    click = slack.click_in_view(user, home["id"], action_id(action))
     assert click.ok, click.body
 
 
-def from_pending(slack: StandInThread, user: str) -> None:
-    """``user`` types ``/crew pending`` and clicks *Decide several…* in its answer."""
+def from_pending(slack: StandInThread, user: str, action: str = BATCH) -> None:
+    """``user`` types ``/crew pending`` and clicks *Decide several…* in its answer (or
+    ``action``)."""
     before = len(slack.ephemerals(user))
     slack.slash_command(user, CHANNEL, "/crew", "pending")
     listing = wait_until(lambda: slack.ephemerals(user)[before:], what="/crew pending")[0]
     assert any(b.get("block_id") == BATCH for b in listing.blocks), listing.text
-    slack.click_button(user, CHANNEL, listing.ts, action_id(BATCH))
+    slack.click_button(user, CHANNEL, listing.ts, action_id(action))
+
+
+def forged_confirmation(
+    slack: StandInThread, user: str, view_id: str, items: list[str], kind: str = "approve"
+) -> None:
+    """A click on a batch confirmation's button naming ``items`` (``<review id> <digest>``)
+    that Slack's client would not send (reviews never offered, a digest not the one shown);
+    a forged request, or a stale one, would."""
+    meta = {"channel_id": CHANNEL, "items": items}
+    view = {
+        "id": view_id,
+        "type": "modal",
+        "callback_id": callback_id(CONFIRM),
+        "private_metadata": json.dumps(meta),
+        "blocks": [],
+        "state": {"values": {}},
+    }
+    payload = interaction_base(slack.standin.workspace, "block_actions", user, "x")
+    button = {"action_id": action_id(CONFIRM), "block_id": CONFIRM, "type": "button"}
+    payload.update(
+        container={"type": "view", "view_id": view_id},
+        view=view,
+        actions=[{**button, "value": kind, "action_ts": "1.0"}],
+    )
+    assert slack.send_interaction(payload).ok

@@ -81,9 +81,16 @@ def assert_refused(result: Result, *expected: str) -> None:
 
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
-    config = tmp_path / "countersign.toml"
-    config.write_text(GOVERNED)
-    return Cli(db_url, config, capsys)
+    return configured_cli(db_url, tmp_path, capsys, GOVERNED)
+
+
+def configured_cli(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str
+) -> Cli:
+    """A :class:`Cli` on ``db_url`` with ``config`` as its configuration file."""
+    path = tmp_path / "countersign.toml"
+    path.write_text(config)
+    return Cli(db_url, path, capsys)
 
 
 GOVERNED = """
