@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -76,6 +77,10 @@ def run_worker(ctx: Context) -> int:
             settings.concurrency,
             ", until idle" if args.until_idle else "",
         )
+        # CrewAI and everything imported so far live as long as the process: keep them out
+        # of the collector's full passes, which otherwise walk ~350,000 objects (200+ ms of
+        # CPU) in the middle of whichever execution triggers one (docs/benchmarks.md §2).
+        gc.freeze()
         worker.run(until_idle=args.until_idle)
         log.info("worker %s stopped after %d execution(s)", worker.worker_id, worker.executions)
     return 0

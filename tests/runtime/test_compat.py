@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from crewai import Agent, Crew, Process, Task
 
-from crew_runtime.compat import agent_executor
+from crew_runtime.compat import agent_executor, install
+from crew_runtime.offline.scripted_llm import ScriptedLLM
 from crew_runtime.shapes import TurnUnreadable, check_readable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +106,26 @@ def test_an_executors_flow_definition_is_built_once_in_several_threads_at_once()
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[] 1 1"
+
+
+def test_an_executors_state_is_dumped_as_crewai_would_without_its_deep_copy() -> None:
+    """CrewAI deep-copies an executor's state (its conversation) to dump it for the event its
+    flow's end emits; the shim dumps it directly, to the same JSON."""
+    install()  # as crew_runtime.journal_llm does on import
+    agent = Agent(
+        role="Summariser",
+        goal="Summarise",
+        backstory="Brief.",
+        llm=ScriptedLLM(model="scripted/compat", label="Compat"),
+    )
+    task = Task(description="Summarise otters", expected_output="A line", agent=agent)
+    Crew(agents=[agent], tasks=[task], process=Process.sequential).kickoff()
+    executor = agent.agent_executor
+    assert isinstance(executor, agent_executor.AgentExecutor)
+    assert len(executor.state.messages) >= 2  # a conversation to copy
+    dump = type(executor)._copy_and_serialize_state
+    assert getattr(dump, "__countersign_shim__", False)
+    assert dump(executor) == dump.__wrapped__(executor)
 
 
 def _key(version: str) -> tuple[int, ...]:
