@@ -289,7 +289,9 @@ async def fire(port: int, requests: list[Prepared], concurrency: int) -> list[Re
     wires = [(req, http_request(port, req)) for req in requests]
     results: list[Result] = []
 
-    async def worker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mine: list[Any]):
+    async def worker(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mine: list[Any]
+    ) -> None:
         for req, wire in mine:
             sent, started = time.time(), time.perf_counter()
             writer.write(wire)
@@ -714,6 +716,13 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
+def cpu(rounds: list[Json], key: str) -> str:
+    """CPU ms per request over all of a mode's bursts (each has as many requests: the mean
+    of the bursts', finer than one burst's 10 ms ticks), and its spread over the bursts."""
+    values = [r[key] for r in rounds]
+    return f"{statistics.fmean(values):.3f} (bursts {min(values):.2f}..{max(values):.2f})"
+
+
 def per_round(mode: str, bot: list[Json], floor: list[Json]) -> str:
     """The p99 ratio to the floor round by round (each round's bot burst over the floor
     burst beside it), and CPU per request: the line to read, median (min..max) of rounds."""
@@ -721,8 +730,7 @@ def per_round(mode: str, bot: list[Json], floor: list[Json]) -> str:
         return f"{mode}: no bursts"
     text = (
         f"{mode}: p99 {spread([r['p99'] for r in bot], '.1f')} ms; CPU per request: event loop "
-        f"{spread([r['loop_cpu'] for r in bot])} ms, whole process "
-        f"{spread([r['cpu'] for r in bot])} ms"
+        f"{cpu(bot, 'loop_cpu')} ms, whole process {cpu(bot, 'cpu')} ms"
     )
     if not floor:
         return text
@@ -730,7 +738,7 @@ def per_round(mode: str, bot: list[Json], floor: list[Json]) -> str:
     met = statistics.median(ratios) <= GOAL_FLOOR_RATIO
     return (
         f"{text}\n  floor beside it: p99 {spread([f['p99'] for f in floor], '.1f')} ms, CPU "
-        f"per request {spread([f['cpu'] for f in floor])} ms; p99 over the floor's, round by "
+        f"per request {cpu(floor, 'cpu')} ms; p99 over the floor's, round by "
         f"round: x{spread(ratios)}. Goal at most x{GOAL_FLOOR_RATIO:.1f} (median): "
         f"{'met' if met else 'NOT met'}."
     )

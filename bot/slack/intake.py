@@ -26,7 +26,10 @@ The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hos
    recovery sweep handles it again. While a request is in hand its claim is renewed, so a slow
    handler's request is not taken by a sweep (this process's or another replica's) and handled
    twice. Handlers are idempotent by the key (the decision or run a request made is not made
-   again by its replay).
+   again by its replay). A fresh click's *early step* (``Intake(early=…)``: opening its
+   modal, whose trigger_id lives 3 s) is taken in its task as soon as it is recorded, before
+   its handling waits for the acks and the other clicks; a request the sweep hands back has
+   none.
 
 Requests whose ack carries the answer (modal submissions, URL verification) are not recorded:
 they are handled before the ack, and what they change is committed before it.
