@@ -222,7 +222,9 @@ class Deployment:
             logger=_BOLT_LOG,
         )
         self.listeners.register(self.app)
-        self.intake = Intake(self.app, InboxStore(store, claim=inbox_claim))
+        self.intake = Intake(
+            self.app, InboxStore(store, claim=inbox_claim), early=self.listeners.early_step
+        )
         self.slack = slack
         self.retention = config.retention_policy()
         self.sweep_every = sweep_every

@@ -18,6 +18,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.slack import blocks, modals, text
 from bot.slack.authz import Reviewers
@@ -53,6 +54,13 @@ log = logging.getLogger(__name__)
 # request is handled in a task (a context) of its own.
 THREAD: ContextVar[tuple[str | None, str | None]] = ContextVar(
     "countersign_thread", default=(None, None)
+)
+
+# A click's modal opened as soon as the click was recorded (``Handlers.open_early``), ahead
+# of its handling: its trigger_id and Slack's answer (None: Slack refused). Set in the
+# click's own task, so its listener finds it there and opens no second one.
+OPENED_EARLY: ContextVar[tuple[str, AsyncSlackResponse | None] | None] = ContextVar(
+    "countersign_opened_early", default=None
 )
 
 # How many decisions of a batch are recorded at once: each waits on the database most of its
@@ -238,20 +246,42 @@ class Handlers:
         click: ButtonClick | ReviseClick | ClaimClick | OutcomeClick | BatchClick,
         words: str = text.LOADING,
     ) -> str | None:
-        """Open the click's modal, saying ``words`` until it is filled; its view id, or None
-        when Slack would not open it (the clicker is told so privately)."""
-        try:
-            response = await client.views_open(
-                trigger_id=click.trigger_id, view=modals.notice_view(words)
-            )
-        except SlackApiError as exc:
-            log.warning("views.open failed: %s", api_error(exc))
-            response = None
+        """Open the click's modal, saying ``words`` until it is filled (or take the one
+        :meth:`open_early` opened for it); its view id, or None when Slack would not open
+        it (the clicker is told so privately)."""
+        early = OPENED_EARLY.get()
+        if early is not None and early[0] == click.trigger_id:
+            OPENED_EARLY.set(None)
+            response = early[1]
+        else:
+            response = await self._views_open(client, click.trigger_id, words)
         view = (response.get("view") if response is not None else None) or {}
         if view.get("id"):
             return str(view["id"])
         await self._ephemeral_via_api(click.channel_id, click.user_id, text.MODAL_FAILED)
         return None
+
+    async def open_early(self, client: AsyncWebClient, trigger_id: str) -> None:
+        """Open a click's loading modal now, before its handling waits its turn behind the
+        burst's other work (a trigger_id lives 3 s): its listener takes the view
+        (:data:`OPENED_EARLY`). Run in the click's task; a failure other than Slack's answer
+        leaves the opening to the listener."""
+        try:
+            response = await self._views_open(client, trigger_id, text.LOADING)
+        except Exception as exc:
+            log.warning("views.open, early, failed: %s", type(exc).__name__)
+            return
+        OPENED_EARLY.set((trigger_id, response))
+
+    async def _views_open(
+        self, client: AsyncWebClient, trigger_id: str | None, words: str
+    ) -> AsyncSlackResponse | None:
+        """``views.open`` of a notice saying ``words``; None (logged) when Slack refused."""
+        try:
+            return await client.views_open(trigger_id=trigger_id, view=modals.notice_view(words))
+        except SlackApiError as exc:
+            log.warning("views.open failed: %s", api_error(exc))
+            return None
 
     async def _update_view(
         self, client: AsyncWebClient, view_id: str, view: dict[str, Any]

@@ -26,7 +26,10 @@ The path of one request, whatever its transport (``bot.hosting.http``, ``bot.hos
    recovery sweep handles it again. While a request is in hand its claim is renewed, so a slow
    handler's request is not taken by a sweep (this process's or another replica's) and handled
    twice. Handlers are idempotent by the key (the decision or run a request made is not made
-   again by its replay).
+   again by its replay). A fresh click's *early step* (``Intake(early=…)``: opening its
+   modal, whose trigger_id lives 3 s) is taken in its task as soon as it is recorded, before
+   its handling waits for the acks and the other clicks; a request the sweep hands back has
+   none.
 
 Requests whose ack carries the answer (modal submissions, URL verification) are not recorded:
 they are handled before the ack, and what they change is committed before it.
@@ -42,15 +45,16 @@ import logging
 import queue
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl, unquote_plus
+from urllib.parse import unquote_plus
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from yarl import URL
 
 from storage import InboxRequest, InboxStore, NewRequest
 
@@ -71,13 +75,30 @@ _JSON = "application/json"
 # escaped JSON (``\"trigger_id\"``), so it cannot fake one.
 _TRIGGER_FIELD = re.compile(r"(?:^|&)trigger_id=([^&]+)")
 _TRIGGER_IN_PAYLOAD = re.compile(r"%22trigger_id%22%3A(?:\+|%20)*%22([^%&+]+)%22", re.IGNORECASE)
+# An interaction payload's ``"actions": [`` and the first ``"action_id": "…"`` after it,
+# encoded alike.
+_ACTIONS_IN_PAYLOAD = re.compile(r"%22actions%22%3A(?:\+|%20)*%5B", re.IGNORECASE)
+_ACTION_ID_IN_PAYLOAD = re.compile(
+    r"%22action_id%22%3A(?:\+|%20)*%22((?:[^%&+]|%3A)+)%22", re.IGNORECASE
+)
 MAX_ATTEMPTS = 5
 # How long handling waits for the acks in progress to go out first (bounded: a steady
-# stream of requests must not starve it).
-_ACKS_FIRST_FOR = 0.2
+# stream of requests must not starve it), and how long no ack must have been in progress
+# for the acks to count as out: a burst's requests arrive over tens of milliseconds on a
+# loaded host, and handling that starts in a lull holds the loop from the rest (Bolt's
+# dispatch costs several times an ack). A click's modal does not wait for either.
+_ACKS_FIRST_FOR = 1.0
+_QUIET_AFTER = 0.02
 # How long other requests wait for the clicks in hand to be handled first (bounded likewise):
 # a click's trigger_id dies 3 s after it, and the modal it opens needs it.
 _CLICKS_FIRST_FOR = 1.0
+
+
+EarlyStep = Callable[[str, str], Coroutine[Any, Any, None] | None]
+"""What a fresh click (its trigger_id, the ``action_id`` clicked: :func:`clicked`) needs done
+as soon as it is recorded, before its handling waits its turn (opening its modal, whose
+trigger_id lives 3 s): a coroutine run at once in the click's own task, so what it leaves
+in the task's context is its listener's; or None."""
 
 
 class Kind(enum.Enum):
@@ -123,13 +144,43 @@ def parse_body(raw: str, content_type: str | None) -> Json:
         if not isinstance(parsed, dict):
             raise ValueError("a JSON body that is not an object")
         return parsed
-    form = dict(parse_qsl(raw, keep_blank_values=True))
+    form = _form(raw)
     if "payload" in form and "command" not in form:
         inner = json.loads(form["payload"])
         if not isinstance(inner, dict):
             raise ValueError("a payload that is not an object")
         return inner
     return form
+
+
+def _form(raw: str) -> dict[str, str]:
+    """A form body's fields, decoded as ``urllib.parse.parse_qsl`` (blank values kept, the
+    last of a repeated name) by yarl's C unquoter: a click's body (the clicked message in
+    hundreds of escapes) took ~250 µs of the loop in ``parse_qsl``, ~30 µs so."""
+    return dict(URL.build(query_string=raw, encoded=True).query.items())
+
+
+def clicked(body: str, content_type: str) -> tuple[str, str] | None:
+    """A click's trigger_id and the ``action_id`` of what was clicked (its first action),
+    read from its body as it came, without decoding it; None for anything else.
+
+    A form body is searched for the payload's top-level ``"actions": [`` (the clicked
+    message's blocks have no such key, and any text in them is escaped JSON, ``\\"``), then
+    the first ``action_id`` after it; a JSON body (Socket Mode) is parsed.
+    """
+    if content_type.startswith("application/json") or body.lstrip().startswith("{"):
+        try:
+            payload = parse_body(body, content_type)
+            trigger, action = payload["trigger_id"], payload["actions"][0]["action_id"]
+        except (ValueError, LookupError, TypeError):
+            return None
+        return (trigger, action) if isinstance(trigger, str) and isinstance(action, str) else None
+    trigger = _TRIGGER_IN_PAYLOAD.search(body)
+    actions = _ACTIONS_IN_PAYLOAD.search(body)
+    action = _ACTION_ID_IN_PAYLOAD.search(body, actions.end()) if actions else None
+    if trigger is None or action is None:
+        return None
+    return trigger.group(1), unquote_plus(action.group(1))
 
 
 def classify(body: str, content_type: str, fallback_key: str) -> SlackRequest:
@@ -145,7 +196,7 @@ def classify(body: str, content_type: str, fallback_key: str) -> SlackRequest:
     """
     if content_type.startswith("application/json") or body.lstrip().startswith("{"):
         return classify_payload(parse_body(body, content_type), fallback_key)
-    if any(marker in body for marker in _ANSWERED_IN_ACK_MARKERS):
+    if any([marker in body for marker in _ANSWERED_IN_ACK_MARKERS]):  # no generator
         # Its answer is in the ack, so it is parsed now anyway (a marker in some other
         # request's text only costs that request a parse).
         request = classify_payload(parse_body(body, content_type), fallback_key)
@@ -203,53 +254,74 @@ class Recorder:
     """One thread writing to the inbox: what waits is written in one transaction.
 
     A burst of requests costs a few commits instead of one each, and the event loop never
-    blocks on the database. Marks of finished requests ride along in the same commits.
+    blocks on the database. Marks of finished requests ride along in the same commits. What
+    the loop hands over in one of its passes goes to the thread at once, as one item: a
+    handover per request woke the thread (and took the GIL from the loop) 200 times a burst.
     """
 
-    def __init__(self, inbox: InboxStore, max_batch: int = 500) -> None:
+    def __init__(self, inbox: InboxStore, max_batch: int = 500, timeout: float = 2.0) -> None:
         self.inbox = inbox
         self.max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.timeout = timeout
+        self._queue: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+        self._waiting: list[_Job] = []  # handed over in this pass of the loop
         self._thread = threading.Thread(target=self._main, name="inbox-recorder", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Write what is queued, then stop."""
+        """Write what is queued, then stop (after :meth:`hand_over`, on the loop)."""
         self._queue.put(None)
         self._thread.join(30)
+
+    def hand_over(self) -> None:
+        """What the loop handed over so far, to the thread (on the loop); the requests among
+        it time out together (one timer, not one each)."""
+        if self._waiting:
+            jobs, self._waiting = self._waiting, []
+            self._queue.put(jobs)
+            if any(job.future is not None for job in jobs):
+                asyncio.get_running_loop().call_later(self.timeout, _expire, jobs)
+
+    def _add(self, job: _Job) -> None:
+        """``job`` to the thread at the end of this pass of the loop (on the loop)."""
+        if not self._waiting:
+            asyncio.get_running_loop().call_soon(self.hand_over)
+        self._waiting.append(job)
 
     async def record(self, request: NewRequest) -> int | None:
         """The inbox row id once committed; None for a duplicate.
 
         Raises:
+            TimeoutError: not committed within ``timeout`` (it is not handled if it is
+                committed later).
             Exception: the write failed (whatever the database said).
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int | None] = loop.create_future()
-        self._queue.put(_Job(request, None, future, loop))
+        self._add(_Job(request, None, future, loop))
         return await future
 
     def finish(self, row_id: int, error: str | None = None) -> None:
-        """Mark a row handled (or given up, with ``error``) in the next commit."""
-        self._queue.put(_Job(None, (row_id, error), None, None))
+        """Mark a row handled (or given up, with ``error``) in the next commit (on the loop)."""
+        self._add(_Job(None, (row_id, error), None, None))
 
     def _main(self) -> None:
         stopping = False
         while not stopping:
             first = self._queue.get()
-            jobs = [] if first is None else [first]
+            jobs = [] if first is None else first
             stopping = first is None
-            while len(jobs) < self.max_batch:
+            while not stopping and len(jobs) < self.max_batch:
                 try:
-                    job = self._queue.get_nowait()
+                    more = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if job is None:
+                if more is None:
                     stopping = True
-                    break
-                jobs.append(job)
+                else:
+                    jobs += more
             if jobs:
                 self._write(jobs)
 
@@ -288,6 +360,13 @@ class Recorder:
                 job.future.set_result(row_id)
 
 
+def _expire(jobs: list[_Job]) -> None:
+    """The requests of ``jobs`` not committed yet time out (on the loop)."""
+    for job in jobs:
+        if job.future is not None and not job.future.done():
+            job.future.set_exception(TimeoutError())
+
+
 def _gave_up(job: _Job) -> bool:
     return job.future is not None and job.future.done()
 
@@ -310,6 +389,8 @@ class Intake:
         record_timeout: how long an ack may wait for the database before the person is told
             the request was not recorded (Slack gives up at 3 s).
         concurrency: requests handled at once.
+        early: a fresh click's first step (:data:`EarlyStep`), taken as soon as it is
+            recorded, ahead of the acks still going out and the requests in hand.
     """
 
     def __init__(
@@ -319,15 +400,19 @@ class Intake:
         *,
         record_timeout: float = 2.0,
         concurrency: int = 64,
+        early: EarlyStep | None = None,
     ) -> None:
         self.app = app
+        self.early = early
         self.inbox = inbox
         self.record_timeout = record_timeout
-        self.recorder = Recorder(inbox)
+        self.recorder = Recorder(inbox, timeout=record_timeout)
         self._slots = asyncio.Semaphore(concurrency)
         self._receiving = 0
         self._quiet = asyncio.Event()
         self._quiet.set()
+        self._last_ack = 0.0  # the loop's time when the last ack in progress went out
+        self._quiet_check: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_hand: set[int] = set()  # rows being handled here, their claims renewed
         self._clicks = 0  # clicks (trigger-bearing interactions) in hand, handled first
@@ -356,6 +441,7 @@ class Intake:
         renewing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await renewing
+        self.recorder.hand_over()
         await asyncio.to_thread(self.recorder.stop)
 
     @contextlib.contextmanager
@@ -370,16 +456,30 @@ class Intake:
         finally:
             self._receiving -= 1
             if self._receiving == 0:
-                self._quiet.set()
+                loop = asyncio.get_running_loop()
+                self._last_ack = loop.time()
+                if self._quiet_check is None:
+                    self._quiet_check = loop.call_later(_QUIET_AFTER, self._check_quiet)
+
+    def _check_quiet(self) -> None:
+        """Quiet once no ack has been in progress for :data:`_QUIET_AFTER`."""
+        self._quiet_check = None
+        if self._receiving:
+            return  # the last of those acks schedules the next check
+        loop = asyncio.get_running_loop()
+        left = self._last_ack + _QUIET_AFTER - loop.time()
+        if left > 0:
+            self._quiet_check = loop.call_later(left, self._check_quiet)
+        else:
+            self._quiet.set()
 
     async def receive(self, request: SlackRequest) -> Receipt:
         """Record ``request``; once recorded, handle it in the background."""
         try:
             with self.acking():
-                async with asyncio.timeout(self.record_timeout):  # no task, unlike wait_for
-                    row_id = await self.recorder.record(
-                        NewRequest(request.key, request.body, request.content_type)
-                    )
+                row_id = await self.recorder.record(
+                    NewRequest(request.key, request.body, request.content_type)
+                )
         except TimeoutError:
             log.warning(
                 "inbox: %s not recorded within %.1f s", request.kind.value, self.record_timeout
@@ -419,6 +519,10 @@ class Intake:
                     self._no_clicks.set()
 
     async def _dispatch(self, request: InboxRequest, first: bool) -> None:
+        # A fresh click's first step (its modal) is taken now, ahead of everything.
+        what = clicked(request.body, request.content_type) if first and self.early else None
+        if what is not None and self.early is not None and (step := self.early(*what)):
+            await step
         # Acks first: in a burst, handling the first requests (Bolt's middleware and the
         # listener's own work) would hold the loop while the others wait for their ack.
         # Then the clicks, whose modals must open while their trigger lives.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -93,6 +94,15 @@ class Listeners(BatchButtons, OutcomeButtons, StandingButtons, SlashCommands):
         app.event("message")(self.on_message)
         app.event("app_mention")(self.on_message)
         app.event("app_home_opened")(self.on_home_opened)
+
+    def early_step(self, trigger_id: str, clicked: str) -> Coroutine[Any, Any, None] | None:
+        """What a fresh click needs as soon as it is recorded (``Intake``'s ``early``): a
+        review button that opens a modal (all but Approve, as :meth:`on_button` does) has
+        it opened at once, ahead of the burst's other work; the listener fills it."""
+        found = BUTTON_PATTERN.match(clicked)
+        if found is None or found.group(1) == DecisionKind.APPROVE.value:
+            return None
+        return self.open_early(self.reviewers.client, trigger_id)
 
     # ------------------------------------------------------------ buttons
 
