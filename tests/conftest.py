@@ -30,7 +30,8 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
 from tests.support.database import PG_BASE, pg_required  # noqa: E402
-from tests.support.reports import REPORTS  # noqa: E402
+from tests.support.reports import REPORTS, failed  # noqa: E402
+from tests.support.spawning import refuse_processes  # noqa: E402
 from tests.support.templates import open_store  # noqa: E402
 
 
@@ -89,15 +90,18 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterat
 
 
 @pytest.fixture(autouse=True)
-def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
-    """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""
-    if request.node.get_closest_marker("slow") is None:
-        from tests.support.zygote import Zygote
-
-        def refuse(*args: object, **kwargs: object) -> None:
-            raise AssertionError("this test starts a worker process: mark it slow")
-
-        monkeypatch.setattr(Zygote, "fork", refuse)
+def _only_slow_tests_start_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A test that starts a process (a subprocess, a fork, a worker) is marked ``slow``: `make
+    check` leaves it out (tests/support/spawning.py)."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    refused = refuse_processes(monkeypatch, request.node.nodeid)
+    yield
+    if refused and not failed(request):
+        pytest.fail(refused[0], pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
