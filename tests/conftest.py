@@ -31,7 +31,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from storage import Store  # noqa: E402
 from tests.support.database import PG_BASE, pg_required  # noqa: E402
 from tests.support.reports import REPORTS, failed  # noqa: E402
-from tests.support.spawning import refuse_processes  # noqa: E402
+from tests.support.spawning import marked_slow, refuse_processes  # noqa: E402
 from tests.support.templates import open_store  # noqa: E402
 
 
@@ -102,6 +102,20 @@ def _only_slow_tests_start_processes(
     yield
     if refused and not failed(request):
         pytest.fail(refused[0], pytrace=False)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` (`make check`), a test module whose every test is slow is not
+    imported: each pytest process would pay its imports (a second or more of CPU for some) to
+    deselect all of it."""
+    if (
+        config.option.markexpr == "not slow"
+        and collection_path.name.startswith("test_")
+        and collection_path.suffix == ".py"
+        and marked_slow(collection_path)
+    ):
+        return True
+    return None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

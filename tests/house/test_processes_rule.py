@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.spawning import refuse_processes
+from tests.support.spawning import marked_slow, refuse_processes
 from tests.support.zygote import Zygote
 
 
@@ -66,3 +66,22 @@ def test_a_process_started_on_another_thread_is_refused_too(
     thread.join()
     assert [str(error) for error in seen] == refused
     assert len(refused) == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "slow"),
+    [
+        ("import pytest\npytestmark = pytest.mark.slow\n", True),
+        ("pytestmark = [pytest.mark.slow, pytest.mark.bot_config(CONFIG)]\n", True),
+        ("pytestmark = [pytest.mark.bot_config(CONFIG)]\n", False),
+        ("pytestmark = pytest.mark.skip\n@pytest.mark.slow\ndef test_x(): pass\n", False),
+        ("@pytest.mark.slow\ndef test_x(): pass\n", False),
+    ],
+)
+def test_a_module_is_left_out_of_make_check_uncollected_only_if_its_mark_says_slow(
+    tmp_path: Path, source: str, slow: bool
+) -> None:
+    """(tests/conftest.py's pytest_ignore_collect, under ``-m "not slow"``)"""
+    module = tmp_path / "test_module.py"
+    module.write_text(source)
+    assert marked_slow(module) is slow

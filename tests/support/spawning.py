@@ -11,12 +11,14 @@ template, tests/support/templates.py).
 
 from __future__ import annotations
 
+import ast
 import multiprocessing.util
 import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,3 +76,17 @@ def refuse_processes(monkeypatch: pytest.MonkeyPatch, nodeid: str) -> list[str]:
         Zygote, "fork", guard("a worker forked from the zygote", Zygote.fork, first)
     )
     return refused
+
+
+def marked_slow(module: Path) -> bool:
+    """Whether every test of the test module at ``module`` is slow by its ``pytestmark``
+    (``pytest.mark.slow``, alone or in the list), read from its source without importing it."""
+    for statement in ast.parse(module.read_text()).body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "pytestmark"
+            for target in statement.targets
+        ):
+            value = statement.value
+            marks = value.elts if isinstance(value, ast.List | ast.Tuple) else [value]
+            return any(ast.unparse(mark) == "pytest.mark.slow" for mark in marks)
+    return False
