@@ -9,6 +9,7 @@ fails the run instead of skipping half the suite.
 from __future__ import annotations
 
 import os
+import platform
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,10 @@ for _name, _value in {
     "CREWAI_STORAGE_DIR": "countersign-tests",
 }.items():
     os.environ.setdefault(_name, _value)
+
+# The first platform.processor() runs `uname -p` (the OpenAI client asks it for its headers, on
+# its own thread): asked here, so that no test without the slow mark starts that process.
+platform.processor()
 
 from sqlalchemy import create_engine, text  # noqa: E402
 
