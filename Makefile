@@ -10,7 +10,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Extra arguments for `countersign demo`, e.g. `make demo ARGS="--port 8080"`.
 ARGS ?=
 # The tests run in this many processes (pytest-xdist): twice a 2-CPU machine's cores, as much
-# of a test's time is spent waiting on worker processes. JOBS=0 runs them in pytest's own.
+# of a test's time is spent waiting (on worker processes, PostgreSQL, leases); `make fast` too,
+# though each process pays ~10 CPU-s collecting (docs/benchmarks.md, "Suite time"). JOBS=0
+# runs them in pytest's own.
 JOBS ?= 4
 # The CrewAI release CI and `make venv` install, one of the range pyproject.toml supports.
 CREWAI_CI := 1.15.30

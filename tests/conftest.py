@@ -9,6 +9,7 @@ fails the run instead of skipping half the suite.
 from __future__ import annotations
 
 import os
+import platform
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,11 +27,16 @@ for _name, _value in {
 }.items():
     os.environ.setdefault(_name, _value)
 
+# The first platform.processor() runs `uname -p` (the OpenAI client asks it for its headers, on
+# its own thread): asked here, so that no test without the slow mark starts that process.
+platform.processor()
+
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
 from tests.support.database import PG_BASE, pg_required  # noqa: E402
-from tests.support.reports import REPORTS  # noqa: E402
+from tests.support.reports import REPORTS, failed  # noqa: E402
+from tests.support.spawning import marked_slow, refuse_processes  # noqa: E402
 from tests.support.templates import open_store  # noqa: E402
 
 
@@ -89,15 +95,32 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterat
 
 
 @pytest.fixture(autouse=True)
-def _only_slow_tests_start_workers(request: pytest.FixtureRequest, monkeypatch: Any) -> None:
-    """A test that starts worker processes is marked ``slow``: `make check` leaves it out."""
-    if request.node.get_closest_marker("slow") is None:
-        from tests.support.zygote import Zygote
+def _only_slow_tests_start_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A test that starts a process (a subprocess, a fork, a worker) is marked ``slow``: `make
+    check` leaves it out (tests/support/spawning.py)."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    refused = refuse_processes(monkeypatch, request.node.nodeid)
+    yield
+    if refused and not failed(request):
+        pytest.fail(refused[0], pytrace=False)
 
-        def refuse(*args: object, **kwargs: object) -> None:
-            raise AssertionError("this test starts a worker process: mark it slow")
 
-        monkeypatch.setattr(Zygote, "fork", refuse)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` (`make check`), a test module whose every test is slow is not
+    imported: each pytest process would pay its imports (a second or more of CPU for some) to
+    deselect all of it."""
+    if (
+        config.option.markexpr == "not slow"
+        and collection_path.name.startswith("test_")
+        and collection_path.suffix == ".py"
+        and marked_slow(collection_path)
+    ):
+        return True
+    return None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -551,6 +551,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_the_entry_points_start_a_run_and_list_it(tmp_path: Path, config_file: Path) -> None:
     env = _env(tmp_path, COUNTERSIGN_CONFIG=str(config_file))
     started = subprocess.run(
@@ -575,6 +576,7 @@ def test_the_entry_points_start_a_run_and_list_it(tmp_path: Path, config_file: P
     assert run_id in listed.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "code"),
     [

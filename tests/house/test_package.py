@@ -91,6 +91,7 @@ def test_every_package_of_the_repository_is_in_the_wheel() -> None:
     assert packages == FIRST_PARTY
 
 
+@pytest.mark.slow
 def test_the_staged_package_holds_every_source_and_data_file(tmp_path: Path) -> None:
     written = {str(path) for path in stage(ROOT, tmp_path / "countersign")}
     assert {"__init__.py", "__main__.py", "py.typed", "manifest.yml"} <= written

@@ -74,6 +74,7 @@ def test_crews_on_the_litellm_path_build_in_several_threads_at_once() -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_an_executors_flow_definition_is_built_once_in_several_threads_at_once() -> None:
     """CrewAI builds a Flow class's definition on first use, walking the class's ``__dict__``
     while another thread may store its own there; the shim builds each one at a time. Sixteen

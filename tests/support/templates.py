@@ -26,6 +26,7 @@ import psycopg
 from sqlalchemy import create_engine, make_url, text
 
 from storage import Store
+from tests.support.spawning import support_process
 
 _SCHEMA = re.compile(r"search_path%3D(\w+)")
 
@@ -63,12 +64,13 @@ def _pg_template(base: str) -> str:
             conn.execute(text(f"CREATE SCHEMA {schema}"))
         Store.open(f"{base}?options=-csearch_path%3D{schema}").close()
         command = ["pg_dump", "--no-owner", "--no-privileges", "--inserts", "--schema", schema]
-        dumped = subprocess.run(
-            [*command, "--dbname", _libpq(base)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        with support_process():  # once a pytest process, for every test after
+            dumped = subprocess.run(
+                [*command, "--dbname", _libpq(base)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
     finally:
         with admin.begin() as conn:
             conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
