@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.cli.context import CliError, Context, stderr_logging, where
+from bot.cli.worker import fork_server
 from crew_runtime.config import ConfigError
 from crew_runtime.webhooks import webhook_secrets
 
@@ -39,6 +40,8 @@ def run_serve(ctx: Context) -> int:
         secrets = webhook_secrets(config, ctx.settings.environ)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    # Before the store, the log handlers and asyncio: the fork server must not share them.
+    forks = fork_server(args.workers, args.workers_in_process)
     store = ctx.store()
     with stderr_logging(ctx.settings):
         log.info(
@@ -60,6 +63,7 @@ def run_serve(ctx: Context) -> int:
             if args.worker_metrics_port
             else None,
             webhook_secrets=secrets,
+            forks=forks,
         )
         asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0

@@ -15,13 +15,14 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from bot.cli.context import Context, stderr_logging, where
+from bot.hosting.forkserver import ForkServer
 from bot.hosting.parent import die_with_parent
 
 if TYPE_CHECKING:
@@ -31,6 +32,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("countersign.worker")
 
 _STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+
+
+def fork_server(workers: int, in_process: bool) -> ForkServer | None:
+    """The fork server of serve's (or the demo's) worker children (``bot.hosting.forkserver``),
+    forked now: call it before anything starts a thread or opens the database. None if
+    there is no child to fork, or this process cannot fork safely (they start afresh)."""
+    if workers == 0 or in_process:
+        return None
+    return ForkServer.fork(_import_the_worker, _run_forked)
+
+
+def _import_the_worker() -> None:
+    from crew_runtime import worker  # noqa: F401 (CrewAI: seconds, once for every child)
+
+
+def _run_forked(argv: Sequence[str]) -> int:
+    from bot.cli.main import main  # the command line that imports this module
+
+    return main(argv)
 
 
 def run_worker(ctx: Context) -> int:

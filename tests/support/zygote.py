@@ -32,17 +32,18 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
+
+from bot.hosting.forkserver import exit_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _child(request: dict[str, Any], stdio: list[int]) -> None:
     """In the forked child: become the requested command, run it, exit with its status."""
-    code = 1
-    try:
+
+    def become() -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         time.tzset()  # the C library read TZ when the zygote started
@@ -64,16 +65,9 @@ def _child(request: dict[str, Any], stdio: list[int]) -> None:
         from bot.cli.main import main
 
         sys.argv = ["countersign", *request["argv"]]
-        code = main(request["argv"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        return main(request["argv"])
+
+    exit_with(become)
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
