@@ -120,7 +120,8 @@ class Child:
             try:
                 self.returncode = int((await self._server.read())["status"])
             except ForkServerGone:
-                self.returncode = -signal.SIGKILL  # its parent is gone: so is it (SIGTERM)
+                # Its parent is gone, and so the child, by its death signal (or going).
+                self.returncode = -signal.SIGTERM
         return self.returncode
 
     def terminate(self) -> None:
