@@ -68,8 +68,10 @@ RESTARTED = (
 def run_demo(ctx: Context) -> int:
     config = _demo_config(ctx)
     # As serve's: before the database is opened and anything starts a thread.
-    forks = fork_server(ctx.args.workers, ctx.args.workers_in_process)
-    with stderr_logging(ctx.settings):
+    with (
+        fork_server(ctx.args.workers, ctx.args.workers_in_process) as forks,
+        stderr_logging(ctx.settings),
+    ):
         standin, secret = _restore(ctx)
         try:
             asyncio.run(_demo(ctx, config, standin, secret, forks))

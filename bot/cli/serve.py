@@ -41,31 +41,33 @@ def run_serve(ctx: Context) -> int:
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     # Before the store, the log handlers and asyncio: the fork server must not share them.
-    forks = fork_server(args.workers, args.workers_in_process)
-    store = ctx.store()
-    with stderr_logging(ctx.settings):
-        log.info(
-            "serving: database %s, config %s, %d worker(s), %s",
-            where(ctx.database_url),
-            config.path,
-            args.workers,
-            "Socket Mode" if args.socket_mode else f"http://{args.host}:{args.port}/slack/events",
-        )
-        deployment = Deployment(
-            slack,
-            config,
-            store,
-            workers=args.workers,
-            lease=timedelta(seconds=args.lease),
-            workers_in_process=args.workers_in_process,
-            metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
-            worker_metrics=(args.host, args.worker_metrics_port)
-            if args.worker_metrics_port
-            else None,
-            webhook_secrets=secrets,
-            forks=forks,
-        )
-        asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
+    with fork_server(args.workers, args.workers_in_process) as forks:
+        store = ctx.store()
+        with stderr_logging(ctx.settings):
+            log.info(
+                "serving: database %s, config %s, %d worker(s), %s",
+                where(ctx.database_url),
+                config.path,
+                args.workers,
+                "Socket Mode"
+                if args.socket_mode
+                else f"http://{args.host}:{args.port}/slack/events",
+            )
+            deployment = Deployment(
+                slack,
+                config,
+                store,
+                workers=args.workers,
+                lease=timedelta(seconds=args.lease),
+                workers_in_process=args.workers_in_process,
+                metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
+                worker_metrics=(args.host, args.worker_metrics_port)
+                if args.worker_metrics_port
+                else None,
+                webhook_secrets=secrets,
+                forks=forks,
+            )
+            asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0
 
 

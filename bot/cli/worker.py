@@ -34,13 +34,18 @@ log = logging.getLogger("countersign.worker")
 _STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
 
-def fork_server(workers: int, in_process: bool) -> ForkServer | None:
+@contextmanager
+def fork_server(workers: int, in_process: bool) -> Iterator[ForkServer | None]:
     """The fork server of serve's (or the demo's) worker children (``bot.hosting.forkserver``),
-    forked now: call it before anything starts a thread or opens the database. None if
-    there is no child to fork, or this process cannot fork safely (they start afresh)."""
-    if workers == 0 or in_process:
-        return None
-    return ForkServer.fork(_import_the_worker, _run_forked)
+    forked now: enter it before anything starts a thread or opens the database. None if
+    there is no child to fork, or this process cannot fork safely (they start afresh).
+    Closed on the way out, whether or not a pool used it."""
+    forks = None if workers == 0 or in_process else ForkServer.fork(_import_the_worker, _run_forked)
+    try:
+        yield forks
+    finally:
+        if forks is not None:
+            forks.close()
 
 
 def _import_the_worker() -> None:
