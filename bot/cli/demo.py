@@ -30,12 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.cli.context import CliError, Context, stderr_logging
+from bot.cli.worker import fork_server
 from bot.settings import mask_url
 from bot.slack.text import demo_welcome
 from crew_runtime.config import Config, load_config
 from storage import DEFAULT_URL
 
 if TYPE_CHECKING:
+    from bot.hosting.forkserver import ForkServer
     from bot.hosting.server import Deployment
     from sandbox import SlackStandIn
 
@@ -65,10 +67,14 @@ RESTARTED = (
 
 def run_demo(ctx: Context) -> int:
     config = _demo_config(ctx)
-    with stderr_logging(ctx.settings):
+    # As serve's: before the database is opened and anything starts a thread.
+    with (
+        fork_server(ctx.args.workers, ctx.args.workers_in_process) as forks,
+        stderr_logging(ctx.settings),
+    ):
         standin, secret = _restore(ctx)
         try:
-            asyncio.run(_demo(ctx, config, standin, secret))
+            asyncio.run(_demo(ctx, config, standin, secret, forks))
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
@@ -138,7 +144,9 @@ def _demo_config(ctx: Context) -> Config:
     return load_config(path, environ={})
 
 
-async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str) -> None:
+async def _demo(
+    ctx: Context, config: Config, standin: SlackStandIn, secret: str, forks: ForkServer | None
+) -> None:
     # Imported here, like serve's: Bolt and aiohttp are not needed by the other commands.
     from bot.hosting.server import Deployment, SlackSettings
     from sandbox import SandboxPage
@@ -168,6 +176,7 @@ async def _demo(ctx: Context, config: Config, standin: SlackStandIn, secret: str
         lease=timedelta(seconds=30),
         sweep_every=5.0,
         workers_in_process=args.workers_in_process,
+        forks=forks,
     )
     log.info("demo: database %s, config %s", mask_url(ctx.database_url), config.path)
     log.info(

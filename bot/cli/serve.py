@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.cli.context import CliError, Context, stderr_logging, where
+from bot.cli.worker import fork_server
 from crew_runtime.config import ConfigError
 from crew_runtime.webhooks import webhook_secrets
 
@@ -39,29 +40,34 @@ def run_serve(ctx: Context) -> int:
         secrets = webhook_secrets(config, ctx.settings.environ)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
-    store = ctx.store()
-    with stderr_logging(ctx.settings):
-        log.info(
-            "serving: database %s, config %s, %d worker(s), %s",
-            where(ctx.database_url),
-            config.path,
-            args.workers,
-            "Socket Mode" if args.socket_mode else f"http://{args.host}:{args.port}/slack/events",
-        )
-        deployment = Deployment(
-            slack,
-            config,
-            store,
-            workers=args.workers,
-            lease=timedelta(seconds=args.lease),
-            workers_in_process=args.workers_in_process,
-            metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
-            worker_metrics=(args.host, args.worker_metrics_port)
-            if args.worker_metrics_port
-            else None,
-            webhook_secrets=secrets,
-        )
-        asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
+    # Before the store, the log handlers and asyncio: the fork server must not share them.
+    with fork_server(args.workers, args.workers_in_process) as forks:
+        store = ctx.store()
+        with stderr_logging(ctx.settings):
+            log.info(
+                "serving: database %s, config %s, %d worker(s), %s",
+                where(ctx.database_url),
+                config.path,
+                args.workers,
+                "Socket Mode"
+                if args.socket_mode
+                else f"http://{args.host}:{args.port}/slack/events",
+            )
+            deployment = Deployment(
+                slack,
+                config,
+                store,
+                workers=args.workers,
+                lease=timedelta(seconds=args.lease),
+                workers_in_process=args.workers_in_process,
+                metrics_at=(args.host, args.metrics_port) if args.metrics_port else None,
+                worker_metrics=(args.host, args.worker_metrics_port)
+                if args.worker_metrics_port
+                else None,
+                webhook_secrets=secrets,
+                forks=forks,
+            )
+            asyncio.run(_serve(deployment, args.socket_mode, args.host, args.port))
     return 0
 
 

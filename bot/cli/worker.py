@@ -16,13 +16,14 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from bot.cli.context import Context, stderr_logging, where
+from bot.hosting.forkserver import ForkServer
 from bot.hosting.parent import die_with_parent
 
 if TYPE_CHECKING:
@@ -32,6 +33,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("countersign.worker")
 
 _STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def fork_server(workers: int, in_process: bool) -> Iterator[ForkServer | None]:
+    """The fork server of serve's (or the demo's) worker children (``bot.hosting.forkserver``),
+    forked now: enter it before anything starts a thread or opens the database. None if
+    there is no child to fork, or this process cannot fork safely (they start afresh).
+    Closed on the way out, whether or not a pool used it."""
+    forks = None if workers == 0 or in_process else ForkServer.fork(_import_the_worker, _run_forked)
+    try:
+        yield forks
+    finally:
+        if forks is not None:
+            forks.close()
+
+
+def _import_the_worker() -> None:
+    from crew_runtime import worker  # noqa: F401 (CrewAI: seconds, once for every child)
+
+
+def _run_forked(argv: Sequence[str]) -> int:
+    from bot.cli.main import main  # the command line that imports this module
+
+    return main(argv)
 
 
 def run_worker(ctx: Context) -> int:

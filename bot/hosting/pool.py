@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Protocol
 
 import bot
+from bot.hosting.forkserver import Child, ForkServer, ForkServerGone
 from crew_runtime.config import Config
 from storage import Store
 
@@ -112,13 +113,9 @@ class ProcessPool:
         poll: timedelta,
         on_settled: Callable[[], None],
         metrics_at: tuple[str, int] | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
-        self.command = [
-            sys.executable,
-            "-m",
-            # ``python -m bot`` here, ``python -m countersign.bot`` installed (the wheel's
-            # layout: docs/architecture.md, "The installed package").
-            bot.__name__,
+        self.argv = [
             "worker",
             "--concurrency",
             str(concurrency),
@@ -126,23 +123,20 @@ class ProcessPool:
             str(lease.total_seconds()),
             "--poll",
             str(poll.total_seconds()),
-            # Read before anything is imported (bot.__main__): the child must not outlive
-            # this process, even if it dies while the child is still importing CrewAI.
-            "--parent-pid",
-            str(os.getpid()),
             # Slack's acks have a 3 s deadline and crews have none: the bot goes first.
             "--nice",
             "10",
         ]
         if metrics_at is not None:  # its own counters, on a port of its own
-            self.command += ["--metrics-host", metrics_at[0], "--metrics-port", str(metrics_at[1])]
+            self.argv += ["--metrics-host", metrics_at[0], "--metrics-port", str(metrics_at[1])]
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "COUNTERSIGN_CONFIG": str(config.path),
         }
         self._on_settled = on_settled
-        self._process: asyncio.subprocess.Process | None = None
+        self._forks = forks
+        self._process: asyncio.subprocess.Process | Child | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._wake_fd: int | None = None
@@ -166,12 +160,7 @@ class ProcessPool:
         wake_r, wake_w = os.pipe()
         settled_r, settled_w = os.pipe()
         try:
-            self._process = await asyncio.create_subprocess_exec(
-                *self.command,
-                *("--wake-fd", str(wake_r), "--settled-fd", str(settled_w)),
-                env=self.env,
-                pass_fds=(wake_r, settled_w),
-            )
+            self._process = await self._start_child(wake_r, settled_w)
         finally:
             os.close(wake_r)
             os.close(settled_w)
@@ -193,6 +182,32 @@ class ProcessPool:
             loop.remove_reader(settled_r)
             os.close(settled_r)
             os.close(wake_w)
+
+    async def _start_child(self, wake_r: int, settled_w: int) -> asyncio.subprocess.Process | Child:
+        """Forked by the fork server if there is one, else a fresh interpreter. The child's
+        ``--parent-pid`` is its parent's: the fork server's, or this process's."""
+        if self._forks is not None:
+            argv = [*self.argv, "--parent-pid", str(self._forks.pid)]
+            try:
+                return await self._forks.start(argv, self.env, (wake_r, settled_w))
+            except ForkServerGone as exc:
+                log.warning("fork server: %s; worker processes start afresh from now on", exc)
+                self._forks.close()
+                self._forks = None
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            # ``python -m bot`` here, ``python -m countersign.bot`` installed (the wheel's
+            # layout: docs/architecture.md, "The installed package").
+            bot.__name__,
+            *self.argv,
+            # Read before anything is imported (bot.__main__): the child must not outlive
+            # this process, even if it dies while the child is still importing CrewAI.
+            *("--parent-pid", str(os.getpid())),
+            *("--wake-fd", str(wake_r), "--settled-fd", str(settled_w)),
+            env=self.env,
+            pass_fds=(wake_r, settled_w),
+        )
 
     def _settled(self, fd: int) -> None:
         try:
@@ -221,6 +236,9 @@ class ProcessPool:
                 process.kill()
                 with contextlib.suppress(ProcessLookupError):
                     await process.wait()
+        if self._forks is not None:
+            self._forks.close()
+            self._forks = None
 
     def wake(self) -> None:
         """A byte down the child's wake pipe; a full pipe means a wake is pending anyway."""

@@ -32,6 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.hosting.api import Api
+from bot.hosting.forkserver import ForkServer
 from bot.hosting.http import SlackEndpoint
 from bot.hosting.metrics import Endpoints, listen, start_site
 from bot.hosting.pool import NoWorkers, ProcessPool, ThreadPool, WorkerPool
@@ -178,6 +179,7 @@ class Deployment:
         metrics_at: tuple[str, int] | None = None,
         worker_metrics: tuple[str, int] | None = None,
         webhook_secrets: Mapping[str, bytes] | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
@@ -209,6 +211,7 @@ class Deployment:
                 poll=poll,
                 on_settled=self.announce,
                 metrics_at=worker_metrics,
+                forks=forks,
             )
         reviewers = Reviewers(self.client)
         self.listeners = Listeners(service, reviewers, self.wake)

@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
@@ -47,6 +45,7 @@ from tests.support.slack_harness import (
 )
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.timing import FakeClock
+from tests.support.zygote import Forked, Zygote
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -377,7 +376,7 @@ def _get_text(port: int, path: str) -> str:
         return str(answer.read().decode())
 
 
-def _healthy(port: int, bot: subprocess.Popen[str]) -> bool:
+def _healthy(port: int, bot: Forked) -> bool:
     assert bot.poll() is None, bot.communicate()[0]
     try:
         return bool(json.loads(_get_text(port, "/healthz"))["ok"])
@@ -408,13 +407,8 @@ def test_serve_and_its_worker_expose_what_happened_to_a_run_paused_and_decided(
             "LOG_FORMAT": "json",
         }
         argv = ["serve", "--port", str(port), "--worker-metrics-port", str(worker_port)]
-        bot = subprocess.Popen(
-            [sys.executable, "-m", "bot", *argv, "--lease", "3"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        # Forked warm, and so its worker child: forked by the fork server serve forks.
+        bot = Zygote.fork([*argv, "--lease", "3"], env, tmp_path, tmp_path / "serve.log")
         try:
             wait_until(lambda: _healthy(port, bot), what="serve to answer /healthz")
             slack.slash_command(ALICE, CHANNEL, "/crew", "run writer topic=otters")

@@ -1,9 +1,14 @@
-"""``countersign serve`` killed while its worker child is still starting: the child goes too.
+"""``countersign serve`` killed while its worker child is starting or running: the child goes too.
 
-The child spends seconds importing (SQLAlchemy, then CrewAI) before it can look for work.
-A serve killed in that time must not leave it behind, re-parented and claiming runs that
-no bot will announce. Each test freezes the child (SIGSTOP) at one moment of its start,
-SIGKILLs serve, lets the child go on (SIGCONT) and waits for it to disappear.
+serve forks a fork server at its start (``bot.hosting.forkserver``), which forks the worker
+child; if the fork server dies, serve starts the child as a fresh interpreter, which spends
+seconds importing (SQLAlchemy, then CrewAI) before it can look for work. A serve killed at any
+of these moments must not leave a process behind, re-parented and claiming runs that no bot
+will announce. Each test freezes a process (SIGSTOP) at one moment, SIGKILLs serve, lets the
+process go on (SIGCONT) and waits for every process under serve to disappear.
+
+serve is forked warm from the test session's zygote, and so are its fork server and the
+worker that one forks; the fresh interpreter is a cold start, as in production.
 """
 
 from __future__ import annotations
@@ -11,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +26,7 @@ from sandbox import StandInThread
 from storage import RunStatus, Store
 from tests.support.harness import ON_SQLITE, ROOT
 from tests.support.slack_harness import CHANNEL, SECRET, free_port, new_standin, wait_until
+from tests.support.zygote import Forked, Zygote
 
 pytestmark = [pytest.mark.slow, ON_SQLITE]
 
@@ -82,7 +86,7 @@ def _mapped(pid: int, marker: str) -> bool:
 
 
 @contextmanager
-def _serve(tmp_path: Path, db_url: str, slack: StandInThread) -> Iterator[subprocess.Popen[bytes]]:
+def _serve(tmp_path: Path, db_url: str, slack: StandInThread) -> Iterator[Forked]:
     env = dict(os.environ)
     env.update(
         PYTHONPATH=str(ROOT),
@@ -92,13 +96,8 @@ def _serve(tmp_path: Path, db_url: str, slack: StandInThread) -> Iterator[subpro
         SLACK_SIGNING_SECRET=SECRET,
         SLACK_API_URL=slack.api_url,
     )
-    with (tmp_path / "serve.log").open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--port", str(free_port())],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    argv = ["serve", "--port", str(free_port())]
+    proc = Zygote.fork(argv, env, tmp_path, tmp_path / "serve.log")
     try:
         yield proc
     finally:
@@ -107,39 +106,82 @@ def _serve(tmp_path: Path, db_url: str, slack: StandInThread) -> Iterator[subpro
         proc.wait(30)
 
 
-@pytest.mark.parametrize("moment", list(MOMENTS))
-def test_the_worker_child_dies_with_serve_at_any_moment_of_its_start(
-    tmp_path: Path, db_url: str, moment: str
-) -> None:
+def _kill_serve_with(serve: Forked, frozen: list[int], store: Store) -> None:
+    """Freeze the ``frozen`` processes, queue a run, SIGKILL serve and let them go on: they,
+    and every other process under serve, must be gone, the run unclaimed."""
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    under = _descendants(serve.pid)
+    assert set(frozen) <= set(under), "a process exited on its own"
+    queued = store.create_run("writer", {"topic": "otters"}, channel=CHANNEL)
+    try:
+        serve.kill()
+        serve.wait(30)
+        for pid in frozen:  # a fatal signal kills a stopped process too: it may be gone
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: not [pid for pid, started in under.items() if _alive(pid, started)],
+            timeout=60,
+            what="every process under serve to exit with it",
+        )
+    finally:
+        for pid, started in under.items():
+            if _alive(pid, started):
+                os.kill(pid, signal.SIGKILL)
+    assert store.get_run(queued.id).status == RunStatus.QUEUED
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """The live processes under ``pid``, by pid, with their start times."""
+    found: dict[int, str] = {}
+    for child in _children(pid):
+        stat = _stat(child)
+        if stat is not None and stat[0] != "Z":
+            found[child] = stat[19]
+            found.update(_descendants(child))
+    return found
+
+
+@contextmanager
+def _scene(tmp_path: Path, db_url: str) -> Iterator[tuple[Forked, Store]]:
     (tmp_path / "countersign.toml").write_text(CONFIG)
     store = Store.open(db_url)
-    queued = store.create_run("writer", {"topic": "otters"}, channel=CHANNEL)
     port = free_port()
     with (
         contextlib.closing(store),
         StandInThread(new_standin(bot_endpoint=f"http://127.0.0.1:{port}/slack/events")) as slack,
         _serve(tmp_path, db_url, slack) as serve,
     ):
-        child = wait_until(lambda: _children(serve.pid), timeout=120, what="serve's worker")[0]
+        yield serve, store
+
+
+def _fork_server_and_worker(serve: Forked) -> tuple[int, int]:
+    forks = wait_until(lambda: _children(serve.pid), timeout=120, what="serve's fork server")[0]
+    worker = wait_until(lambda: _children(forks), timeout=120, what="the forked worker")[0]
+    return forks, worker
+
+
+def test_the_fork_server_and_its_worker_die_with_serve(tmp_path: Path, db_url: str) -> None:
+    with _scene(tmp_path, db_url) as (serve, store):
+        _kill_serve_with(serve, list(_fork_server_and_worker(serve)), store)
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_a_worker_started_afresh_dies_with_serve_at_any_moment_of_its_start(
+    tmp_path: Path, db_url: str, moment: str
+) -> None:
+    with _scene(tmp_path, db_url) as (serve, store):
+        forks, worker = _fork_server_and_worker(serve)
+        started = _stat(worker)
+        assert started is not None
+        os.kill(forks, signal.SIGKILL)  # its worker goes with it, and serve starts one afresh
+        wait_until(lambda: not _alive(worker, started[19]), what="the worker to exit with it")
+        child = wait_until(
+            lambda: [pid for pid in _children(serve.pid) if pid != forks],
+            what="a worker started afresh",
+        )[0]
         marker = MOMENTS[moment]
         if marker is not None:
             wait_until(lambda: _mapped(child, marker), timeout=120, what=f"{moment} in the child")
-        os.kill(child, signal.SIGSTOP)
-        stat = _stat(child)
-        assert stat is not None, "the child exited on its own"
-        started = stat[19]
-        try:
-            serve.kill()
-            serve.wait(30)
-            # A fatal signal kills a stopped process too: the child may be gone already.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGCONT)
-            wait_until(
-                lambda: not _alive(child, started),
-                timeout=60,
-                what=f"the worker child to exit with serve (killed {moment})",
-            )
-        finally:
-            if _alive(child, started):
-                os.kill(child, signal.SIGKILL)
-        assert store.get_run(queued.id).status == RunStatus.QUEUED
+        _kill_serve_with(serve, [child], store)

@@ -12,7 +12,8 @@ whatever state they are): it waits for requests and for its children's exits in 
 refuses to fork if anything it imported started a thread.
 
 Protocol, one Unix-socket connection per child: the test sends one JSON line (``argv``,
-``env``, ``cwd``, and ``log``, the file the child's output goes to, or no ``log`` and the
+``env``, ``cwd``, ``script`` if the child is to run that Python file instead of the command,
+and ``log``, the file the child's output goes to, or no ``log`` and the
 caller's stdin, stdout and stderr passed along with the line's first byte, which the child
 takes as its own), the zygote answers ``{"pid": …}`` and, when the child exits,
 ``{"status": …}`` (negative: killed by that signal), then closes the connection.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import runpy
 import select
 import socket
 import subprocess
@@ -32,17 +34,18 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
+
+from bot.hosting.forkserver import exit_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _child(request: dict[str, Any], stdio: list[int]) -> None:
     """In the forked child: become the requested command, run it, exit with its status."""
-    code = 1
-    try:
+
+    def become() -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         time.tzset()  # the C library read TZ when the zygote started
@@ -61,19 +64,18 @@ def _child(request: dict[str, Any], stdio: list[int]) -> None:
             os.dup2(out, 1)
             os.dup2(out, 2)
             os.close(out)
+        if "script" in request:  # a benchmark's smoke run, as ``python SCRIPT ARGV``
+            script = request["script"]
+            sys.path.insert(0, os.path.dirname(script))
+            sys.argv = [script, *request["argv"]]
+            runpy.run_path(script, run_name="__main__")
+            return 0  # a script that fails raises (SystemExit, at least)
         from bot.cli.main import main
 
         sys.argv = ["countersign", *request["argv"]]
-        code = main(request["argv"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        return main(request["argv"])
+
+    exit_with(become)
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -206,11 +208,18 @@ class Zygote:
     _path: str | None = None
 
     @classmethod
-    def fork(cls, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Forked:
+    def fork(
+        cls, argv: list[str], env: dict[str, str], cwd: Path, log: Path, script: Path | None = None
+    ) -> Forked:
+        """``countersign ARGV`` forked, its output in ``log``; with ``script``, ``python SCRIPT
+        ARGV`` instead (a benchmark's smoke run, the script's folder first on its path)."""
         path = cls.started()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(path)
-        send_request(conn, {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}, [])
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+        if script is not None:
+            request["script"] = str(script)
+        send_request(conn, request, [])
         reader = conn.makefile()
         answer = json.loads(reader.readline())
         reader.close()
