@@ -180,7 +180,7 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
                 "args": about_to_run,
             },
         )
-        _ask(ctx, gate, hook.tool_name, proposed, slot, Raising.of(review))
+        _ask(ctx, gate, hook.tool_name, proposed, slot, _raised_again(ctx, slot, review))
         slot.awaiting_approval = True
         return False
     if decision.kind == DecisionKind.EDIT and decision.text:
@@ -227,11 +227,21 @@ class Raising:
 
     @classmethod
     def of(cls, review: Review) -> Raising | None:
-        """What a rule raised of ``review``, to ask it again as it was asked (its deadline
-        aside: the gate's)."""
+        """What a rule raised of ``review``, as the review kept it (its deadline aside: the
+        journal keeps that, :func:`_raised_again`)."""
         details = review.details
         rule = details.rule if isinstance(details, ToolApprovalDetails) else None
         return None if rule is None else cls(rule, review.raised)
+
+
+def _raised_again(ctx: RunContext, slot: ToolSlot, review: Review) -> Raising | None:
+    """What a rule raised of the call ``review`` asked, to ask it again as it was asked: as
+    journaled (its people and its deadline), else as the review kept it (reviews of before
+    the journal kept what a rule raised)."""
+    entry = ctx.recorded(slot.key.stream, RAISE_ENTRY, slot.key.seq)
+    if entry is not None and entry.payload:
+        return Raising.read(entry.payload)
+    return Raising.of(review)
 
 
 def _ask(

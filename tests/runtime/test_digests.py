@@ -5,12 +5,11 @@ changed, and the doors (the CLI here; the API in ``tests/api/test_api.py``)."""
 from __future__ import annotations
 
 import io
-import json
 from contextlib import redirect_stderr
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from bot.cli.main import main
 from bot.hosting.api_errors import refusal as api_refusal
@@ -18,7 +17,7 @@ from bot.slack.text import refusal as slack_refusal
 from crew_runtime.digests import call_digest, draft_digest
 from storage import DecisionKind, DigestMismatch, Review, ReviewStatus, RunStatus
 from storage.audit import AuditRecord
-from storage.schema import decisions, journal
+from storage.schema import decisions
 from tests.support.harness import Bench
 
 
@@ -37,23 +36,6 @@ def _executed_digest(bench: Bench, run_id: str) -> str:
     return call_digest(
         run_id, entry.stream, entry.seq, entry.payload["tool"], entry.payload["args"]
     )
-
-
-def _rewrite_model_turns(bench: Bench, run_id: str, old: str, new: str) -> None:
-    """The run's journaled model turns with ``old`` written ``new``: what a replay that
-    differs from the recording (a journal edited, code changed since the pause) gives."""
-    with bench.store.engine.begin() as conn:
-        for pos, payload in conn.execute(
-            select(journal.c.pos, journal.c.payload).where(
-                journal.c.run_id == run_id, journal.c.kind == "llm"
-            )
-        ):
-            changed = json.loads(json.dumps(payload).replace(old, new))
-            conn.execute(
-                update(journal)
-                .where(journal.c.run_id == run_id, journal.c.pos == pos)
-                .values(payload=changed)
-            )
 
 
 def _audit(bench: Bench) -> list[AuditRecord]:
@@ -102,7 +84,7 @@ def test_a_replay_whose_call_changed_does_not_run_and_asks_again(bench: Bench) -
     approved = bench.service.decide(review_id, DecisionKind.APPROVE, None, by="U1")
     # What the model proposed changes under the approval (a journal edited, code changed
     # between pause and resume): the replayed turn now pays 1600.
-    _rewrite_model_turns(bench, run_id, "1500", "1600")
+    bench.rewrite_model_turns(run_id, "1500", "1600")
     bench.work_here()
     assert bench.effects("paid") == []  # not run
     assert bench.store.get_review(review_id).status == ReviewStatus.SUPERSEDED
@@ -180,7 +162,7 @@ def test_a_resume_whose_approved_draft_changed_does_not_pass_it_on_and_asks_agai
     assert approved.decision is not None and approved.decision.digest == review.digest
     # What the model wrote changes under the approval (a journal edited, a replay that
     # differs): the replayed outline is about beavers now.
-    _rewrite_model_turns(bench, run_id, "otters", "beavers")
+    bench.rewrite_model_turns(run_id, "otters", "beavers")
     bench.work_here()
     assert bench.store.get_review(review.id).status == ReviewStatus.SUPERSEDED
     again = bench.pending(run_id)  # the outline again, not the article

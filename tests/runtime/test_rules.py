@@ -420,3 +420,40 @@ rules = [{ name = "globex", when = "args.to == 'GLOBEX'", reviewers = ["U0CFO"] 
         (1500, "ACME"),
         (2000, "ACME"),
     ]
+
+
+def test_a_changed_replay_of_a_raised_call_is_asked_again_as_the_rule_raised_it(
+    bench: Bench,
+) -> None:
+    """The rule's people approved 7000; the replay now pays 7100 (a journal edited, code
+    changed since the pause): not run, asked again of the rule's people, with its deadline."""
+    bench.add_crews(
+        """
+[crews.named_pay]
+factory = "tests.support.crews:payments"
+reviewers = ["U0BOB"]
+
+[crews.named_pay.gates.pay]
+rules = [{ name = "big", when = "args.amount >= 5000", reviewers = ["U0ALI"], \
+expire_after = "4h" }]
+""".replace("\\\n", "")
+    )
+    run = bench.start("named_pay", amount="7000")
+    bench.work_here()
+    first = bench.pending(run.id)
+    assert first.expires_at is not None
+    bench.service.decide(first.id, DecisionKind.APPROVE, None, by="U0ALI")
+    bench.rewrite_model_turns(run.id, "7000", "7100")
+    asked = datetime.now()
+    bench.work_here()
+    assert bench.effects("paid") == []
+    again = bench.pending(run.id)
+    assert again.id != first.id and again.details.args["amount"] == 7100
+    assert (again.details.rule, again.raised) == ("big", Raised(reviewers=("U0ALI",)))
+    assert again.expires_at is not None  # the rule's deadline (the gate sets none)
+    assert asked + timedelta(hours=3) < again.expires_at < asked + timedelta(hours=5)
+    with pytest.raises(NotAReviewer):
+        bench.service.decide(again.id, DecisionKind.APPROVE, None, by="U0BOB")
+    bench.service.decide(again.id, DecisionKind.APPROVE, None, by="U0ALI")
+    bench.work_here()
+    assert [e["amount"] for e in bench.effects("paid")] == [7100]

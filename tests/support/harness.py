@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
 
 from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import DecisionKind, Review, Run, RunStatus, Store
+from storage.schema import journal
 from tests.support.crews import effects
 from tests.support.templates import open_store
 from tests.support.zygote import Forked, Zygote
@@ -208,6 +210,22 @@ class Bench:
         raise AssertionError(f"worker never held at {at}")
 
     # -- what happened
+
+    def rewrite_model_turns(self, run_id: str, old: str, new: str) -> None:
+        """The run's journaled model turns with ``old`` written ``new``: what a replay that
+        differs from the recording (a journal edited, code changed since the pause) gives."""
+        with self.store.engine.begin() as conn:
+            for pos, payload in conn.execute(
+                select(journal.c.pos, journal.c.payload).where(
+                    journal.c.run_id == run_id, journal.c.kind == "llm"
+                )
+            ):
+                changed = json.loads(json.dumps(payload).replace(old, new))
+                conn.execute(
+                    update(journal)
+                    .where(journal.c.run_id == run_id, journal.c.pos == pos)
+                    .values(payload=changed)
+                )
 
     def effects(self, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in effects(self.effects_path) if kind is None or e["kind"] == kind]
