@@ -145,6 +145,9 @@ class JournalLLM(BaseLLM):
         response_model: Any = None,
     ) -> Any:
         ctx = self.run_context
+        # A structured answer is handed back as the model it was: the call's model, or the
+        # one the LLM was built with (``LLM(response_format=...)``), which the call then uses.
+        structured = response_model or getattr(self.inner, "response_format", None)
         if ctx.holding:  # a gated call is waiting; the model must not see its placeholder
             raise ctx.signal(PauseRun("waiting for approval of a held tool call"))
         stream = self.fixed_stream or ctx.stream_for(from_task, from_agent)
@@ -157,7 +160,7 @@ class JournalLLM(BaseLLM):
                 ctx.stats["llm_replayed"] += 1
                 where = f"LLM turn {seq} of {stream}"
                 try:
-                    replayed = decode_response(entry.payload, response_model)
+                    replayed = decode_response(entry.payload, structured)
                     check_readable(replayed, None, where)
                 except TurnUnreadable as exc:
                     raise _unreadable(ctx, exc) from None
@@ -190,7 +193,7 @@ class JournalLLM(BaseLLM):
             payload = encode_response(response)
             try:  # what a replay will hand CrewAI must read as this turn does
                 check_readable(
-                    decode_response(payload, response_model),
+                    decode_response(payload, structured),
                     response,
                     f"LLM turn {seq} of {stream}",
                 )
