@@ -42,10 +42,10 @@ from crew_runtime.context import RunContext
 from crew_runtime.digests import call_digest
 from crew_runtime.gates import Gate
 from crew_runtime.people import reviewer
+from crew_runtime.rules import Match
 from crew_runtime.signals import PauseRun
 from storage import (
     DecisionKind,
-    JournalEntry,
     NewReview,
     Raised,
     Review,
@@ -143,10 +143,16 @@ def check_gate(ctx: RunContext, gate: Gate, hook: Any, slot: ToolSlot) -> bool |
     if review is None:
         ruled = ctx.recorded(key.stream, RULE_ENTRY, key.seq)
         ruled = ruled or ctx.recorded(key.stream, RAISE_ENTRY, key.seq)
-        standing = ruled is None and not _names_people(ctx, hook.tool_name, proposed)
+        payload = None if ruled is None else ruled.payload
+        # The rules are evaluated once a call, by its first execution (a replay reads them).
+        match = None if payload is not None else _match(ctx, hook.tool_name, proposed)
+        # No standing approval, granted by others, covers a call whose rule names who
+        # reviews it (its reviewers or stages).
+        by_rule = None if match is None else match.rule.raised
+        standing = ruled is None and not (by_rule is not None and by_rule.names_people)
         if standing and _standing(ctx, hook.tool_name, proposed, slot, digest):
             return None
-        runs, raised = _ruling(ctx, hook.tool_name, proposed, slot, digest, ruled)
+        runs, raised = _ruling(ctx, hook.tool_name, proposed, slot, digest, payload, match)
         if runs is not None:
             return None if runs else False
     if review is None or review.status == ReviewStatus.PENDING:
@@ -298,12 +304,9 @@ def _standing(
     return True
 
 
-def _names_people(ctx: RunContext, tool: str, args: dict[str, Any]) -> bool:
-    """Whether the rule that applies to the call names who reviews it (its reviewers or
-    stages): no standing approval, granted by others, covers such a call."""
-    match = ctx.spec.rules.match(tool, args, inputs=ctx.run.inputs, run=_run_values(ctx))
-    raised = None if match is None else match.rule.raised
-    return raised is not None and raised.names_people
+def _match(ctx: RunContext, tool: str, args: dict[str, Any]) -> Match | None:
+    """The crew's rule that applies to the call (``crew_runtime.rules``), or None."""
+    return ctx.spec.rules.match(tool, args, inputs=ctx.run.inputs, run=_run_values(ctx))
 
 
 def _run_values(ctx: RunContext) -> dict[str, str]:
@@ -317,7 +320,8 @@ def _ruling(
     args: dict[str, Any],
     slot: ToolSlot,
     digest: str,
-    ruled: JournalEntry | None,
+    payload: dict[str, Any] | None,
+    match: Match | None,
 ) -> tuple[bool | None, Raising | None]:
     """What the crew's rules (``crew_runtime.rules``) say of the call: ``(True, None)`` run
     it (approved), ``(False, None)`` block it (rejected: the reason is the model's),
@@ -328,9 +332,7 @@ def _ruling(
     the same choice whatever the rules say now, for the same call (another digest: a person
     is asked, as the gate says where a rule decided, as the rule raised it where it
     raised)."""
-    payload = None if ruled is None else ruled.payload
     if payload is None:
-        match = ctx.spec.rules.match(tool, args, inputs=ctx.run.inputs, run=_run_values(ctx))
         if match is None:
             return None, None
         if match.rule.decide is None:
