@@ -55,7 +55,8 @@ CountersignError
     ├── CannotListen                       a port serve or a worker cannot listen on
     ├── TokenRefused                       an API token's name or scopes that cannot be
     ├── ApiError                           an HTTP API request refused (its status and why)
-    └── Deferred                           a progress edit waits out its two seconds
+    ├── Deferred                           a progress edit waits out its two seconds
+    └── ForkServerGone                     serve's fork server refused or exited: start afresh
 
 Not in the tree, on purpose: the signals that stop a crew (``crew_runtime.signals``: they are
 CrewAI ``HookAborted`` so that CrewAI lets them through), the Slack stand-in's own errors

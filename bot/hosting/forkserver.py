@@ -36,10 +36,11 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from bot.errors import BotError
 from bot.hosting.parent import die_with_parent
 
 
-class ForkServerGone(Exception):
+class ForkServerGone(BotError):
     """The fork server refused, or is no longer there: start the child another way."""
 
 
