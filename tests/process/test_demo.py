@@ -179,12 +179,15 @@ def test_a_bad_port_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def demo_with_its_port_taken(*args: str) -> int:
-    """``countersign demo`` up to serving the page, where it stops: the port is in use."""
+    """``countersign demo`` up to serving the page, where it stops: the port is in use. Its
+    workers would be in this process (``--workers-in-process``: it forks no fork server, and
+    the test starts no process)."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        return main(["demo", "--port", str(port), *args], environ={})
+        argv = ["demo", "--port", str(port), "--workers-in-process", *args]
+        return main(argv, environ={})
 
 
 def test_a_port_in_use_is_named_with_the_way_out(
