@@ -176,6 +176,25 @@ def test_the_first_crews_configuration_loads(tmp_path: Path) -> None:
         assert (spec.factory, spec.required_inputs) == ("my_crews:blog", ("topic",)), page
 
 
+def test_the_readmes_rules_load_as_shown(tmp_path: Path) -> None:
+    """The README's rules: a valid configuration, whose rules answer as the text says."""
+    (example,) = docs.blocks(
+        docs.section(docs.README, "Approve exactly this, and let rules take the easy ones"), "toml"
+    )
+    path = tmp_path / "countersign.toml"
+    path.write_text(example)
+    rules = load_config(path).get("payments").rules
+    run = {"id": "r", "crew": "payments", "started_by": ""}
+    small = rules.match("pay", {"amount": 42}, inputs={}, run=run)
+    big = rules.match("pay", {"amount": 25000}, inputs={}, run=run)
+    assert small is not None and (small.rule.name, small.rule.decide) == (
+        "small-payments",
+        "approve",
+    )
+    assert big is not None and (big.rule.name, big.rule.decide) == ("big-payments", None)
+    assert rules.match("pay", {"amount": 500}, inputs={}, run=run) is None
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     """`make test` is what CI runs (.ci/run), so CI itself exercises it on every push."""
     script = (ROOT / ".ci" / "run").read_text().splitlines()
