@@ -24,6 +24,14 @@ before any crew is built (``crew_runtime.journal_llm`` calls it on import).
   to dump the copy as JSON for its ``FlowFinishedEvent``; at 1,000 recorded turns that copy
   is ~2 ms of a resume (docs/benchmarks.md section 2). The shim dumps the state itself: the
   same JSON (a dump is a copy already), and CrewAI's own way when the state does not dump.
+- pydantic before 2.13 (every supported CrewAI release pins ``pydantic<2.13``): a model whose
+  schema is built on first use (deferred, or left incomplete by a forward reference) is
+  rebuilt by whichever thread instantiates it first, and ``model_rebuild`` is not safe to run
+  in two threads at once: one removes the validator the other has just built, and a third
+  thread's instantiation meanwhile uses the parent class's ("BaseModel cannot be instantiated
+  directly"). OpenAI's and LiteLLM's response types are such models, so a fresh worker's first
+  concurrent model answers could fail their runs. The shim rebuilds models one at a time, as
+  pydantic 2.13 does (its ``_rebuild_lock``).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 import crewai.llm as crewai_llm
+import pydantic.main
 from pydantic import BaseModel
 
 
@@ -98,6 +107,21 @@ def _dumped_without_copy(serialize: Callable[[Any], Any]) -> Callable[[Any], Any
     return serialized
 
 
+def _rebuilds_one_at_a_time() -> None:
+    """Wrap ``BaseModel.model_rebuild`` (a classmethod) in one reentrant lock: a rebuild may
+    rebuild the models its fields name."""
+    rebuild = vars(BaseModel)["model_rebuild"].__func__
+    guard = threading.RLock()
+
+    @functools.wraps(rebuild)
+    def model_rebuild(cls: type[BaseModel], *args: Any, **kwargs: Any) -> Any:
+        with guard:
+            return rebuild(cls, *args, **kwargs)
+
+    model_rebuild.__countersign_shim__ = True  # type: ignore[attr-defined]
+    BaseModel.model_rebuild = classmethod(model_rebuild)  # type: ignore[method-assign,assignment]
+
+
 def install() -> None:
     """Apply every shim this CrewAI release needs; idempotent."""
     global _installed
@@ -105,6 +129,11 @@ def install() -> None:
         if _installed:
             return
         _installed = True
+        rebuild = vars(BaseModel)["model_rebuild"].__func__
+        if not hasattr(pydantic.main, "_rebuild_lock") and not getattr(
+            rebuild, "__countersign_shim__", False
+        ):
+            _rebuilds_one_at_a_time()
         ensure: Any = getattr(crewai_llm, "_ensure_litellm", None)
         if callable(ensure) and not getattr(ensure, "__countersign_shim__", False):
             crewai_llm._ensure_litellm = _one_at_a_time(ensure)

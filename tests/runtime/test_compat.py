@@ -8,8 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pydantic
 import pytest
 from crewai import Agent, Crew, Process, Task
 
@@ -127,6 +129,50 @@ def test_an_executors_state_is_dumped_as_crewai_would_without_its_deep_copy() ->
     dump = type(executor)._copy_and_serialize_state
     assert getattr(dump, "__countersign_shim__", False)
     assert dump(executor) == dump.__wrapped__(executor)
+
+
+def test_models_built_on_first_use_are_built_once_in_several_threads_at_once() -> None:
+    """pydantic (before 2.13) rebuilds a deferred model in whichever thread instantiates it
+    first, and two rebuilding at once leave a third thread with the parent's validator
+    ("BaseModel cannot be instantiated directly"): OpenAI's and LiteLLM's response types, in a
+    fresh worker's first concurrent answers. Eight threads instantiate each of 150 new deferred
+    models at once, switching every microsecond; without the shim about one model in ten
+    fails."""
+    install()  # as crew_runtime.journal_llm does on import
+    errors: list[str] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(150):
+            model = pydantic.create_model(
+                "Deferred",
+                __config__=pydantic.ConfigDict(defer_build=True),
+                a=(int, 1),
+                b=(str, "x"),
+                c=(list[int], []),
+            )
+            start = threading.Barrier(8)
+            threads = [
+                threading.Thread(target=_instantiate, args=(model, start, errors)) for _ in range(8)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
+def _instantiate(
+    model: type[pydantic.BaseModel], start: threading.Barrier, errors: list[str]
+) -> None:
+    start.wait()
+    try:
+        for _ in range(3):
+            model()
+    except Exception as exc:  # what the race raises is the finding
+        errors.append(repr(exc))
 
 
 def _key(version: str) -> tuple[int, ...]:
