@@ -32,6 +32,14 @@ before any crew is built (``crew_runtime.journal_llm`` calls it on import).
   directly"). OpenAI's and LiteLLM's response types are such models, so a fresh worker's first
   concurrent model answers could fail their runs. The shim rebuilds models one at a time, as
   pydantic 2.13 does (its ``_rebuild_lock``).
+- Every supported release: an agent executor's flow state is an ``AgentExecutorState``, which
+  is not a ``FlowState``, so every executor's ``_create_initial_state`` declares a new class
+  deriving from both and pydantic builds that class's schema anew: ~4.7 ms of CPU an executor
+  (one an agent, at every kickoff and every resume: a quarter of a resume's CPU before its
+  first live call, docs/benchmarks.md section 2), for a state the executor then replaces with
+  a plain ``AgentExecutorState`` of its own. The shim declares the class once per state type
+  and gives each executor a new instance of it, with its own id, as CrewAI does; a flow whose
+  state is anything else is left to CrewAI.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import contextlib
 import functools
 import importlib
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -122,6 +131,41 @@ def _rebuilds_one_at_a_time() -> None:
     BaseModel.model_rebuild = classmethod(model_rebuild)  # type: ignore[method-assign,assignment]
 
 
+def _state_classes_declared_once(executor: Any, flow_state: type[BaseModel]) -> None:
+    """Wrap ``executor._create_initial_state``: a state type that is a model but not a
+    ``FlowState`` gets its id-carrying subclass declared once, not once per executor."""
+    create = executor._create_initial_state
+    declared: dict[type, type[BaseModel]] = {}
+    guard = threading.Lock()
+
+    @functools.wraps(create)
+    def create_initial_state(flow: Any) -> Any:
+        state_type = getattr(flow, "_initial_state_t", None)
+        if (
+            flow.initial_state is not None
+            or not isinstance(state_type, type)
+            or not issubclass(state_type, BaseModel)
+            or issubclass(state_type, flow_state)
+            or flow._create_default_extension_state() is not None
+        ):
+            return create(flow)
+        with guard:
+            model = declared.get(state_type)
+            if model is None:
+
+                class StateWithId(flow_state, state_type):  # type: ignore[misc, valid-type]
+                    pass
+
+                model = declared[state_type] = StateWithId
+        state = model()
+        if not getattr(state, "id", None):
+            object.__setattr__(state, "id", str(uuid.uuid4()))
+        return state
+
+    create_initial_state.__countersign_shim__ = True  # type: ignore[attr-defined]
+    executor._create_initial_state = create_initial_state
+
+
 def install() -> None:
     """Apply every shim this CrewAI release needs; idempotent."""
     global _installed
@@ -142,9 +186,13 @@ def install() -> None:
         if callable(serialize) and not getattr(serialize, "__countersign_shim__", False):
             executor._copy_and_serialize_state = _dumped_without_copy(serialize)  # type: ignore[union-attr]
         try:
-            flow: Any = importlib.import_module("crewai.flow.runtime").Flow
+            runtime: Any = importlib.import_module("crewai.flow.runtime")
+            flow, flow_state = runtime.Flow, runtime.FlowState
         except (ModuleNotFoundError, AttributeError):
             return  # a release whose Flow builds no definition
+        initial = getattr(executor, "_create_initial_state", None)
+        if callable(initial) and not getattr(initial, "__countersign_shim__", False):
+            _state_classes_declared_once(executor, flow_state)
         defined = vars(flow).get("flow_definition")
         if isinstance(defined, classmethod) and not getattr(
             defined.__func__, "__countersign_shim__", False

@@ -131,6 +131,39 @@ def test_an_executors_state_is_dumped_as_crewai_would_without_its_deep_copy() ->
     assert dump(executor) == dump.__wrapped__(executor)
 
 
+def test_every_executor_gets_a_state_of_its_own_from_one_state_class() -> None:
+    """CrewAI declares a new class for every agent executor's initial state (pydantic builds
+    its schema each time: ~5 ms an executor); the shim declares it once and still gives each
+    executor a fresh state with its own id, and the crew runs as before."""
+    install()  # as crew_runtime.journal_llm does on import
+    agents = [
+        Agent(
+            role=f"Writer {n}",
+            goal="Write",
+            backstory="Brief.",
+            llm=ScriptedLLM(model="scripted/compat", label="Compat"),
+        )
+        for n in range(2)
+    ]
+    tasks = [
+        Task(description=f"Line {n} about otters", expected_output="A line", agent=agent)
+        for n, agent in enumerate(agents)
+    ]
+    Crew(agents=agents, tasks=tasks, process=Process.sequential).kickoff()
+    first, second = (agent.agent_executor for agent in agents)
+    create = type(first)._create_initial_state
+    assert getattr(create, "__countersign_shim__", False)
+    assert first.state.messages and second.state.messages
+    assert first.state.messages != second.state.messages  # each its own task's conversation
+    made = [create(first), create(second), create(first)]
+    assert len({type(state) for state in made}) == 1
+    assert all(isinstance(state, agent_executor.AgentExecutorState) for state in made)
+    assert len({state.id for state in made}) == 3 and all(state.id for state in made)
+    made[0].messages.append({"role": "user", "content": "only mine"})
+    assert made[1].messages == [] and made[2].messages == []
+    assert made[0].model_dump().keys() == create.__wrapped__(first).model_dump().keys()
+
+
 def test_models_built_on_first_use_are_built_once_in_several_threads_at_once() -> None:
     """pydantic (before 2.13) rebuilds a deferred model in whichever thread instantiates it
     first, and two rebuilding at once leave a third thread with the parent's validator
