@@ -122,6 +122,11 @@ class Deployment:
         self.serve = self._spawn("serve", argv)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            if self.serve.poll() is not None:
+                # It could not start (its database cut off, say): started again, as a
+                # supervisor restarts a service that exited.
+                time.sleep(0.5)
+                self.serve = self._spawn("serve", argv)
             with contextlib.suppress(OSError):
                 url = f"http://127.0.0.1:{self.port}/healthz"
                 with urllib.request.urlopen(url, timeout=1) as answer:
