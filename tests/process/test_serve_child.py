@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,8 +110,7 @@ def _serve(tmp_path: Path, db_url: str, slack: StandInThread) -> Iterator[Forked
 def _kill_serve_with(serve: Forked, frozen: list[int], store: Store) -> None:
     """Freeze the ``frozen`` processes, queue a run, SIGKILL serve and let them go on: they,
     and every other process under serve, must be gone, the run unclaimed."""
-    for pid in frozen:
-        os.kill(pid, signal.SIGSTOP)
+    _freeze(frozen, store)
     under = _descendants(serve.pid)
     assert set(frozen) <= set(under), "a process exited on its own"
     queued = store.create_run("writer", {"topic": "otters"}, channel=CHANNEL)
@@ -130,6 +130,37 @@ def _kill_serve_with(serve: Forked, frozen: list[int], store: Store) -> None:
             if _alive(pid, started):
                 os.kill(pid, signal.SIGKILL)
     assert store.get_run(queued.id).status == RunStatus.QUEUED
+
+
+def _freeze(pids: list[int], store: Store) -> None:
+    """SIGSTOP ``pids`` at a moment none of them holds SQLite's write lock (a process frozen
+    inside a write would keep the test's own writes waiting): frozen, the lock is tried, and
+    if it is held they go on until it is free, and are frozen again."""
+    path = store.engine.url.database
+    for _ in range(50):
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        if store.engine.url.get_backend_name() != "sqlite" or path is None:
+            return
+        if _write_lock_free(path, timeout=0.2):
+            return
+        for pid in pids:  # one of them holds it: let it finish that write
+            os.kill(pid, signal.SIGCONT)
+        assert _write_lock_free(path, timeout=30), "SQLite's write lock was never free"
+    raise AssertionError("serve's processes were always frozen inside a write")
+
+
+def _write_lock_free(path: str, timeout: float) -> bool:
+    """Whether SQLite's write lock could be taken (and given back) within ``timeout``."""
+    probe = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
 
 
 def _descendants(pid: int) -> dict[int, str]:
