@@ -20,6 +20,8 @@ do the job.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import threading
 from collections.abc import Callable, Mapping
 
@@ -69,18 +71,27 @@ class Wakeups:
             else None
         )
         self._stop = threading.Event()
+        # A pipe stop() writes to: the listening thread waits on it and its connection at once.
+        self._bell: tuple[int, int] | None = None
         self._thread = threading.Thread(target=self._main, name="countersign-wakeups", daemon=True)
 
     def start(self) -> None:
         """Listen in a thread of its own (on PostgreSQL, and only for some handler)."""
         if self._url is not None and self.handlers:
+            self._bell = os.pipe()
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop listening (within half a second)."""
+        """Stop listening, at once (the thread is waiting on its connection and on this)."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
+        if self._bell is None:
+            return
+        os.write(self._bell[1], b"!")
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            for end in self._bell:
+                os.close(end)
+            self._bell = None
 
     def __enter__(self) -> Wakeups:
         self.start()
@@ -130,8 +141,13 @@ class Wakeups:
             self.listening.set()
             for handler in self.handlers.values():  # what committed while nobody listened
                 handler()
+            assert self._bell is not None
             while not self._stop.is_set():
-                for note in conn.notifies(timeout=0.5):
+                readable, _, _ = select.select([conn.fileno(), self._bell[0]], [], [])
+                if conn.fileno() not in readable:
+                    continue  # the bell: stopping
+                # A dropped connection is readable too: notifies() raises its error.
+                for note in conn.notifies(timeout=0):
                     woken = self.handlers.get(note.payload)
                     if woken is not None:
                         woken()
