@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,39 +30,38 @@ for _name, _value in {
 # its own thread): asked here, so that no test without the slow mark starts that process.
 platform.processor()
 
-from sqlalchemy import create_engine, text  # noqa: E402
 
 from storage import Store  # noqa: E402
 from tests.support.database import PG_BASE, pg_required  # noqa: E402
 from tests.support.reports import REPORTS, failed  # noqa: E402
 from tests.support.spawning import marked_slow, refuse_processes  # noqa: E402
-from tests.support.templates import open_store  # noqa: E402
+from tests.support.templates import fill, open_store, schemas  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL on each backend (the ``store`` fixture, ``Bench`` and
-    ``slack_harness.configured`` fill it from ``tests/templates``; ``Store.open`` on it runs the
-    migrations)."""
+    """A fresh database URL on each backend, at the migrations' head (a copy of the template
+    tests/support/templates.py made); empty under the ``empty_database`` mark, for a test of
+    the migrations themselves (``Store.open`` on it runs them)."""
+    empty = request.node.get_closest_marker("empty_database") is not None
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'countersign.db'}"
+        url = f"sqlite:///{tmp_path / 'countersign.db'}"
+        if not empty:
+            fill(url)
+        yield url
         return
     pg_required()
-    schema = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(PG_BASE)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    pool = schemas(PG_BASE)
+    schema = pool.take(empty=empty)
     try:
         yield f"{PG_BASE}?options=-csearch_path%3D{schema}"
     finally:
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
+        pool.give_back(schema, empty=empty)
 
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    """A store on ``db_url``, at the migrations' head (a copy of ``tests/templates``')."""
+    """A store on ``db_url``."""
     opened = open_store(db_url)
     yield opened
     opened.close()

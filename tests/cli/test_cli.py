@@ -503,6 +503,7 @@ def test_an_unreachable_database_is_named_without_its_password(cli: Cli, argv: l
 # --- database and configuration -----------------------------------------------------------
 
 
+@pytest.mark.empty_database
 def test_db_upgrade_prints_the_revision(db_url: str, cli: Cli) -> None:
     first = cli.ok("db", "upgrade")
     store = Store.open(db_url, upgrade=False)

@@ -32,9 +32,9 @@ def _rows(store: Store, run_id: str) -> list[Any]:
     with store.engine.connect() as conn:
         return list(
             conn.execute(
-                select(outbox).where(
-                    outbox.c.run_id == run_id, outbox.c.kind == OutboxKind.RUN_PROGRESS
-                )
+                select(outbox)
+                .where(outbox.c.run_id == run_id, outbox.c.kind == OutboxKind.RUN_PROGRESS)
+                .order_by(outbox.c.id)
             )
         )
 
