@@ -48,7 +48,7 @@ from bot.webhooks.sender import WebhookSender
 from crew_runtime import metrics
 from crew_runtime.config import Config
 from crew_runtime.service import Countersign
-from storage import InboxStore, Store
+from storage import Backoff, InboxStore, Store
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,10 @@ def slack_client(settings: SlackSettings, *, retry_lost_answers: bool = True) ->
 
 
 class Deployment:
-    """Everything ``countersign serve`` runs, built in one place (the composition root)."""
+    """Everything ``countersign serve`` runs, built in one place (the composition root).
+
+    ``slack_backoff`` replaces the waits of the outbox's and the Home tabs' retries (1 s and
+    2 s at first, doubling): the tests' bots retry in milliseconds."""
 
     def __init__(
         self,
@@ -180,6 +183,7 @@ class Deployment:
         worker_metrics: tuple[str, int] | None = None,
         webhook_secrets: Mapping[str, bytes] | None = None,
         forks: ForkServer | None = None,
+        slack_backoff: Backoff | None = None,
     ) -> None:
         self.store = store
         self.client = slack_client(slack)
@@ -187,7 +191,9 @@ class Deployment:
         # event).
         self.dispatch_client = slack_client(slack, retry_lost_answers=False)
         service = Countersign(store, config)
-        self.dispatcher = Dispatcher(self.dispatch_client, service, claim=lease)
+        self.dispatcher = Dispatcher(
+            self.dispatch_client, service, claim=lease, backoff=slack_backoff
+        )
         self.webhooks = WebhookSender(store, config, webhook_secrets or {}, claim=lease)
         self.pool: WorkerPool
         if workers == 0:

@@ -99,18 +99,26 @@ class Dispatcher(Waking):
             and reviewers.
         claim: how long a row is held for this dispatcher without news from it; one that
             died lets its row go after that long.
+        backoff: how long a row (or a Home tab's publish) that failed waits before its next
+            attempt; by default :data:`BACKOFF` (and the Home tab's own, 2 s at first).
     """
 
     def __init__(
-        self, client: AsyncWebClient, service: Countersign, *, claim: timedelta = CLAIM
+        self,
+        client: AsyncWebClient,
+        service: Countersign,
+        *,
+        claim: timedelta = CLAIM,
+        backoff: Backoff | None = None,
     ) -> None:
         super().__init__()
         self.client = client
         self.store = service.store
         self.config = service.config
         self.claim = claim
+        self.backoff = BACKOFF if backoff is None else backoff
         # People's Home tabs: refreshed as the rows announcing their changes go out.
-        self.home = Home(client, service, claim=claim)
+        self.home = Home(client, service, claim=claim, backoff=backoff)
         self.for_runs: Mapping[OutboxKind, RunHandler] = {
             OutboxKind.RUN_STARTED: self._root,
             OutboxKind.RUN_PROGRESS: self._progress,
@@ -185,7 +193,7 @@ class Dispatcher(Waking):
             except (SlackApiError, ClientError, TimeoutError) as again:
                 exc = again
         reason = _reason(exc)
-        backoff = BACKOFF.after(message.attempts + 1)
+        backoff = self.backoff.after(message.attempts + 1)
         log.warning("outbox %d (%s): %s; retry in %s", message.id, message.kind, reason, backoff)
         await sync(self.store.mark_failed, message.id, steps.token, reason, backoff)
         return False

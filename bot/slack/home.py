@@ -72,6 +72,8 @@ class Home:
         service: the runtime service (its store and configuration).
         claim: how long a publish holds a person's refresh for this dispatcher.
         debounce: how long a change waits for others before its publish.
+        backoff: how long a publish that failed waits before its next attempt (by
+            default :data:`BACKOFF`).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Home:
         *,
         claim: timedelta,
         debounce: timedelta = DEBOUNCE,
+        backoff: Backoff | None = None,
     ) -> None:
         self.client = client
         self.service = service
@@ -88,6 +91,7 @@ class Home:
         self.reviewers = Reviewers(client)
         self.claim = claim
         self.debounce = debounce
+        self.backoff = BACKOFF if backoff is None else backoff
 
     async def drain(self) -> int:
         """Publish the Home views due; returns how many were published."""
@@ -173,7 +177,7 @@ class Home:
         reason = f"slack: {explanation(exc)}" if isinstance(exc, SlackApiError) else repr(exc)
         if is_transient(exc) and attempts + 1 < MAX_ATTEMPTS:
             log.warning("home of %s: %s; retrying", user_id, reason)
-            backoff = BACKOFF.after(attempts + 1)
+            backoff = self.backoff.after(attempts + 1)
             await sync(self.store.home_failed, user_id, token, reason, backoff)
             return
         log.warning("home of %s: %s; given up", user_id, reason)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from bot.hosting.server import Deployment, SlackSettings
 from crew_runtime.config import Config, load_config
 from sandbox import SlackStandIn, StandInThread
-from storage import Store
+from storage import Backoff, Store
 from tests.support.templates import open_store
 
 SECRET = "e2e-signing-secret"
@@ -30,6 +30,9 @@ CHANNEL = "C0WRITING"
 ALICE = "UALICE"
 BOB = "UBOB"
 MALLORY = "UMALLORY"
+
+# The bot's retries of Slack calls that failed: soon, so that tests do not wait out seconds.
+RETRY_SOON = Backoff(first=timedelta(milliseconds=50), most=timedelta(milliseconds=400))
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -85,6 +88,7 @@ class BotThread:
             poll=timedelta(seconds=0.1),
             sweep_every=0.2,
             workers_in_process=True,
+            slack_backoff=RETRY_SOON,
             # Socket Mode has no port of its own: the test's port is its metrics port, where
             # the HTTP API is served too.
             metrics_at=("127.0.0.1", self.port) if self.socket_mode else None,
