@@ -79,7 +79,7 @@ def _pg_template(base: str) -> str:
         command = ["pg_dump", "--no-owner", "--no-privileges", "--inserts", "--schema", schema]
         with support_process():  # once a pytest process, for every test after
             dumped = subprocess.run(
-                [*command, "--dbname", _libpq(base)],
+                [*command, "--dbname", libpq(base)],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -99,13 +99,13 @@ def _pg_template(base: str) -> str:
 
 def _fill(base: str, schema: str) -> None:
     """Make the template's tables in ``schema`` unless they are there already."""
-    with psycopg.connect(_libpq(base), autocommit=False) as conn:
+    with psycopg.connect(libpq(base), autocommit=False) as conn:
         made = conn.execute("SELECT to_regclass(%s)", (f"{schema}.alembic_version",)).fetchone()
         if made is not None and made[0] is None:
             conn.execute(_pg_template(base).format(schema=schema).encode())
 
 
-def _libpq(url: str) -> str:
+def libpq(url: str) -> str:
     """A SQLAlchemy PostgreSQL URL as libpq takes it."""
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -114,10 +114,12 @@ class Schemas:
     """A pytest process's PostgreSQL schemas for tests, at the migrations' head unless asked
     empty. Emptying one a test gave back costs ~5 ms; dropping it and making and filling
     another, ~85 ms of client and server CPU on a quiet machine (docs/benchmarks.md, "Suite
-    time"). A schema that cannot be emptied (a lock still held, say) is dropped instead."""
+    time"). A schema that cannot be emptied within ``lock_timeout`` seconds (a lock still held,
+    say) is dropped instead, once its holder lets go."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, *, lock_timeout: float = 5.0) -> None:
         self.base = base
+        self.lock_timeout = lock_timeout
         self._free: list[str] = []
         self._conn: psycopg.Connection[Any] | None = None
         self._sequences: list[str] | None = None
@@ -158,7 +160,8 @@ class Schemas:
             self._conn = None
 
     def _empty(self, conn: psycopg.Connection[Any], schema: str) -> None:
-        conn.execute("SET LOCAL lock_timeout = '5s'")
+        timeout = sql.Literal(f"{round(self.lock_timeout * 1000)}ms")
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(timeout))
         for table in reversed(metadata.sorted_tables):  # a row before the rows it points at
             conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, table.name)))
         if self._sequences is None:
@@ -172,7 +175,7 @@ class Schemas:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(_libpq(self.base), autocommit=True)
+            self._conn = psycopg.connect(libpq(self.base), autocommit=True)
         return self._conn
 
 
