@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-import select
+import selectors
 import threading
 from collections.abc import Callable, Mapping
 
@@ -142,15 +142,19 @@ class Wakeups:
             for handler in self.handlers.values():  # what committed while nobody listened
                 handler()
             assert self._bell is not None
-            while not self._stop.is_set():
-                readable, _, _ = select.select([conn.fileno(), self._bell[0]], [], [])
-                if conn.fileno() not in readable:
-                    continue  # the bell: stopping
-                # A dropped connection is readable too: notifies() raises its error.
-                for note in conn.notifies(timeout=0):
-                    woken = self.handlers.get(note.payload)
-                    if woken is not None:
-                        woken()
+            # A selector, not select(): a busy process's descriptors may be past FD_SETSIZE.
+            with selectors.DefaultSelector() as waiting:
+                waiting.register(conn.fileno(), selectors.EVENT_READ, "connection")
+                waiting.register(self._bell[0], selectors.EVENT_READ, "bell")
+                while not self._stop.is_set():
+                    ready = {key.data for key, _ in waiting.select()}
+                    if "connection" not in ready:
+                        continue  # the bell: stopping
+                    # A dropped connection is readable too: notifies() raises its error.
+                    for note in conn.notifies(timeout=0):
+                        woken = self.handlers.get(note.payload)
+                        if woken is not None:
+                            woken()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ commit; a dropped connection is a real one (a proxy the test cuts).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,6 +95,30 @@ def test_a_listener_whose_connection_drops_listens_again_and_catches_up(db_url: 
             wait_until(lambda: heard.heard(RUNS, OUTBOX), timeout=30, what="a wake-up again")
         through.close()
     store.close()
+
+
+@ON_POSTGRES
+def test_a_listener_in_a_process_with_many_files_open_hears_and_stops(
+    db_url: str,
+) -> None:
+    """A busy serve has more descriptors open than select() takes (FD_SETSIZE, 1,024): the
+    listener's connection past it still hears, and stops when told."""
+    here, there = Store.open(db_url), Store.open(db_url, upgrade=False)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    heard = Heard()
+    try:
+        with listening(there, heard) as wakeups:
+            here.create_run("writer", {"topic": "otters"})
+            wait_until(lambda: heard.heard(RUNS), timeout=30, what="the new run's wake-up")
+            stopped = threading.Thread(target=wakeups.stop)
+            stopped.start()
+            stopped.join(30)
+            assert not stopped.is_alive() and not wakeups.listening.is_set()
+    finally:
+        for fd in held:
+            os.close(fd)
+        here.close()
+        there.close()
 
 
 def test_on_sqlite_a_listener_does_nothing(tmp_path: Path) -> None:
