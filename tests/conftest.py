@@ -35,7 +35,7 @@ from storage import Store  # noqa: E402
 from tests.support.database import PG_BASE, pg_required  # noqa: E402
 from tests.support.reports import REPORTS, failed  # noqa: E402
 from tests.support.spawning import marked_slow, refuse_processes  # noqa: E402
-from tests.support.templates import fill, open_store, schemas  # noqa: E402
+from tests.support.templates import fill, schemas  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -62,7 +62,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     """A store on ``db_url``."""
-    opened = open_store(db_url)
+    opened = Store.open(db_url)
     yield opened
     opened.close()
 

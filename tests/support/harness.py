@@ -24,7 +24,6 @@ from crew_runtime import Countersign, Worker, WorkerSettings, load_config
 from storage import DecisionKind, Review, Run, RunStatus, Store
 from storage.schema import journal
 from tests.support.crews import effects
-from tests.support.templates import open_store
 from tests.support.zygote import Forked, Zygote
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +110,7 @@ class Bench:
         self.llm_log = self.tmp / "llm.jsonl"
         self.config = load_config(self.config_path)
         self._spawned = 0
-        self.store = open_store(self.db_url)
+        self.store = Store.open(self.db_url)  # the db_url fixture's: at the migrations' head
         self.service = Countersign(self.store, self.config)
         os.environ["COUNTERSIGN_TEST_EFFECTS"] = str(self.effects_path)
         os.environ["COUNTERSIGN_SCRIPTED_LOG"] = str(self.llm_log)
