@@ -37,13 +37,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.hosting.forkserver import exit_with
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _child(request: dict[str, Any], stdio: list[int]) -> None:
     """In the forked child: become the requested command, run it, exit with its status."""
+    # Here, not at the top: ``tests/bin/countersign`` imports this module for its protocol, once
+    # a command in the documentation's sessions, and needs none of the product (0.7 s of CPU).
+    from bot.hosting.forkserver import exit_with
 
     def become() -> int:
         os.environ.clear()
@@ -101,17 +102,29 @@ def send_request(conn: socket.socket, request: dict[str, Any], stdio: list[int])
 def serve(path: str) -> None:
     """The zygote's loop: fork on request, report exits, stop when stdin closes.
 
-    Besides the command and the test crews, it imports what a worker imports only once it
-    runs a crew (the worker itself, and the providers' SDKs the provider tests' crews load:
-    1 to 3 s a child otherwise). LiteLLM is told to read its price list from its own package
-    (with the network, it fetches it in a thread: the zygote could not fork)."""
+    Besides the command, it imports what a worker imports only once it runs a crew: the
+    worker itself, the test crews' modules (which the children would compile each: this
+    machine keeps no bytecode), the providers' SDKs the provider tests' crews load (1 to 3 s a
+    child otherwise), and LanceDB's namespace client, whose pydantic schemas are most of the
+    1.5 s that a Flow's or a crew's memory spends importing LanceDB. LanceDB itself starts a
+    thread when imported, so the children import the rest of it. LiteLLM is told to read its
+    price list from its own package (with the network, it fetches it in a thread: the zygote
+    could not fork)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import crewai.llms.providers.anthropic.completion
     import crewai.llms.providers.gemini.completion  # noqa: F401
+    import lance_namespace_urllib3_client  # noqa: F401
     import litellm  # noqa: F401
 
     import bot.cli.main  # noqa: F401
     import crew_runtime.worker  # noqa: F401
+    import tests.support.crews
+    import tests.support.event_crews
+    import tests.support.flow_crews
+    import tests.support.provider_crews
+    import tests.support.recall_crews
+    import tests.support.shape_crews
+    import tests.support.typed_crews  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
