@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+import orjson
 from crewai.llms.base_llm import BaseLLM, call_stop_override
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,13 +33,47 @@ compat.install()  # before any crew is built
 # ``<function f at 0x7f...>``: where an object sits in one process's memory. CrewAI's planner
 # puts its agents' tools' reprs in its prompt, and those name their cache function's address.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+# Both kinds of process-specific text, found in one pass over the prompt's JSON.
+_VOLATILE = re.compile(f"{MADE_UP_ID.pattern}|{_ADDRESS.pattern}")
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def prompt_hash(messages: Any, tools: Any) -> str:
     """A stable digest of what the model is asked (messages and tool schemas), the same in
     every process: memory addresses in object reprs are left out, and so are those in the
     ids CrewAI makes up for tool calls that came without one (Gemini's): each stands for
-    its place among them."""
+    its place among them.
+
+    The prompt is written as JSON by orjson (a long conversation's prompt is hashed on every
+    turn, and the standard library's encoder took most of the time); one it cannot write (an
+    integer past 64 bits, nesting past 254 levels) by the standard library's.
+    """
+    prompt = {"messages": messages, "tools": tools}
+    try:
+        blob = orjson.dumps(prompt, option=_SORTED, default=_plain).decode()
+    except orjson.JSONEncodeError:
+        blob = json.dumps(prompt, sort_keys=True, default=_plain)
+    made_up: dict[str, str] = {}
+
+    def stable(match: re.Match[str]) -> str:
+        text = match[0]
+        if text.startswith(" at 0x"):
+            return " at 0x>"
+        return made_up.setdefault(text, f"call_{len(made_up)}") if made_up_id(match) else text
+
+    return hashlib.sha256(_VOLATILE.sub(stable, blob).encode()).hexdigest()
+
+
+def same_prompt(recorded: str | None, digest: str, messages: Any, tools: Any) -> bool:
+    """Whether a turn recorded with the digest ``recorded`` was asked this prompt, whose
+    :func:`prompt_hash` is ``digest``; a turn recorded before that digest (by a release
+    whose ``json.dumps`` form it has) is checked against that form."""
+    return recorded == digest or recorded == _stdlib_prompt_hash(messages, tools)
+
+
+def _stdlib_prompt_hash(messages: Any, tools: Any) -> str:
+    """The digest turns were recorded with before :func:`prompt_hash`: the same prompt and
+    the same process-specific text left out, written by ``json.dumps``."""
     blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
     made_up: dict[str, str] = {}
     blob = MADE_UP_ID.sub(
@@ -156,7 +191,7 @@ class JournalLLM(BaseLLM):
         ctx.note_turn(stream, seq, messages, tools, from_agent)
         entry = ctx.recorded(stream, self.kind, seq)
         if entry is not None:
-            if entry.prompt_hash == digest:
+            if same_prompt(entry.prompt_hash, digest, messages, tools):
                 ctx.stats["llm_replayed"] += 1
                 where = f"LLM turn {seq} of {stream}"
                 try:

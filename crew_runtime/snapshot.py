@@ -40,7 +40,7 @@ from pydantic import BaseModel, ValidationError
 from crew_runtime import streams
 from crew_runtime.compat import agent_executor as crewai_executor
 from crew_runtime.context import RunContext, current_run
-from crew_runtime.journal_llm import prompt_hash
+from crew_runtime.journal_llm import prompt_hash, same_prompt
 from storage import Snapshot
 
 VERSION = 1
@@ -182,7 +182,8 @@ def note_setup(ctx: RunContext, executor: Any) -> None:
     plan = ctx.snapshot
     if plan is None or plan.payload["stream"] != stream:
         return
-    if plan.payload["setup"] != setup:  # the task's prompt changed: replay it from its start
+    if not same_prompt(plan.payload["setup"], setup, executor.state.messages, None):
+        # the task's prompt changed: replay it from its start
         ctx.load_whole_journal()
         return
     _seed(ctx, executor, stream, plan.payload)
@@ -231,8 +232,8 @@ def take(ctx: RunContext, crew: Crew, crew_print: str) -> Snapshot | None:
         outputs = [_output_json(t.output) for t in tasks[:n] if t.output is not None]
     except (TypeError, ValueError):
         return None
-    if prompt_hash(messages, turn.tools) != entry.prompt_hash:  # changed in place since
-        return None
+    if not same_prompt(entry.prompt_hash, prompt_hash(messages, turn.tools), messages, turn.tools):
+        return None  # changed in place since
     payload = {
         "version": VERSION,
         "crew": crew_print,

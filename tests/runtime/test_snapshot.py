@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, update
 
+from crew_runtime import journal_llm, snapshot
 from crew_runtime.offline.drafts import parse_draft
 from storage import (
     DecisionKind,
@@ -100,6 +101,37 @@ def test_a_changed_crew_replays_its_journal_and_diverges(
     bench.decide(run.id, "answer", "formal")
     again = _resume(bench, run.id)  # the new recording has a snapshot of its own
     assert again["snapshot"] == 1 and again["llm_replayed"] == 1
+
+
+@ON_SQLITE
+def test_runs_recorded_with_the_earlier_digest_resume_without_diverging(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs paused by a release that digested prompts with ``json.dumps`` resume after an
+    upgrade from their snapshot or their journal, with no turn taken for a changed one."""
+    bench.add_crews(LONG_LOOP)
+    earlier = journal_llm._stdlib_prompt_hash
+    monkeypatch.setattr(journal_llm, "prompt_hash", earlier)
+    monkeypatch.setattr(snapshot, "prompt_hash", earlier)
+    runs = []
+    for topic in ("otters", "kelp"):
+        runs.append(bench.start("long_loop", topic=topic, turns="4"))
+        _resume(bench, runs[-1].id)
+    monkeypatch.undo()
+    from_snapshot, from_journal = runs
+    with bench.store.engine.begin() as conn:
+        conn.execute(delete(snapshots).where(snapshots.c.run_id == from_journal.id))
+
+    bench.decide(from_snapshot.id, "answer", "casual")
+    resumed = _resume(bench, from_snapshot.id)
+    assert resumed["snapshot"] == 1 and resumed["llm_replayed"] == 1
+    bench.decide(from_journal.id, "answer", "casual")
+    replayed = _resume(bench, from_journal.id)
+    assert "snapshot" not in replayed and replayed["llm_replayed"] == 5
+    for run in runs:
+        assert bench.run(run.id).divergence is None
+    assert len(bench.effects("search")) == 8  # each run's four searches, none again
+    _no_turn_sent_twice(bench)
 
 
 @ON_SQLITE
