@@ -51,7 +51,7 @@ def prompt_hash(messages: Any, tools: Any) -> str:
         blob = orjson.dumps(prompt, option=_SORTED, default=_plain).decode()
     except orjson.JSONEncodeError:
         blob = json.dumps(prompt, sort_keys=True, default=_plain)
-    return hashlib.sha256(_stable(blob).encode()).hexdigest()
+    return _digest(blob)
 
 
 def same_prompt(recorded: str | None, digest: str, messages: Any, tools: Any) -> bool:
@@ -65,20 +65,22 @@ def _stdlib_prompt_hash(messages: Any, tools: Any) -> str:
     """The digest turns were recorded with before :func:`prompt_hash`: the same prompt and
     the same process-specific text left out, written by ``json.dumps``."""
     blob = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, default=_plain)
-    return hashlib.sha256(_stable(blob).encode()).hexdigest()
+    return _digest(blob)
 
 
-def _stable(blob: str) -> str:
-    """The prompt's JSON without what differs between processes. Two passes: each pattern
-    starts with a literal, which the regular expression engine finds fast; the two as one
-    alternation were tried at every character, three times slower."""
+def _digest(blob: str) -> str:
+    """The digest of the prompt's JSON without what differs between processes. Two passes:
+    each pattern starts with a literal, which the regular expression engine finds fast; the
+    two as one alternation were tried at every character, three times slower."""
     made_up: dict[str, str] = {}
     if "call_" in blob:
         blob = MADE_UP_ID.sub(
             lambda m: made_up.setdefault(m[0], f"call_{len(made_up)}") if made_up_id(m) else m[0],
             blob,
         )
-    return _ADDRESS.sub(" at 0x>", blob) if " at 0x" in blob else blob
+    if " at 0x" in blob:
+        blob = _ADDRESS.sub(" at 0x>", blob)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _plain(value: Any) -> Any:

@@ -24,6 +24,7 @@ that the documentation's sessions run, forked warm instead of importing CrewAI e
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import runpy
@@ -118,13 +119,9 @@ def serve(path: str) -> None:
 
     import bot.cli.main  # noqa: F401
     import crew_runtime.worker  # noqa: F401
-    import tests.support.crews
-    import tests.support.event_crews
-    import tests.support.flow_crews
-    import tests.support.provider_crews
-    import tests.support.recall_crews
-    import tests.support.shape_crews
-    import tests.support.typed_crews  # noqa: F401
+
+    for crews in sorted((ROOT / "tests" / "support").glob("*crews.py")):  # the test crews
+        importlib.import_module(f"tests.support.{crews.stem}")
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
