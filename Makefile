@@ -9,6 +9,10 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Extra arguments for `countersign demo`, e.g. `make demo ARGS="--port 8080"`.
 ARGS ?=
+# Python keeps the bytecode it compiles (in __pycache__/, gitignored) whatever the shell says:
+# where PYTHONDONTWRITEBYTECODE is set, as on our CI machines, every pytest worker and every
+# process a test starts compiled the project and the tests again (docs/benchmarks.md, "Suite time").
+unexport PYTHONDONTWRITEBYTECODE
 # The tests run in this many processes (pytest-xdist): twice a 2-CPU machine's cores, as much
 # of a test's time is spent waiting (on worker processes, PostgreSQL, leases); `make fast` too,
 # though each process pays ~10 CPU-s collecting (docs/benchmarks.md, "Suite time"). JOBS=0
