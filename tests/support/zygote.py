@@ -103,14 +103,13 @@ def send_request(conn: socket.socket, request: dict[str, Any], stdio: list[int])
 def serve(path: str) -> None:
     """The zygote's loop: fork on request, report exits, stop when stdin closes.
 
-    Besides the command, it imports what a worker imports only once it runs a crew: the
-    worker itself, the test crews' modules (which the children would compile each: this
-    machine keeps no bytecode), the providers' SDKs the provider tests' crews load (1 to 3 s a
-    child otherwise), and LanceDB's namespace client, whose pydantic schemas are most of the
-    1.5 s that a Flow's or a crew's memory spends importing LanceDB. LanceDB itself starts a
-    thread when imported, so the children import the rest of it. LiteLLM is told to read its
-    price list from its own package (with the network, it fetches it in a thread: the zygote
-    could not fork)."""
+    Besides the command, it imports what a worker imports only once it runs a crew: the worker
+    itself, the test crews' modules (which each child would import again), the providers' SDKs
+    the provider tests' crews load (1 to 3 s a child otherwise), and LanceDB's namespace client,
+    whose pydantic schemas are most of the 1.5 s that a Flow's or a crew's memory spends
+    importing LanceDB. LanceDB itself starts a thread when imported, so the children import the
+    rest of it. LiteLLM is told to read its price list from its own package (with the network,
+    it fetches it in a thread: the zygote could not fork)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import crewai.llms.providers.anthropic.completion
     import crewai.llms.providers.gemini.completion  # noqa: F401
